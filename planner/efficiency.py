@@ -1,0 +1,75 @@
+"""Efficiency factors: how far below the datasheet roofline a real engine runs.
+
+A roofline says the least time an operation can take; engines reach a fraction of peak
+bandwidth and FLOP/s, pay a launch cost per kernel (eager) or per step (CUDA graphs), and lose
+time in all-reduce. These factors turn a bound into an estimate. The defaults are fitted to the
+published measurements in ``shared/reference/measured_public.json`` (see
+``planner/estimate/fit.py`` and ``docs/calibration.md``); a card's own micro-benchmarks replace
+them (``kind="calibrated"``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Efficiency(BaseModel):
+    """Achieved fractions of peak and fixed overheads for one card (and engine)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["bound", "default", "calibrated"] = Field(
+        "default",
+        description="'bound': no derating (pure roofline); 'default': factors fitted to public "
+        "measurements; 'calibrated': factors measured on this card by the Validate benchmarks.",
+    )
+    bandwidth_fraction: float = Field(
+        0.8, gt=0, le=1, description="Achieved fraction of HBM bandwidth when streaming weights and KV (unitless)."
+    )
+    gemm_fraction_large: float = Field(
+        0.7, gt=0, le=1, description="Achieved fraction of dense peak FLOP/s for GEMMs with M >= gemm_m_knee tokens."
+    )
+    gemm_fraction_small: float = Field(
+        0.35, gt=0, le=1, description="Achieved fraction of dense peak FLOP/s for GEMMs with M = 1 token (interpolated in log M up to the knee)."
+    )
+    gemm_m_knee_tokens: int = Field(
+        1024, ge=1, description="Rows (tokens) of a GEMM at which it reaches gemm_fraction_large."
+    )
+    attention_fraction: float = Field(
+        0.6, gt=0, le=1, description="Achieved fraction of peak (FLOP/s and bandwidth) for attention kernels (unitless)."
+    )
+    kernel_launch_seconds: float = Field(
+        4e-6, ge=0, description="Host cost per kernel launch in eager mode, in seconds."
+    )
+    graph_launch_seconds: float = Field(
+        1e-6, ge=0, description="Cost per kernel inside a replayed CUDA graph, in seconds."
+    )
+    step_overhead_seconds: float = Field(
+        2e-3, ge=0, description="Fixed per-engine-step cost (scheduling, sampling, Python), in seconds."
+    )
+    allreduce_fraction: float = Field(
+        0.7, gt=0, le=1, description="Achieved fraction of the interconnect's unidirectional bandwidth in all-reduce."
+    )
+    allreduce_latency_seconds: float = Field(
+        8e-6, ge=0, description="Fixed latency of one all-reduce call, in seconds."
+    )
+    source: str = Field(
+        "planner defaults", description="Where these factors come from (fit, card and date, or 'none')."
+    )
+
+
+BOUND = Efficiency(
+    kind="bound",
+    bandwidth_fraction=1.0,
+    gemm_fraction_large=1.0,
+    gemm_fraction_small=1.0,
+    attention_fraction=1.0,
+    kernel_launch_seconds=0.0,
+    graph_launch_seconds=0.0,
+    step_overhead_seconds=0.0,
+    allreduce_fraction=1.0,
+    allreduce_latency_seconds=0.0,
+    source="pure roofline: datasheet peaks, no overheads",
+)

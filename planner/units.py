@@ -1,0 +1,68 @@
+"""Units: byte and time constants, and formatting at the edges.
+
+Inside the planner every quantity is in base units (bytes, seconds, FLOPs, FLOP/s, bytes/s).
+Convert only when printing. GiB is 2**30 bytes, GB is 10**9 bytes; labels say which.
+"""
+
+from __future__ import annotations
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+KB = 1000
+MB = 1000**2
+GB = 1000**3
+TB = 1000**4
+TERA = 1e12
+GIGA = 1e9
+MS_PER_S = 1000.0
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative integers: cdiv(17, 16) == 2."""
+    return -(-a // b)
+
+
+def round_up(value: int, multiple: int) -> int:
+    """Round ``value`` up to a multiple of ``multiple``: round_up(50257, 64) == 50304."""
+    return cdiv(value, multiple) * multiple
+
+
+def fmt_gib(num_bytes: float | None, digits: int = 1) -> str:
+    """'12.3 GiB' (binary), or 'unknown' for None."""
+    if num_bytes is None:
+        return "unknown"
+    return f"{num_bytes / GiB:,.{digits}f} GiB"
+
+
+def fmt_bytes(num_bytes: float | None) -> str:
+    """Pick B/KiB/MiB/GiB/TiB so the number reads well."""
+    if num_bytes is None:
+        return "unknown"
+    value = float(num_bytes)
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(value) >= size:
+            return f"{value / size:,.2f} {unit}"
+    return f"{value:,.0f} B"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """'12.3 ms', '1.20 s', '45.0 µs'."""
+    if seconds is None:
+        return "unknown"
+    if seconds >= 1.0:
+        return f"{seconds:,.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:,.2f} ms"
+    return f"{seconds * 1e6:,.1f} µs"
+
+
+def fmt_count(value: float | None) -> str:
+    """'8.03 B', '124.4 M', '37' for parameter or token counts."""
+    if value is None:
+        return "unknown"
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:,.2f} {unit}"
+    return f"{value:,.0f}"
