@@ -1,0 +1,111 @@
+"""KV-cache specs: how many bytes one layer keeps per token or per sequence, vLLM's way.
+
+Modelled on vLLM's ``vllm/v1/kv_cache_interface.py`` (0.33.0): each layer kind is a small frozen
+class answering ``page_size_bytes`` (one block of ``block_size`` tokens), ``max_memory_usage_bytes``
+(what one request of ``max_model_len`` tokens may hold) and ``sequence_bytes`` (one sequence of
+``context_len`` tokens, no block rounding). Sizes here are *per TP rank*; the model layer that
+builds them applies ``max(1, K // tp)`` replication, MLA's no-sharding and Mamba's ``I / tp``.
+
+Worked example (the seed's): 32 layers x 2 (K and V) x 8 KV heads x 128 head_dim x 2 bytes
+x 2048 tokens = 268,435,456 bytes = 256 MiB per sequence (not 536 MB).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.units import cdiv
+
+
+class KVSpec(BaseModel):
+    """Base of the per-layer cache specs (one layer, one TP rank)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def page_size_bytes(self, block_size: int) -> int:
+        """Bytes of one block of ``block_size`` tokens in this layer."""
+        raise NotImplementedError
+
+    def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
+        """Blocks one request of ``max_model_len`` tokens may hold (vLLM max_memory_usage / page)."""
+        raise NotImplementedError
+
+    def sequence_bytes(self, context_len: int) -> int:
+        """Bytes one sequence of ``context_len`` tokens keeps in this layer (no block rounding)."""
+        raise NotImplementedError
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes per cached token below every window (0 for recurrent state)."""
+        return 0
+
+    @property
+    def group_key(self) -> tuple:
+        """Layers with equal keys share a vLLM KV-cache group."""
+        return (type(self).__name__, self.model_dump_json())
+
+
+class FullAttentionKV(KVSpec):
+    """Full (global) attention: K and V for every token, ``2 * kv_heads * head_dim * bytes``."""
+
+    kind: Literal["full_attention"] = "full_attention"
+    kv_heads: int = Field(description="KV heads held on this rank: max(1, K // tp).")
+    head_dim: int = Field(description="Key head size, in elements.")
+    head_dim_v: int = Field(description="Value head size, in elements (0 when values are not cached, as in MLA).")
+    dtype_bytes: float = Field(description="Bytes per cached element (2 for bf16, 1 for fp8).")
+
+    @property
+    def bytes_per_token(self) -> int:
+        return int(self.kv_heads * (self.head_dim + self.head_dim_v) * self.dtype_bytes)
+
+    def page_size_bytes(self, block_size: int) -> int:
+        return block_size * self.bytes_per_token
+
+    def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
+        return cdiv(max_model_len, block_size)
+
+    def sequence_bytes(self, context_len: int) -> int:
+        return context_len * self.bytes_per_token
+
+
+class MLAKV(FullAttentionKV):
+    """Multi-head latent attention: one 'head' of kv_lora_rank + qk_rope_head_dim, no V, no TP split."""
+
+    kind: Literal["mla"] = "mla"
+
+
+class SlidingWindowKV(FullAttentionKV):
+    """Sliding-window attention: a sequence keeps at most about ``window`` tokens.
+
+    vLLM reserves ``cdiv(min(window - 1 + max_in_flight_tokens, max_model_len), block_size) + 1``
+    blocks per request (``SlidingWindowSpec.max_memory_usage_bytes``): the window, plus the tokens
+    a step may add before old blocks are freed, plus one block of misalignment.
+    """
+
+    kind: Literal["sliding_window"] = "sliding_window"
+    window_tokens: int = Field(description="Sliding window size, in tokens.")
+
+    def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
+        span = min(self.window_tokens - 1 + max_in_flight_tokens, max_model_len)
+        return cdiv(span, block_size) + 1
+
+    def sequence_bytes(self, context_len: int) -> int:
+        return min(context_len, self.window_tokens) * self.bytes_per_token
+
+
+class MambaStateKV(KVSpec):
+    """Recurrent (Mamba/SSM) layer: a fixed conv + SSM state per sequence, nothing per token."""
+
+    kind: Literal["mamba"] = "mamba"
+    state_bytes: int = Field(description="Bytes of conv state plus SSM state for one sequence on this rank.")
+
+    def page_size_bytes(self, block_size: int) -> int:
+        return self.state_bytes
+
+    def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
+        return 1
+
+    def sequence_bytes(self, context_len: int) -> int:
+        return self.state_bytes

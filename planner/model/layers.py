@@ -1,0 +1,419 @@
+"""Layer building blocks of a decoder: token mixers (attention, MLA, Mamba) and FFNs (dense, MoE).
+
+Each block is a small frozen class that answers three questions about itself, so no code
+elsewhere branches on the kind of layer:
+
+* ``param_groups()``: its parameters, split into TP-sharded linear weights, replicated linear
+  weights and small "other" tensors (biases, norms, routers) that stay in the activation dtype;
+* ``kv_spec(tp, kv_bytes, state_bytes)``: what it caches (see ``planner.model.kv``);
+* ``ops(shape)``: FLOPs and bytes of one forward step (see ``planner.model.ops``).
+
+Parameter formulas follow transformers 5.24.0 module definitions; the derivations are in
+``shared/reference/formulas.md`` (part 2.1), checked against counts of models built on the meta
+device (``tests/golden``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.model.kv import FullAttentionKV, KVSpec, MambaStateKV, MLAKV, SlidingWindowKV
+from planner.model.ops import Op, StepShape, allreduce, elementwise, gemm
+
+
+class ParamGroup(BaseModel):
+    """Parameters of one component, split by how they are stored and sharded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    component: str = Field(description="embedding, attention, mlp, experts, router, mamba, norms or lm_head.")
+    sharded_linear: int = Field(0, description="Linear weights split over TP ranks (quantizable), in parameters.")
+    replicated_linear: int = Field(0, description="Linear weights held whole on every rank (quantizable), in parameters.")
+    other: int = Field(0, description="Biases, norms, routers, scales: replicated, activation dtype, in parameters.")
+
+    @property
+    def total(self) -> int:
+        return self.sharded_linear + self.replicated_linear + self.other
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def param_groups(self) -> list[ParamGroup]:
+        raise NotImplementedError
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        raise NotImplementedError
+
+    @property
+    def params(self) -> int:
+        return sum(g.total for g in self.param_groups())
+
+
+# ----------------------------------------------------------------------------------- mixers
+
+
+class Attention(_Block):
+    """Multi-head / grouped-query / multi-query attention, optionally with a sliding window.
+
+    Params: q h*H*d, k and v h*K*d each, o H*d*h (note q/o width H*d may differ from h),
+    plus biases (q,k,v: H*d + 2*K*d; o: h), q/k RMSNorms over head_dim (2*d) and sinks (H).
+    """
+
+    kind: Literal["attention"] = "attention"
+    hidden_size: int = Field(description="Model width h, in elements.")
+    num_heads: int = Field(description="Query heads H.")
+    num_kv_heads: int = Field(description="Key/value heads K (K = H: MHA; K = 1: MQA).")
+    head_dim: int = Field(description="Head size d, in elements (explicit in config.json when given).")
+    qkv_bias: bool = Field(False, description="q, k and v projections carry biases.")
+    o_bias: bool = Field(False, description="The output projection carries a bias.")
+    qk_norm: bool = Field(False, description="RMSNorm over head_dim on queries and keys (Qwen3, Gemma3).")
+    sinks: bool = Field(False, description="One learned attention-sink logit per head (gpt-oss).")
+    window_tokens: int | None = Field(None, description="Sliding-window size in tokens; None for full attention.")
+
+    def param_groups(self) -> list[ParamGroup]:
+        h, H, K, d = self.hidden_size, self.num_heads, self.num_kv_heads, self.head_dim
+        other = (H * d + 2 * K * d if self.qkv_bias else 0) + (h if self.o_bias else 0)
+        other += 2 * d if self.qk_norm else 0
+        other += H if self.sinks else 0
+        return [ParamGroup(component="attention", sharded_linear=2 * h * H * d + 2 * h * K * d, other=other)]
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """vLLM ``get_num_kv_heads``: max(1, K // tp); heads are replicated when tp > K."""
+        return max(1, self.num_kv_heads // tp)
+
+    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+        common = dict(kv_heads=self.kv_heads_per_rank(tp), head_dim=self.head_dim, head_dim_v=self.head_dim, dtype_bytes=kv_bytes)
+        if self.window_tokens is None:
+            return FullAttentionKV(**common)
+        return SlidingWindowKV(window_tokens=self.window_tokens, **common)
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, H, K, d = self.hidden_size, self.num_heads, self.num_kv_heads, self.head_dim
+        T = shape.tokens
+        H_r = H / shape.tp
+        K_r = self.kv_heads_per_rank(shape.tp)
+        span = shape.context_len if self.window_tokens is None else min(shape.context_len, self.window_tokens)
+        pairs = shape.attended_pairs_per_seq()
+        if self.window_tokens is not None and shape.causal:
+            pairs = min(pairs, shape.query_len * self.window_tokens)
+        elif self.window_tokens is not None:
+            pairs = shape.query_len * span
+        B = shape.num_seqs
+        kv_elt = shape.kv_bytes
+        new_kv = T * 2 * K_r * d * kv_elt
+        return [
+            gemm(shape, "attn.q_proj", "attention", T, H * d, h),
+            gemm(shape, "attn.k_proj", "attention", T, K * d, h),
+            gemm(shape, "attn.v_proj", "attention", T, K * d, h),
+            Op(name="attn.kv_cache_write", kind="elementwise", flops=0.0, kv_bytes=new_kv),
+            Op(
+                name="attn.score (QK^T)",
+                kind="attention",
+                flops=2.0 * B * H_r * pairs * d,
+                kv_bytes=B * span * K_r * d * kv_elt,
+                activation_bytes=T * H_r * d * shape.act_bytes,
+            ),
+            Op(
+                name="attn.softmax",
+                kind="attention",
+                flops=5.0 * B * H_r * pairs,
+                kernels=0,  # fused into the FlashAttention kernel: no HBM traffic, no launch
+            ),
+            Op(
+                name="attn.value (PV)",
+                kind="attention",
+                flops=2.0 * B * H_r * pairs * d,
+                kv_bytes=B * span * K_r * d * kv_elt,
+                activation_bytes=T * H_r * d * shape.act_bytes,
+                kernels=0,  # same kernel as the score product
+            ),
+            gemm(shape, "attn.o_proj", "attention", T, h, H * d),
+        ]
+
+
+class MLA(_Block):
+    """DeepSeek multi-head latent attention (V2, V3, R1).
+
+    Params: q = h*H*(nope+rope) without q LoRA, else h*q_lora + q_lora (norm) + q_lora*H*(nope+rope);
+    kv_a = h*(kv_lora+rope) + kv_lora (norm); kv_b = kv_lora*H*(nope+v); o = H*v*h.
+    Cache: kv_lora + rope values per token, one 'head', no V, the same on every TP rank.
+    Decode uses the absorbed form (attention over the 576-wide latent), prefill the expanded one.
+    """
+
+    kind: Literal["mla"] = "mla"
+    hidden_size: int = Field(description="Model width h.")
+    num_heads: int = Field(description="Query heads H.")
+    q_lora_rank: int | None = Field(description="Rank of the query down-projection; None means a full q_proj (V2-Lite).")
+    kv_lora_rank: int = Field(description="Width of the cached latent (512 for V2/V3).")
+    qk_nope_head_dim: int = Field(description="Non-rotary part of each query/key head.")
+    qk_rope_head_dim: int = Field(description="Rotary part, shared across heads and cached.")
+    v_head_dim: int = Field(description="Value head size.")
+    bias: bool = Field(False, description="Attention projections carry biases (attention_bias).")
+
+    def param_groups(self) -> list[ParamGroup]:
+        h, H = self.hidden_size, self.num_heads
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        sharded = self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim) + H * self.v_head_dim * h
+        replicated = h * (self.kv_lora_rank + self.qk_rope_head_dim)
+        other = self.kv_lora_rank
+        if self.q_lora_rank is None:
+            sharded += h * H * qk
+        else:
+            replicated += h * self.q_lora_rank
+            other += self.q_lora_rank
+            sharded += self.q_lora_rank * H * qk
+        if self.bias:
+            other += h
+        return [ParamGroup(component="attention", sharded_linear=sharded, replicated_linear=replicated, other=other)]
+
+    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+        return MLAKV(kv_heads=1, head_dim=self.kv_lora_rank + self.qk_rope_head_dim, head_dim_v=0, dtype_bytes=kv_bytes)
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, H = self.hidden_size, self.num_heads
+        T, B = shape.tokens, shape.num_seqs
+        H_r = H / shape.tp
+        nope, rope, v, r = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, self.kv_lora_rank
+        latent_bytes = (r + rope) * shape.kv_bytes
+        pairs = shape.attended_pairs_per_seq()
+        ops: list[Op] = []
+        if self.q_lora_rank is None:
+            ops.append(gemm(shape, "mla.q_proj", "attention", T, H * (nope + rope), h))
+        else:
+            ops.append(gemm(shape, "mla.q_a_proj", "attention", T, self.q_lora_rank, h, sharded=False))
+            ops.append(gemm(shape, "mla.q_b_proj", "attention", T, H * (nope + rope), self.q_lora_rank))
+        ops.append(gemm(shape, "mla.kv_a_proj", "attention", T, r + rope, h, sharded=False))
+        ops.append(Op(name="mla.latent_cache_write", kind="elementwise", flops=0.0, kv_bytes=T * latent_bytes))
+        if shape.causal:
+            # Expanded: up-project every context token's latent to per-head K (nope) and V.
+            ctx_tokens = B * shape.context_len
+            ops.append(gemm(shape, "mla.kv_b_proj", "attention", ctx_tokens, H * (nope + v), r))
+            ops.append(Op(name="mla.score (QK^T)", kind="attention", flops=2.0 * B * H_r * pairs * (nope + rope),
+                          kv_bytes=B * shape.context_len * latent_bytes, activation_bytes=T * H_r * (nope + rope) * shape.act_bytes))
+            ops.append(Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0))
+            ops.append(Op(name="mla.value (PV)", kind="attention", flops=2.0 * B * H_r * pairs * v, kernels=0,
+                          activation_bytes=T * H_r * v * shape.act_bytes))
+        else:
+            # Absorbed: queries move into the latent space, attention runs over the cached latent.
+            ops.append(gemm(shape, "mla.q_absorb (W_UK)", "attention", T, H * r, nope))
+            ops.append(Op(name="mla.score (QK^T)", kind="attention", flops=2.0 * B * H_r * pairs * (r + rope),
+                          kv_bytes=B * shape.context_len * latent_bytes, activation_bytes=T * H_r * (r + rope) * shape.act_bytes))
+            ops.append(Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0))
+            ops.append(Op(name="mla.value (PV)", kind="attention", flops=2.0 * B * H_r * pairs * r, kernels=0,
+                          activation_bytes=T * H_r * r * shape.act_bytes))
+            ops.append(gemm(shape, "mla.v_absorb (W_UV)", "attention", T, H * v, r))
+        ops.append(gemm(shape, "mla.o_proj", "attention", T, h, H * v))
+        return ops
+
+
+class Mamba(_Block):
+    """Mamba-1 selective-state-space mixer (Mamba, Jamba).
+
+    Params: in_proj h*2I (+2I bias), depthwise conv I*k (+I bias), x_proj I*(R+2N), dt_proj R*I + I,
+    A_log I*N, D I, out_proj I*h (+h bias), and Jamba's dt/B/C RMSNorms R + 2N.
+    State per sequence (vLLM ``mamba1_state_shape``): conv (I/tp)*(k-1) + ssm (I/tp)*N elements.
+    """
+
+    kind: Literal["mamba"] = "mamba"
+    hidden_size: int = Field(description="Model width h.")
+    d_inner: int = Field(description="Inner width I = expand * h.")
+    d_state: int = Field(description="SSM state size N per channel.")
+    d_conv: int = Field(description="Depthwise convolution kernel width k.")
+    dt_rank: int = Field(description="Rank R of the time-step projection.")
+    proj_bias: bool = Field(False, description="in_proj and out_proj carry biases.")
+    conv_bias: bool = Field(True, description="The convolution carries a bias.")
+    inner_norms: bool = Field(False, description="RMSNorms on dt, B and C (Jamba).")
+
+    def param_groups(self) -> list[ParamGroup]:
+        h, I, N, R, k = self.hidden_size, self.d_inner, self.d_state, self.dt_rank, self.d_conv
+        sharded = h * 2 * I + I * (R + 2 * N) + R * I + I * h
+        other = I * k + (I if self.conv_bias else 0) + I + I * N + I  # conv, dt bias, A_log, D
+        other += (2 * I + h) if self.proj_bias else 0
+        other += (R + 2 * N) if self.inner_norms else 0
+        return [ParamGroup(component="mamba", sharded_linear=sharded, other=other)]
+
+    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+        inner = self.d_inner // tp
+        elements = inner * (self.d_conv - 1) + inner * self.d_state
+        return MambaStateKV(state_bytes=int(elements * state_bytes))
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, I, N, R = self.hidden_size, self.d_inner, self.d_state, self.dt_rank
+        T, B = shape.tokens, shape.num_seqs
+        I_r = I / shape.tp
+        state = B * I_r * (N + self.d_conv - 1) * shape.state_bytes
+        return [
+            gemm(shape, "mamba.in_proj", "mamba", T, 2 * I, h),
+            elementwise(shape, "mamba.conv1d", T * I_r, 2.0 * self.d_conv),
+            gemm(shape, "mamba.x_proj", "mamba", T, R + 2 * N, I),
+            gemm(shape, "mamba.dt_proj", "mamba", T, I, R),
+            Op(name="mamba.selective_scan", kind="scan", flops=9.0 * T * I_r * N, kv_bytes=2 * state,
+               activation_bytes=4 * T * I_r * shape.act_bytes),
+            gemm(shape, "mamba.out_proj", "mamba", T, h, I),
+        ]
+
+
+Mixer = Annotated[Union[Attention, MLA, Mamba], Field(discriminator="kind")]
+
+
+# ------------------------------------------------------------------------------------- FFNs
+
+
+class DenseMLP(_Block):
+    """Feed-forward block: gated (SwiGLU/GeGLU, 3 matrices) or plain (2 matrices, GPT-2/OPT/NeoX/Falcon)."""
+
+    kind: Literal["dense"] = "dense"
+    hidden_size: int = Field(description="Model width h.")
+    intermediate_size: int = Field(description="FFN width I.")
+    gated: bool = Field(True, description="Gated (gate, up, down) rather than plain (up, down).")
+    bias: bool = Field(False, description="The linear layers carry biases.")
+    component: str = Field("mlp", description="Component name for precision and reporting (mlp or experts).")
+
+    def param_groups(self) -> list[ParamGroup]:
+        h, I = self.hidden_size, self.intermediate_size
+        mats = 3 if self.gated else 2
+        bias = ((2 if self.gated else 1) * I + h) if self.bias else 0
+        return [ParamGroup(component=self.component, sharded_linear=mats * h * I, other=bias)]
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, I, T = self.hidden_size, self.intermediate_size, shape.tokens
+        up = 2 * I if self.gated else I
+        return [
+            gemm(shape, "mlp.gate_up_proj" if self.gated else "mlp.up_proj", self.component, T, up, h),
+            elementwise(shape, "mlp.act", T * I / shape.tp, 4.0, passes=3.0 if self.gated else 2.0),
+            gemm(shape, "mlp.down_proj", self.component, T, h, I),
+        ]
+
+
+class MoE(_Block):
+    """Mixture of experts: a router, E routed experts of which k fire per token, optional shared expert.
+
+    Params per layer: router E*h (+E bias), E experts of 3*h*I_e (+ biases 2*I_e + h for gpt-oss),
+    shared expert 3*h*I_s (+ an h->1 gate for Qwen2-MoE).
+    """
+
+    kind: Literal["moe"] = "moe"
+    hidden_size: int = Field(description="Model width h.")
+    num_experts: int = Field(description="Routed experts E.")
+    experts_per_token: int = Field(description="Experts each token is routed to (top-k).")
+    expert_intermediate_size: int = Field(description="FFN width of one routed expert.")
+    expert_bias: bool = Field(False, description="Expert linears carry biases (gpt-oss).")
+    router_bias: bool = Field(False, description="The router carries a bias (gpt-oss).")
+    shared_intermediate_size: int = Field(0, description="Total FFN width of the shared expert(s); 0 for none.")
+    shared_gate: bool = Field(False, description="A sigmoid gate h->1 scales the shared expert (Qwen2-MoE).")
+
+    @property
+    def expert(self) -> DenseMLP:
+        return DenseMLP(hidden_size=self.hidden_size, intermediate_size=self.expert_intermediate_size,
+                        bias=self.expert_bias, component="experts")
+
+    @property
+    def shared(self) -> DenseMLP | None:
+        if not self.shared_intermediate_size:
+            return None
+        return DenseMLP(hidden_size=self.hidden_size, intermediate_size=self.shared_intermediate_size)
+
+    @property
+    def params_per_expert(self) -> int:
+        return self.expert.params
+
+    def param_groups(self) -> list[ParamGroup]:
+        E, h = self.num_experts, self.hidden_size
+        e = self.expert.param_groups()[0]
+        groups = [
+            ParamGroup(component="experts", sharded_linear=E * e.sharded_linear, other=E * e.other),
+            ParamGroup(component="router", other=E * h + (E if self.router_bias else 0) + (h if self.shared_gate else 0)),
+        ]
+        if self.shared is not None:
+            groups += self.shared.param_groups()
+        return groups
+
+    def expected_distinct_experts(self, tokens: int) -> float:
+        """Experts touched by ``tokens`` tokens under uniform routing: E (1 - (1 - k/E)^tokens)."""
+        E, k = self.num_experts, self.experts_per_token
+        return E * (1.0 - (1.0 - k / E) ** tokens)
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, I, E, k, T = self.hidden_size, self.expert_intermediate_size, self.num_experts, self.experts_per_token, shape.tokens
+        touched = self.expected_distinct_experts(T)
+        expert_weights = shape.wbytes("experts", 3 * h * I / shape.tp) * touched
+        routed_tokens = T * k
+        ops = [
+            Op(name="moe.router", kind="gemm", flops=2.0 * T * E * h, weight_bytes=E * h * shape.act_bytes,
+               activation_bytes=T * (h + E) * shape.act_bytes, gemm_m_tokens=T),
+            Op(
+                name=f"moe.experts ({touched:.1f} of {E} touched)",
+                kind="gemm",
+                flops=2.0 * routed_tokens * 3 * h * I / shape.tp,
+                weight_bytes=expert_weights,
+                activation_bytes=routed_tokens * (2 * h + 3 * I / shape.tp) * shape.act_bytes,
+                gemm_m_tokens=max(1, round(routed_tokens / max(touched, 1.0))),
+                compute_dtype=shape.cdtype("experts"),
+                kernels=2,
+            ),
+        ]
+        if self.shared is not None:
+            ops += [op.model_copy(update={"name": "shared_" + op.name}) for op in self.shared.ops(shape)]
+        return ops
+
+
+FFN = Annotated[Union[DenseMLP, MoE], Field(discriminator="kind")]
+
+
+# ------------------------------------------------------------------------------------ layer
+
+
+class DecoderLayer(BaseModel):
+    """One decoder layer: a token mixer, an optional FFN and its norms."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mixer: Mixer = Field(description="Token mixer: attention, MLA or Mamba.")
+    ffn: FFN | None = Field(description="Feed-forward block; None for Mamba-only layers.")
+    norm_params: int = Field(description="Parameters of the layer's norms (RMSNorm h each, LayerNorm 2h each).")
+
+    @property
+    def kind(self) -> str:
+        """Human label: full_attention, sliding_attention(4096), mla, mamba, plus '+moe'."""
+        mixer = self.mixer
+        label = mixer.kind
+        if isinstance(mixer, Attention):
+            label = "full_attention" if mixer.window_tokens is None else f"sliding_attention({mixer.window_tokens})"
+        return label + ("+moe" if isinstance(self.ffn, MoE) else "")
+
+    def param_groups(self) -> list[ParamGroup]:
+        groups = self.mixer.param_groups() + (self.ffn.param_groups() if self.ffn else [])
+        return groups + [ParamGroup(component="norms", other=self.norm_params)]
+
+    @property
+    def params(self) -> int:
+        return sum(g.total for g in self.param_groups())
+
+    @property
+    def inactive_params(self) -> int:
+        """Routed-expert params a token does not use: (E - k) x params_per_expert."""
+        if isinstance(self.ffn, MoE):
+            return (self.ffn.num_experts - self.ffn.experts_per_token) * self.ffn.params_per_expert
+        return 0
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, T = self.mixer.hidden_size, shape.tokens
+        ops = [elementwise(shape, "input_norm", T * h, 4.0)]
+        ops += self.mixer.ops(shape)
+        reduce = allreduce(shape, "tp.allreduce (mixer)", h)
+        ops += [reduce] if reduce else []
+        if self.ffn is not None:
+            ops.append(elementwise(shape, "post_attention_norm", T * h, 4.0))
+            ops += self.ffn.ops(shape)
+            reduce = allreduce(shape, "tp.allreduce (ffn)", h)
+            ops += [reduce] if reduce else []
+        return ops
+
+
+def ceil_div_rank(h: int) -> int:
+    """Mamba's dt_rank 'auto': ceil(h / 16)."""
+    return math.ceil(h / 16)

@@ -1,0 +1,117 @@
+"""Work of one operation: FLOPs and bytes moved, before any hardware is involved.
+
+The model's layer classes describe themselves as a list of ``Op`` for a given ``StepShape``
+(how many tokens and sequences a forward step carries, and how long their contexts are).
+``planner.estimate.roofline`` then binds each op to a card: which ceiling (compute, memory,
+interconnect, launch overhead) binds and how long it takes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OpKind = Literal["gemm", "attention", "elementwise", "scan", "allreduce"]
+
+
+class Op(BaseModel):
+    """FLOPs and HBM bytes of one kernel-sized operation on one TP rank, for one layer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Operation name, e.g. 'attn.q_proj' or 'moe.experts'.")
+    kind: OpKind = Field(description="Kernel class: picks the efficiency factor and the compute dtype.")
+    flops: float = Field(ge=0, description="Floating-point operations (a multiply-add is 2), per rank.")
+    weight_bytes: float = Field(0.0, ge=0, description="Weight bytes read from HBM, per rank.")
+    activation_bytes: float = Field(0.0, ge=0, description="Activation bytes read and written, per rank.")
+    kv_bytes: float = Field(0.0, ge=0, description="KV-cache or recurrent-state bytes read and written, per rank.")
+    comm_bytes: float = Field(0.0, ge=0, description="Bytes each rank sends in a collective (all-reduce payload).")
+    gemm_m_tokens: int | None = Field(None, description="Rows of the GEMM (tokens), for the shape-dependent efficiency; None if not a GEMM.")
+    compute_dtype: str = Field("bf16", description="Dtype of the math units used: bf16, fp16, fp8, int8, fp4, fp32.")
+    kernels: int = Field(1, ge=0, description="Kernel launches this op costs.")
+
+    @property
+    def bytes(self) -> float:
+        """All HBM bytes moved (weights + activations + KV)."""
+        return self.weight_bytes + self.activation_bytes + self.kv_bytes
+
+
+class StepShape(BaseModel):
+    """What one forward step processes on one TP rank.
+
+    Prefill of ``num_seqs`` prompts of ``query_len`` tokens: ``context_len == query_len`` and
+    ``causal=True``. Decode: ``query_len == 1`` and ``context_len`` the tokens already cached + 1.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_seqs: int = Field(ge=1, description="Sequences in the step (batch).")
+    query_len: int = Field(ge=1, description="New tokens per sequence in this step.")
+    context_len: int = Field(ge=1, description="Tokens each sequence attends to at the end of the step (cached + new).")
+    causal: bool = Field(description="True for prefill: new tokens attend causally among themselves.")
+    tp: int = Field(1, ge=1, description="Tensor-parallel degree: linear layers are split over tp ranks.")
+    act_bytes: float = Field(2.0, description="Bytes per activation element (2 for bf16/fp16).")
+    kv_bytes: float = Field(2.0, description="Bytes per cached KV element (2 for bf16, 1 for fp8).")
+    state_bytes: float = Field(2.0, description="Bytes per recurrent-state element (Mamba), the model dtype.")
+    weight_bits: dict[str, float] = Field(
+        default_factory=dict,
+        description="Storage bits per weight of each component (embedding, attention, mlp, experts, mamba, lm_head), scales included.",
+    )
+    compute_dtypes: dict[str, str] = Field(
+        default_factory=dict, description="Math dtype of each component's GEMMs (bf16 for weight-only quantization)."
+    )
+
+    @property
+    def tokens(self) -> int:
+        """Tokens through the linear layers: num_seqs x query_len."""
+        return self.num_seqs * self.query_len
+
+    def attended_pairs_per_seq(self) -> float:
+        """(query, key) pairs per sequence: causal prefill q(c - q) + q(q + 1)/2; decode c."""
+        if self.causal:
+            cached = self.context_len - self.query_len
+            return self.query_len * cached + self.query_len * (self.query_len + 1) / 2
+        return float(self.query_len * self.context_len)
+
+    def wbytes(self, component: str, params: float) -> float:
+        """Bytes of ``params`` weights of ``component`` at its storage precision."""
+        return params * self.weight_bits.get(component, 16.0) / 8.0
+
+    def cdtype(self, component: str) -> str:
+        return self.compute_dtypes.get(component, "bf16")
+
+
+def gemm(shape: StepShape, name: str, component: str, m: int, n: int, k: int, *, sharded: bool = True) -> Op:
+    """A linear layer y[m, n] = x[m, k] @ W[k, n] (+ bias), W split over TP when ``sharded``.
+
+    FLOPs = 2 m n k / tp; bytes = W (at its storage precision) + x + y (activations).
+    """
+    div = shape.tp if sharded else 1
+    n_rank = n / div if sharded else n
+    return Op(
+        name=name,
+        kind="gemm",
+        flops=2.0 * m * n_rank * k,
+        weight_bytes=shape.wbytes(component, n_rank * k),
+        activation_bytes=(m * k + m * n_rank) * shape.act_bytes,
+        gemm_m_tokens=m,
+        compute_dtype=shape.cdtype(component),
+    )
+
+
+def elementwise(shape: StepShape, name: str, elements: float, flops_per_element: float, passes: float = 2.0) -> Op:
+    """A memory-bound elementwise kernel (norm, activation, residual): reads and writes ``passes`` times."""
+    return Op(
+        name=name,
+        kind="elementwise",
+        flops=elements * flops_per_element,
+        activation_bytes=elements * passes * shape.act_bytes,
+    )
+
+
+def allreduce(shape: StepShape, name: str, hidden_size: int) -> Op | None:
+    """TP all-reduce of the hidden states after a row-parallel layer; None when tp == 1."""
+    if shape.tp == 1:
+        return None
+    return Op(name=name, kind="allreduce", flops=0.0, comm_bytes=shape.tokens * hidden_size * shape.act_bytes)

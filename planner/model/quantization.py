@@ -1,0 +1,262 @@
+"""Weight precision: storage bits per weight (scales included) and the math dtype, per component.
+
+A checkpoint's ``quantization_config`` (AWQ, GPTQ, fp8, compressed-tensors, bitsandbytes, MXFP4,
+ModelOpt) and the user's choices (``--weight-dtype``, per-component overrides for mixed
+precision) resolve to one ``WeightFormat`` per component: embedding, attention, mlp, experts,
+mamba, lm_head. Norms, biases and routers always stay in the activation dtype.
+
+Storage bits (shared/reference/formulas.md, table 1.2):
+* AWQ / GPTQ 4-bit, group 128: 4 + (16-bit scale + 4-bit zero) / 128 = 4.156 bits (0.5195 B/param)
+* fp8 block 128x128 (DeepSeek-V3): 8 + 32 / (128*128); per-channel fp8 / int8: 8 bits + a row scale
+* bitsandbytes nf4: 4 + 32/64 (fp32 absmax per 64) = 4.5; with double quant 4 + 8/64 + 32/(64*256)
+* MXFP4: 4 + 8/32 = 4.25 (E8M0 scale per 32); NVFP4: 4 + 8/16 = 4.5 (FP8 scale per 16)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import ConfigError, ScenarioError
+
+COMPONENTS = ("embedding", "attention", "mlp", "experts", "mamba", "lm_head")
+QUANTIZED_BY_DEFAULT = ("attention", "mlp", "experts", "mamba")
+
+
+class WeightFormat(BaseModel):
+    """How one component's linear weights are stored and multiplied."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Format label: bf16, fp16, fp32, fp8, int8, int4-g128, mxfp4, nvfp4, nf4 ...")
+    bits_per_weight: float = Field(gt=0, description="Storage bits per weight, scales and zero points included.")
+    compute_dtype: str = Field(description="Dtype of the GEMM math: bf16/fp16 for weight-only formats, fp8/int8/fp4 for W8A8/W4A4.")
+
+
+def _fmt(name: str, bits: float, compute: str) -> WeightFormat:
+    return WeightFormat(name=name, bits_per_weight=bits, compute_dtype=compute)
+
+
+#: Formats a user may name with --weight-dtype or a per-component override.
+NAMED_FORMATS: dict[str, WeightFormat] = {
+    "fp32": _fmt("fp32", 32, "fp32"),
+    "bf16": _fmt("bf16", 16, "bf16"),
+    "fp16": _fmt("fp16", 16, "fp16"),
+    "fp8": _fmt("fp8", 8 + 32 / 4096, "fp8"),  # W8A8 dynamic, per-channel fp32 scale (~4096-wide rows)
+    "int8": _fmt("int8", 8 + 32 / 4096, "int8"),  # W8A8 SmoothQuant-style
+    "int4": _fmt("int4-g128", 4 + 20 / 128, "bf16"),  # AWQ/GPTQ W4A16
+    "awq": _fmt("int4-g128 (awq)", 4 + 20 / 128, "bf16"),
+    "gptq": _fmt("int4-g128 (gptq)", 4 + 20 / 128, "bf16"),
+    "mxfp4": _fmt("mxfp4", 4.25, "bf16"),
+    "nvfp4": _fmt("nvfp4", 4.5, "fp4"),
+    "nf4": _fmt("nf4", 4.5, "bf16"),
+}
+
+DTYPE_ALIASES = {
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "e4m3": "fp8",
+}
+
+
+def normalize_dtype(name: str) -> str:
+    """'bfloat16' -> 'bf16', 'torch.float16' -> 'fp16'; unknown names pass through lowercased."""
+    key = str(name).lower().removeprefix("torch.")
+    return DTYPE_ALIASES.get(key, key)
+
+
+class QuantizationSpec(BaseModel):
+    """A checkpoint's quantization, normalized."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str = Field(description="quant_method as written in config.json (awq, gptq, fp8, compressed-tensors, bitsandbytes, mxfp4, modelopt).")
+    weight_format: WeightFormat = Field(description="Format of the quantized linear weights.")
+    components: tuple[str, ...] = Field(description="Components whose linear weights are quantized.")
+    group_size: int | None = Field(None, description="Weights per scale group along the input dimension; None for per-channel/tensor.")
+    kv_cache_dtype: str | None = Field(None, description="KV-cache dtype the checkpoint ships scales for (e.g. fp8), if any.")
+    excluded_modules: tuple[str, ...] = Field((), description="Module patterns left unquantized, as written in the config.")
+
+
+_COMPONENT_PATTERNS = {
+    "lm_head": ("lm_head", "embed_out", "output"),
+    "embedding": ("embed_tokens", "wte", "embed_in", "word_embeddings", "embedding"),
+    "attention": ("self_attn", "attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "qkv"),
+    "experts": ("experts",),
+    "mlp": ("mlp", "feed_forward", "ffn"),
+    "mamba": ("mamba", "mixer"),
+}
+
+
+def _excluded_components(patterns: list[str]) -> set[str]:
+    """Which components a list of excluded module names/patterns covers (e.g. 'model.layers.*.self_attn')."""
+    out: set[str] = set()
+    for raw in patterns:
+        pattern = str(raw).removeprefix("re:")
+        last = re.split(r"[.*]", pattern.rstrip(".*$"))[-1] if pattern else ""
+        for component, keys in _COMPONENT_PATTERNS.items():
+            if any(key == last or fnmatch.fnmatch(last, key) for key in keys):
+                # A router ('mlp.router', 'mlp.gate') is never quantized anyway: do not exclude the mlp for it.
+                out.add(component)
+                break
+    return out
+
+
+def _group_bits(bits: int, group_size: int | None, zero: bool = True) -> float:
+    if not group_size or group_size <= 0:
+        return bits + 32 / 4096
+    return bits + (16 + (bits if zero else 0)) / group_size
+
+
+def _awq_gptq(cfg: dict) -> tuple[WeightFormat, int | None]:
+    bits = int(cfg.get("bits", cfg.get("w_bit", 4)))
+    group = cfg.get("group_size", cfg.get("q_group_size", 128))
+    group = None if group in (-1, None) else int(group)
+    method = cfg.get("quant_method")
+    compute = "int8" if bits == 8 and method == "gptq" else "bf16"
+    return _fmt(f"int{bits}-g{group or 'channel'} ({method})", _group_bits(bits, group), compute), group
+
+
+def _fp8(cfg: dict) -> tuple[WeightFormat, int | None]:
+    block = cfg.get("weight_block_size")
+    bits = 8 + (32 / (block[0] * block[1]) if block else 32 / 4096)
+    return _fmt("fp8" + (f" block {block[0]}x{block[1]}" if block else ""), bits, "fp8"), None
+
+
+def _compressed_tensors(cfg: dict) -> tuple[WeightFormat, int | None]:
+    groups = cfg.get("config_groups") or {}
+    if not groups:
+        raise ConfigError("quantization_config (compressed-tensors) has no config_groups; cannot tell the weight format.")
+    first = next(iter(groups.values()))
+    weights = first.get("weights") or {}
+    bits = int(weights.get("num_bits", 8))
+    kind = weights.get("type", "int")
+    strategy = weights.get("strategy", "channel")
+    group = weights.get("group_size") if strategy == "group" else None
+    acts = first.get("input_activations")
+    if kind == "float" and bits == 4:
+        return _fmt("nvfp4", 4.5, "fp4"), 16
+    if kind == "float":
+        return _fmt("fp8", 8 + 32 / 4096, "fp8" if acts else "bf16"), None
+    compute = ("int8" if bits == 8 else "bf16") if acts else "bf16"
+    zero = not weights.get("symmetric", True)
+    return _fmt(f"int{bits}" + (f"-g{group}" if group else ""), _group_bits(bits, group, zero), compute), group
+
+
+def _bitsandbytes(cfg: dict) -> tuple[WeightFormat, int | None]:
+    if cfg.get("load_in_8bit") or cfg.get("_load_in_8bit"):
+        return _fmt("int8 (bnb)", 8 + 32 / 4096, "bf16"), None
+    double = cfg.get("bnb_4bit_use_double_quant", False)
+    bits = 4 + (8 / 64 + 32 / (64 * 256) if double else 32 / 64)
+    return _fmt(str(cfg.get("bnb_4bit_quant_type", "nf4")), bits, "bf16"), 64
+
+
+def _mxfp4(cfg: dict) -> tuple[WeightFormat, int | None]:
+    return NAMED_FORMATS["mxfp4"], 32
+
+
+def _modelopt(cfg: dict) -> tuple[WeightFormat, int | None]:
+    algo = str((cfg.get("quantization") or {}).get("quant_algo") or cfg.get("quant_algo") or "FP8").upper()
+    if "FP4" in algo:
+        return NAMED_FORMATS["nvfp4"], 16
+    return NAMED_FORMATS["fp8"], None
+
+
+#: quant_method -> parser of the rest of quantization_config.
+PARSERS: dict[str, Callable[[dict], tuple[WeightFormat, int | None]]] = {
+    "awq": _awq_gptq,
+    "gptq": _awq_gptq,
+    "fp8": _fp8,
+    "fbgemm_fp8": _fp8,
+    "compressed-tensors": _compressed_tensors,
+    "bitsandbytes": _bitsandbytes,
+    "mxfp4": _mxfp4,
+    "modelopt": _modelopt,
+    "modelopt_fp4": _modelopt,
+}
+
+#: Components a method quantizes unless the config says otherwise.
+DEFAULT_COMPONENTS: dict[str, tuple[str, ...]] = {"mxfp4": ("experts",)}
+
+
+def parse_quantization(raw: dict[str, Any] | None) -> QuantizationSpec | None:
+    """Normalize ``quantization_config`` (or legacy ``compression_config``); None when absent."""
+    if not raw:
+        return None
+    method = str(raw.get("quant_method") or "").lower()
+    if not method and (raw.get("producer") or {}).get("name") == "modelopt":
+        method = "modelopt"
+    if not method and ("load_in_4bit" in raw or "load_in_8bit" in raw):
+        method = "bitsandbytes"
+    parser = PARSERS.get(method)
+    if parser is None:
+        raise ConfigError(
+            f"quantization_config has quant_method '{method or '(missing)'}', which the planner does not know.",
+            hint=f"Known methods: {', '.join(sorted(PARSERS))}. Remove quantization_config to plan the unquantized model, "
+            "or use --weight-dtype to say how the weights are stored.",
+        )
+    fmt, group = parser(raw)
+    excluded = list(raw.get("modules_to_not_convert") or raw.get("ignored_layers") or raw.get("ignore")
+                    or raw.get("exclude_modules") or raw.get("llm_int8_skip_modules") or [])
+    components = tuple(c for c in DEFAULT_COMPONENTS.get(method, QUANTIZED_BY_DEFAULT) if c not in _excluded_components(excluded))
+    kv = raw.get("kv_cache_scheme") or raw.get("kv_cache_quant_algo")
+    return QuantizationSpec(
+        method=method,
+        weight_format=fmt,
+        components=components,
+        group_size=group,
+        kv_cache_dtype="fp8" if kv else None,
+        excluded_modules=tuple(str(e) for e in excluded),
+    )
+
+
+def resolve_formats(
+    model_dtype: str,
+    quantization: QuantizationSpec | None,
+    weight_dtype: str = "auto",
+    overrides: dict[str, str] | None = None,
+) -> dict[str, WeightFormat]:
+    """Per-component weight format: checkpoint, then --weight-dtype, then per-component overrides.
+
+    ``weight_dtype='auto'`` keeps the checkpoint (quantized components in their format, the rest in
+    the model dtype). A named format applies to the quantizable components (attention, mlp,
+    experts, mamba) as vLLM's ``--quantization`` does; embedding and lm_head stay in the model
+    dtype unless overridden. A quantized checkpoint cannot be re-quantized to another format.
+    """
+    base = NAMED_FORMATS.get(normalize_dtype(model_dtype), NAMED_FORMATS["bf16"])
+    formats = {c: base for c in COMPONENTS}
+    if quantization is not None:
+        for c in quantization.components:
+            formats[c] = quantization.weight_format
+    wd = normalize_dtype(weight_dtype or "auto")
+    if wd != "auto":
+        fmt = NAMED_FORMATS.get(wd)
+        if fmt is None:
+            raise ScenarioError(f"unknown --weight-dtype '{weight_dtype}'.", hint=f"Use one of: auto, {', '.join(NAMED_FORMATS)}.")
+        if quantization is not None and fmt.bits_per_weight >= 16:
+            raise ScenarioError(
+                f"--weight-dtype {weight_dtype} asks for unquantized weights, but the checkpoint is already "
+                f"{quantization.method}-quantized ({quantization.weight_format.name}).",
+                hint="Use --weight-dtype auto for this checkpoint, or pick the unquantized repo.",
+            )
+        if quantization is not None and wd not in ("auto",) and fmt.name != quantization.weight_format.name:
+            raise ScenarioError(
+                f"--weight-dtype {weight_dtype} conflicts with the checkpoint's {quantization.method} quantization "
+                f"({quantization.weight_format.name}): vLLM cannot re-quantize a quantized checkpoint.",
+                hint="Use --weight-dtype auto, or plan the unquantized model with the format you want.",
+            )
+        if fmt.bits_per_weight >= 16:
+            formats = {c: fmt for c in COMPONENTS}
+        else:
+            for c in QUANTIZED_BY_DEFAULT:
+                formats[c] = fmt
+    for component, name in (overrides or {}).items():
+        if component not in COMPONENTS:
+            raise ScenarioError(f"unknown component '{component}' in a precision override.", hint=f"Use one of: {', '.join(COMPONENTS)}.")
+        fmt = NAMED_FORMATS.get(normalize_dtype(name))
+        if fmt is None:
+            raise ScenarioError(f"unknown dtype '{name}' for {component}.", hint=f"Use one of: {', '.join(NAMED_FORMATS)}.")
+        formats[component] = fmt
+    return formats
