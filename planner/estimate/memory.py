@@ -1,0 +1,436 @@
+"""Memory plan: how many bytes each GPU holds, and whether vLLM would start.
+
+vLLM V1 (0.33.0) semantics, per GPU (shared/reference/formulas.md, 2.4):
+
+    requested  = ceil(total_memory x gpu_memory_utilization)
+    kv_budget  = requested - weights_rank - non_torch - activation_peak - cuda_graph_pool
+    num_blocks = kv_budget // bytes_per_block            (the minimum over pipeline stages)
+    max_concurrency = num_blocks / blocks one max_model_len request needs (summed over KV groups)
+    kv_cache_tokens = int(max_concurrency x max_model_len)
+
+Weights and KV follow from the config exactly (vocab padded to 64, GQA heads ``max(1, K // tp)``,
+MLA replicated, sliding groups capped at their window, Mamba state per sequence). The three
+overheads cannot be read from config.json; they are documented estimates a user can override:
+
+* non-torch memory (CUDA context, cuBLAS, NCCL): 0.4 GiB on one GPU (a V0 log on an RTX 3090 shows
+  0.35 GiB, vllm-project/vllm#10517), 1.0 GiB with tensor parallelism (NCCL and custom
+  all-reduce buffers);
+* activation peak of the profiling run over ``max_num_batched_tokens`` tokens:
+  ``T x (3 x I_token / tp + 3 x h) x act_bytes`` plus the sampler's fp32 logits for
+  ``max_num_seqs`` rows. On that RTX 3090 log (Llama-3.1-8B, profile of 20,000 and 29,000 tokens)
+  the peak grew 0.92 GiB per 9,000 tokens, 109.8 KB/token; the formula gives 110.6 KB/token;
+* CUDA-graph pool: 0.25 GiB + 12 MiB per layer (0.73 GiB for a 40-layer 3B model on an L40S; the
+  log said 0.72 GiB); 0 with ``--enforce-eager``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import ScenarioError
+from planner.hardware import HardwareProfile
+from planner.model.kv import KVSpec, MambaStateKV
+from planner.model.layers import Attention
+from planner.model.quantization import WeightFormat, normalize_dtype, resolve_formats
+from planner.model.spec import ModelSpec, dtype_bytes
+from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, Scenario, default_batch_limits
+from planner.units import GiB, MiB, cdiv, fmt_gib, round_up
+
+NON_TORCH_SINGLE_GPU_BYTES = int(0.4 * GiB)
+NON_TORCH_TP_BYTES = int(1.0 * GiB)
+CUDA_GRAPH_BASE_BYTES = int(0.25 * GiB)
+CUDA_GRAPH_PER_LAYER_BYTES = 12 * MiB
+KV_DTYPES = ("auto", "bf16", "fp16", "fp8", "int8")
+
+
+class Resolved(BaseModel):
+    """The scenario with every vLLM default filled in for this model and card."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(description="Tensor-parallel size.")
+    pp: int = Field(description="Pipeline-parallel size.")
+    max_model_len: int = Field(description="Longest request, in tokens.")
+    block_size: int = Field(description="Tokens per KV block.")
+    kv_cache_dtype: str = Field(description="KV dtype actually used (auto resolved).")
+    kv_bytes_per_element: float = Field(description="Bytes per cached KV element.")
+    act_bytes_per_element: float = Field(description="Bytes per activation element (the model dtype).")
+    max_num_seqs: int = Field(description="Sequences per step.")
+    max_num_batched_tokens: int = Field(description="Token budget per step.")
+    gpu_memory_utilization: float = Field(description="Fraction of total memory vLLM may use.")
+    weight_formats: dict[str, WeightFormat] = Field(description="Storage format per component.")
+
+
+class MemoryTerm(BaseModel):
+    """One slice of a GPU's memory, for the stacked bar."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="weights, kv_cache, activations, cuda_graphs, non_torch, reserved (outside gpu_memory_utilization).")
+    bytes: int = Field(description="Bytes per GPU.")
+    kind: Literal["exact", "estimate"] = Field(description="'exact' when it follows from config.json; 'estimate' for overheads.")
+
+
+class MemoryPlan(BaseModel):
+    """Per-GPU memory plan of one scenario, and its verdict."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fits: bool = Field(description="vLLM would start: weights and at least one max_model_len request fit.")
+    reason: str = Field(description="One line: the verdict with its numbers.")
+    suggestions: list[str] = Field(description="Changes that would make it start (each checked), or that would hold more.")
+    resolved: Resolved = Field(description="The scenario with defaults filled in.")
+    gpu_name: str = Field(description="The card's name.")
+    total_memory_bytes_per_gpu: int = Field(description="Visible memory per GPU (what CUDA reports).")
+    requested_memory_bytes_per_gpu: int = Field(description="ceil(total x gpu_memory_utilization).")
+    weight_bytes_per_gpu: int = Field(description="Weights on the fullest rank (the first or last pipeline stage).")
+    weight_bytes_total: int = Field(description="Weights summed over all ranks of one replica.")
+    non_torch_bytes_per_gpu: int = Field(description="CUDA context / NCCL / cuBLAS estimate.")
+    activation_bytes_per_gpu: int = Field(description="Activation peak of the profiling run (estimate).")
+    cuda_graph_bytes_per_gpu: int = Field(description="CUDA-graph pool (estimate; 0 with eager).")
+    kv_cache_bytes_per_gpu: int = Field(description="Memory left for the KV cache (can be negative when it does not fit).")
+    kv_bytes_per_token_per_gpu: int = Field(description="KV bytes one token costs on the fullest rank, below every window.")
+    bytes_per_block: int = Field(description="Bytes of one KV block on the fullest rank (all layers of a group).")
+    num_gpu_blocks: int = Field(description="KV blocks vLLM would allocate (minimum over ranks).")
+    blocks_per_request: int = Field(description="Blocks one max_model_len request may hold, summed over KV groups.")
+    kv_cache_tokens: int = Field(description="'GPU KV cache size: N tokens' as vLLM reports it.")
+    max_concurrency: float = Field(description="Requests of max_model_len tokens the cache holds at once.")
+    max_model_len_that_fits: int | None = Field(description="Largest max_model_len with room for one request; None if even 1 token does not fit.")
+    terms: list[MemoryTerm] = Field(description="Memory per GPU by use, for the stacked bar (sums to the total).")
+
+
+# ------------------------------------------------------------------------- resolution
+
+
+def kv_bytes_per_element(model: ModelSpec, kv_cache_dtype: str) -> tuple[str, float]:
+    name = normalize_dtype(kv_cache_dtype or "auto")
+    if name not in KV_DTYPES:
+        raise ScenarioError(f"unknown --kv-cache-dtype '{kv_cache_dtype}'.", hint=f"Use one of: {', '.join(KV_DTYPES)}.")
+    if name == "auto":
+        name = model.default_kv_dtype
+    return name, dtype_bytes(name)
+
+
+def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
+    """Fill vLLM's defaults and check the combination (TP vs heads, lengths)."""
+    check_parallelism(model, hw, sc)
+    kv_name, kv_b = kv_bytes_per_element(model, sc.kv_cache_dtype)
+    max_len = sc.max_model_len or model.max_position_embeddings
+    if sc.max_model_len and sc.max_model_len > model.max_position_embeddings:
+        raise ScenarioError(
+            f"--max-model-len {sc.max_model_len:,} exceeds the model's maximum context of {model.max_position_embeddings:,} tokens.",
+            hint=f"Use --max-model-len {model.max_position_embeddings:,} or less (vLLM refuses longer unless "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which may give wrong outputs).",
+        )
+    tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
+    block = sc.block_size or (MLA_BLOCK_SIZE if model.num_kv_heads == 1 and _has_mla(model) else DEFAULT_BLOCK_SIZE)
+    budget = sc.max_num_batched_tokens or (tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default))
+    return Resolved(
+        tp=sc.tp, pp=sc.pp, max_model_len=max_len, block_size=block, kv_cache_dtype=kv_name, kv_bytes_per_element=kv_b,
+        act_bytes_per_element=dtype_bytes(model.dtype), max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
+        max_num_batched_tokens=budget, gpu_memory_utilization=sc.gpu_memory_utilization,
+        weight_formats=resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides),
+    )
+
+
+def _has_mla(model: ModelSpec) -> bool:
+    return any(layer.mixer.kind == "mla" for layer in model.layers)
+
+
+def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> None:
+    """TP must divide the query heads (and K must divide by TP or TP by K); PP at most the layers."""
+    heads = model.num_attention_heads
+    if heads is not None and heads % sc.tp:
+        divisors = [t for t in (1, 2, 4, 8, 16, 32, 64) if heads % t == 0 and t <= max(8, hw.gpus_per_node)]
+        raise ScenarioError(
+            f"--tp {sc.tp} does not divide the {heads} attention heads of {model.name}.",
+            hint=f"Use --tp {' or '.join(str(t) for t in divisors)}, or add --pp to split layers instead.",
+        )
+    kv = model.num_kv_heads
+    first = model.attention_layers[0] if model.attention_layers else None
+    if isinstance(first, Attention) and kv and sc.tp > kv and sc.tp % kv:
+        raise ScenarioError(
+            f"--tp {sc.tp} neither divides nor is a multiple of the {kv} KV heads.",
+            hint=f"Use a --tp that is a multiple of {kv} or divides it.",
+        )
+    if sc.pp > model.num_layers:
+        raise ScenarioError(f"--pp {sc.pp} exceeds the {model.num_layers} layers.", hint=f"Use --pp {model.num_layers} or less.")
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def stage_layers(num_layers: int, pp: int) -> list[range]:
+    """vLLM's default pipeline split: equal stages, the remainder to the stages before the last."""
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    out, start = [], 0
+    for size in sizes:
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
+def _group_bytes(groups, res: Resolved, tp: int) -> float:
+    """Bytes on one rank: linear weights at their component's format (sharded ones / tp), the rest
+    (biases, norms, routers) in the activation dtype, replicated."""
+    total = 0.0
+    for g in groups:
+        fmt = res.weight_formats.get(g.component)
+        bits = fmt.bits_per_weight if fmt else res.act_bytes_per_element * 8
+        total += (g.sharded_linear / tp + g.replicated_linear) * bits / 8 + g.other * res.act_bytes_per_element
+    return total
+
+
+def stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
+    """Weight bytes on one rank of each pipeline stage (vocab padded to 64, as vLLM allocates)."""
+    tp = res.tp
+    stages = stage_layers(model.num_layers, res.pp)
+    vocab_rows = model.padded_vocab_size * model.embedding_dim
+    emb_bits = res.weight_formats["embedding"].bits_per_weight
+    head_bits = res.weight_formats["lm_head"].bits_per_weight
+    out = []
+    for s, layers in enumerate(stages):
+        b = sum(_group_bytes(model.layers[i].param_groups(), res, tp) for i in layers)
+        if s == 0:
+            b += vocab_rows / tp * emb_bits / 8
+            b += model.position_embedding_rows * model.hidden_size * res.act_bytes_per_element
+            if model.embedding_dim != model.hidden_size:
+                b += 2 * model.embedding_dim * model.hidden_size * emb_bits / 8
+        if s == len(stages) - 1:
+            b += model.final_norm_params * res.act_bytes_per_element
+            if not model.tie_word_embeddings or res.pp > 1:
+                b += vocab_rows / tp * head_bits / 8
+        out.append(int(b))
+    return out
+
+
+def weight_bytes(model: ModelSpec, weight_dtype: str = "auto") -> int:
+    """Weights of the whole model at its served precision (unpadded vocab, one copy)."""
+    formats = resolve_formats(model.dtype, model.quantization, weight_dtype)
+    act = dtype_bytes(model.dtype)
+    total = 0.0
+    for g in model.param_groups():
+        bits = formats.get(g.component)
+        linear_bits = bits.bits_per_weight if bits else act * 8
+        total += (g.sharded_linear + g.replicated_linear) * linear_bits / 8 + g.other * act
+    return int(total)
+
+
+# ------------------------------------------------------------------------- overheads
+
+
+def activation_peak_bytes(model: ModelSpec, res: Resolved) -> int:
+    """Peak transient memory of vLLM's profiling forward over max_num_batched_tokens tokens (estimate).
+
+    T x (3 x I_token / tp + 3 x h) x act_bytes: the gate/up output (2 I), the activated product (I)
+    and a few hidden-size buffers, at the widest FFN a token passes through (k experts for MoE),
+    plus fp32 logits for max_num_seqs sampled rows.
+    """
+    widths = []
+    for layer in model.layers:
+        ffn = layer.ffn
+        width = 0
+        if ffn is not None:
+            width = getattr(ffn, "intermediate_size", 0) or (
+                ffn.experts_per_token * ffn.expert_intermediate_size + ffn.shared_intermediate_size
+            )
+        widths.append(max(width, getattr(layer.mixer, "d_inner", 0)))
+    width = max(widths) if widths else 4 * model.hidden_size
+    tokens = res.max_num_batched_tokens
+    act = tokens * (3 * width / res.tp + 3 * model.hidden_size) * res.act_bytes_per_element
+    logits = res.max_num_seqs * model.padded_vocab_size / res.tp * 4
+    return int(act + logits)
+
+
+def non_torch_bytes(sc: Scenario) -> int:
+    if sc.non_torch_memory_bytes is not None:
+        return sc.non_torch_memory_bytes
+    return NON_TORCH_TP_BYTES if sc.tp > 1 else NON_TORCH_SINGLE_GPU_BYTES
+
+
+def cuda_graph_bytes(model: ModelSpec, sc: Scenario, layers_on_rank: int) -> int:
+    if sc.engine == "eager":
+        return 0
+    if sc.cuda_graph_memory_bytes is not None:
+        return sc.cuda_graph_memory_bytes
+    return CUDA_GRAPH_BASE_BYTES + CUDA_GRAPH_PER_LAYER_BYTES * layers_on_rank
+
+
+# --------------------------------------------------------------------------- KV plan
+
+
+class KVLayout(BaseModel):
+    """vLLM's KV-cache groups on one rank: block bytes and blocks per max-length request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bytes_per_block: int = Field(description="Bytes of one block: group_size layers' pages (padded to one page size).")
+    blocks_per_request: int = Field(description="Blocks one max_model_len request may hold, over all groups.")
+    bytes_per_token: int = Field(description="KV bytes per token on this rank below every window.")
+    block_size: int = Field(description="Tokens per block after hybrid alignment.")
+
+
+def kv_layout(specs: list[KVSpec], res: Resolved) -> KVLayout:
+    """Group layers like vLLM's hybrid KV-cache manager and size one block and one request.
+
+    One kind of layer: group = all layers, block = L x page. Several kinds (sliding + full, or
+    Mamba + attention): group size = the smallest per-kind count, or the largest if max < 1.5 x min;
+    each kind is split into ceil(count / group_size) groups (short ones padded); every group draws
+    from one pool whose block holds group_size pages. Mamba pages are padded to the attention page
+    after raising the attention block size until it is at least as large (multiples of 16).
+    Worked case, Gemma-2-9B: 21 sliding + 21 full -> 2 groups of 21 layers.
+    """
+    block = res.block_size
+    if not specs:
+        return KVLayout(bytes_per_block=0, blocks_per_request=0, bytes_per_token=0, block_size=block)
+    buckets: dict[tuple, list[KVSpec]] = defaultdict(list)
+    for spec in specs:
+        buckets[spec.group_key].append(spec)
+    attn = [s for s in specs if not isinstance(s, MambaStateKV)]
+    mamba = [s for s in specs if isinstance(s, MambaStateKV)]
+    if attn and mamba:
+        mamba_page = max(s.page_size_bytes(block) for s in mamba)
+        attn_token = max(s.bytes_per_token for s in attn)
+        block = max(block, round_up(cdiv(mamba_page, attn_token), 16))
+    page = max(s.page_size_bytes(block) for s in specs)
+    counts = [len(v) for v in buckets.values()]
+    lo, hi = min(counts), max(counts)
+    group_size = hi if hi < 1.5 * lo else lo
+    in_flight = res.max_num_batched_tokens
+    blocks = 0
+    for members in buckets.values():
+        groups = cdiv(len(members), group_size)
+        blocks += groups * members[0].blocks_per_request(res.max_model_len, block, in_flight)
+    return KVLayout(
+        bytes_per_block=group_size * page,
+        blocks_per_request=blocks,
+        bytes_per_token=sum(s.bytes_per_token for s in specs),
+        block_size=block,
+    )
+
+
+# ------------------------------------------------------------------------------ plan
+
+
+def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
+    """The per-GPU memory plan and verdict for ``model`` on ``hw`` under ``sc``."""
+    res = resolve(model, hw, sc)
+    stages = stage_layers(model.num_layers, res.pp)
+    weights = stage_weight_bytes(model, res)
+    total = hw.memory_bytes
+    requested = math.ceil(total * res.gpu_memory_utilization)
+    act = activation_peak_bytes(model, res)
+    non_torch = non_torch_bytes(sc)
+    all_specs = model.kv_specs(res.tp, res.kv_bytes_per_element)
+    worst = None
+    for s, layers in enumerate(stages):
+        layout = kv_layout([all_specs[i] for i in layers], res)
+        graphs = cuda_graph_bytes(model, sc, len(layers))
+        budget = requested - weights[s] - non_torch - act - graphs
+        blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
+        row = (blocks, s, layout, graphs, budget)
+        if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
+            worst = row
+    blocks, s, layout, graphs, budget = worst
+    if layout.blocks_per_request:
+        concurrency = blocks / layout.blocks_per_request
+    else:  # attention-free and stateless cannot happen; keep the arithmetic total
+        concurrency = float("inf")
+    kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
+    fits = budget > 0 and concurrency >= 1.0
+    best_len = max_len_that_fits(model, hw, sc, res, blocks, [all_specs[i] for i in stages[s]])
+    reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested)
+    terms = [
+        MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
+        MemoryTerm(name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="exact"),
+        MemoryTerm(name="activations", bytes=act, kind="estimate"),
+        MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
+        MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate"),
+    ]
+    used = sum(t.bytes for t in terms)
+    terms.append(MemoryTerm(name="free", bytes=max(0, total - used), kind="estimate"))
+    plan = MemoryPlan(
+        fits=fits, reason=reason, suggestions=[], resolved=res, gpu_name=hw.name,
+        total_memory_bytes_per_gpu=total, requested_memory_bytes_per_gpu=requested,
+        weight_bytes_per_gpu=weights[s], weight_bytes_total=sum(weights) * res.tp,
+        non_torch_bytes_per_gpu=non_torch, activation_bytes_per_gpu=act, cuda_graph_bytes_per_gpu=graphs,
+        kv_cache_bytes_per_gpu=int(budget), kv_bytes_per_token_per_gpu=layout.bytes_per_token,
+        bytes_per_block=layout.bytes_per_block, num_gpu_blocks=int(blocks), blocks_per_request=layout.blocks_per_request,
+        kv_cache_tokens=kv_tokens, max_concurrency=round(concurrency, 2), max_model_len_that_fits=best_len, terms=terms,
+    )
+    if suggest:
+        plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan)})
+    return plan
+
+
+def max_len_that_fits(model, hw, sc, res: Resolved, blocks: int, specs: list[KVSpec]) -> int | None:
+    """Largest max_model_len with room for one request (binary search, as vLLM does for -1)."""
+    if blocks <= 0:
+        return None
+    lo, hi = 0, model.max_position_embeddings
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        need = kv_layout(specs, res.model_copy(update={"max_model_len": mid})).blocks_per_request
+        if need <= blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo or None
+
+
+def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, requested) -> str:
+    gpus = f"{sc.tp * sc.pp} x {hw.name}"
+    if fits:
+        return (f"fits: {concurrency:,.1f} requests of {res.max_model_len:,} tokens at once on {gpus} "
+                f"(KV cache {fmt_gib(budget)} per GPU)")
+    if budget <= 0:
+        need = requested - budget + layout.blocks_per_request * layout.bytes_per_block
+        return (f"does not start: needs {fmt_gib(need)} per GPU for weights ({fmt_gib(weights)}), overheads and one "
+                f"{res.max_model_len:,}-token request, but gpu_memory_utilization {res.gpu_memory_utilization} x "
+                f"{fmt_gib(hw.memory_bytes)} gives {fmt_gib(requested)}")
+    need_kv = layout.blocks_per_request * layout.bytes_per_block
+    return (f"does not start: one {res.max_model_len:,}-token request needs {fmt_gib(need_kv)} of KV cache per GPU, "
+            f"{fmt_gib(budget)} is left after weights and overheads ({concurrency:.2f} requests)")
+
+
+#: Candidate changes, tried in order; each is kept only if the re-plan starts (or holds more).
+def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: MemoryPlan) -> list[tuple[str, dict]]:
+    res = plan.resolved
+    out: list[tuple[str, dict]] = []
+    if res.kv_cache_dtype not in ("fp8", "int8"):
+        out.append(("--kv-cache-dtype fp8", {"kv_cache_dtype": "fp8"}))
+    for tp in (sc.tp * 2, sc.tp * 4, sc.tp * 8):
+        if tp <= hw.gpus_per_node:
+            out.append((f"--tensor-parallel-size {tp}", {"tp": tp, "num_gpus": None}))
+    if model.quantization is None and res.weight_formats["mlp"].bits_per_weight > 8:
+        out.append(("--quantization fp8 (weight dtype fp8)", {"weight_dtype": "fp8"}))
+        out.append(("an AWQ/GPTQ int4 checkpoint (weight dtype int4)", {"weight_dtype": "int4"}))
+    if sc.gpu_memory_utilization < 0.95:
+        out.append(("--gpu-memory-utilization 0.95", {"gpu_memory_utilization": 0.95}))
+    if sc.engine != "eager":
+        out.append(("--enforce-eager (frees the CUDA-graph pool)", {"engine": "eager"}))
+    out.append((f"--pipeline-parallel-size {sc.pp * 2} (across nodes)", {"pp": sc.pp * 2, "num_gpus": None}))
+    return out
+
+
+def suggestions(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: MemoryPlan) -> list[str]:
+    """What would make it start (if it does not) or hold more requests (if it does); each re-planned."""
+    out = []
+    if not plan.fits and plan.max_model_len_that_fits:
+        out.append(f"fits if --max-model-len <= {plan.max_model_len_that_fits:,}")
+    for label, change in _candidates(model, hw, sc, plan):
+        try:
+            alt = plan_memory(model, hw, sc.model_copy(update=change), suggest=False)
+        except Exception:  # an impossible combination is simply not suggested
+            continue
+        if not plan.fits and alt.fits:
+            out.append(f"fits with {label}: {alt.max_concurrency:,.1f} requests of {alt.resolved.max_model_len:,} tokens")
+        elif plan.fits and alt.fits and alt.max_concurrency > plan.max_concurrency * 1.3 and len(out) < 4:
+            out.append(f"{label}: {alt.max_concurrency:,.1f} requests at once instead of {plan.max_concurrency:,.1f}")
+    return out[:6]

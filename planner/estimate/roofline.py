@@ -1,0 +1,225 @@
+"""Roofline: which ceiling binds each operation, and how long it takes.
+
+For one forward step (prefill of ``batch`` prompts of ``seq_len`` tokens, or one decode token for
+``batch`` sequences at context ``seq_len``) every layer op of ``planner.model.layers`` is bound to
+the card:
+
+    t_compute  = FLOPs / (peak FLOP/s of its math dtype x efficiency)
+    t_memory   = bytes / (HBM bandwidth x efficiency)
+    t_launch   = kernels x launch cost (eager: per kernel; CUDA graphs: per replayed kernel)
+    t          = max(t_compute, t_memory, t_launch);  bound = whichever is largest
+    all-reduce = latency + 2 (tp - 1) / tp x payload / (one-way link bandwidth x efficiency)
+
+Arithmetic intensity = FLOPs / bytes; the card's ridge point = peak FLOP/s / bandwidth. An op
+below the ridge is memory-bound. With ``efficiency=BOUND`` every factor is 1 and every overhead 0:
+the result is a pure roofline *bound*; with the fitted defaults it is an *estimate*; with a
+card's measured factors it is *calibrated*.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.efficiency import BOUND, Efficiency
+from planner.estimate.memory import Resolved, resolve
+from planner.estimate.defaults import default_efficiency
+from planner.hardware import HardwareProfile
+from planner.model.ops import Op, StepShape, elementwise, gemm
+from planner.model.spec import ModelSpec, dtype_bytes
+from planner.scenario import Scenario
+
+Bound = Literal["compute", "memory", "interconnect", "overhead"]
+Stage = Literal["prefill", "decode"]
+PredictionKind = Literal["bound", "estimate", "calibrated"]
+#: vLLM captures CUDA graphs for decode batches up to this size (max_cudagraph_capture_size default 512).
+MAX_GRAPH_BATCH = 512
+
+
+class OpTime(BaseModel):
+    """One op bound to the card: its work, intensity, binding ceiling and time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Op name, prefixed by its layer group, e.g. 'L0-31 full_attention / attn.q_proj'.")
+    group: str = Field(description="Layer group: identical layers share one row set, e.g. 'layers 0-31: full_attention'.")
+    count: int = Field(description="How many layers run this op per step (the group's size).")
+    kind: str = Field(description="Kernel class: gemm, attention, elementwise, scan, allreduce, overhead.")
+    flops: float = Field(description="FLOPs per occurrence, per rank.")
+    bytes: float = Field(description="HBM bytes per occurrence, per rank.")
+    arithmetic_intensity: float | None = Field(description="FLOPs per HBM byte; None when the op moves no bytes.")
+    compute_dtype: str = Field(description="Math dtype on this card (after fallback).")
+    bound: Bound = Field(description="The ceiling that binds: compute, memory, interconnect or overhead.")
+    compute_seconds: float = Field(description="FLOPs / achievable FLOP/s, per occurrence.")
+    memory_seconds: float = Field(description="Bytes / achievable bandwidth, per occurrence.")
+    overhead_seconds: float = Field(description="Launch cost, per occurrence.")
+    seconds: float = Field(description="max of the three (or the all-reduce time), per occurrence.")
+    total_seconds: float = Field(description="seconds x count.")
+
+
+class Roofline(BaseModel):
+    """Per-op roofline of one forward step, with totals and the stage's verdict."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: Stage = Field(description="prefill or decode.")
+    batch: int = Field(description="Sequences in the step.")
+    seq_len: int = Field(description="Prompt length (prefill) or context length (decode), in tokens.")
+    kind: PredictionKind = Field(description="bound (pure roofline), estimate (fitted defaults) or calibrated.")
+    gpu: str = Field(description="Card name.")
+    tp: int = Field(description="Tensor-parallel size.")
+    ridge_point: float = Field(description="Card's ridge point for the model's main math dtype, FLOP/byte.")
+    peak_flops_per_s: float = Field(description="Dense peak of that dtype, FLOP/s.")
+    hbm_bandwidth_bytes_per_s: float = Field(description="Datasheet HBM bandwidth, bytes/s.")
+    layers: list[OpTime] = Field(description="Every op of the step (grouped identical layers), plus the step overhead.")
+    total_seconds: float = Field(description="Step time: sum of every op's time x count, plus the step overhead.")
+    total_flops: float = Field(description="FLOPs of the step on one rank.")
+    total_bytes: float = Field(description="HBM bytes of the step on one rank.")
+    seconds_by_bound: dict[str, float] = Field(description="Step time split by binding ceiling.")
+    bound: Bound = Field(description="Ceiling that binds most of the step's time.")
+    verdict: str = Field(description="The stage's bound in words, with the numbers behind it.")
+
+
+def prediction_kind(eff: Efficiency) -> PredictionKind:
+    return {"bound": "bound", "default": "estimate", "calibrated": "calibrated"}[eff.kind]
+
+
+def efficiency_for(hw: HardwareProfile, mode: Literal["auto", "bound"] = "auto") -> Efficiency:
+    """BOUND for a pure roofline; the card's calibration if it has one; else the fitted defaults."""
+    if mode == "bound":
+        return BOUND
+    return hw.efficiency or default_efficiency(hw)
+
+
+def gemm_fraction(eff: Efficiency, m_tokens: int | None) -> float:
+    """Achieved fraction of peak for a GEMM with ``m`` rows: log-interpolated from M=1 to the knee."""
+    if m_tokens is None or m_tokens >= eff.gemm_m_knee_tokens:
+        return eff.gemm_fraction_large
+    x = math.log(max(m_tokens, 1)) / math.log(max(eff.gemm_m_knee_tokens, 2))
+    return eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
+
+
+def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool) -> tuple[float, Bound, float, float, float, str]:
+    """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank."""
+    compute_dtype = hw.compute_dtype_for(op.compute_dtype) or hw.compute_dtype_for("bf16") or "fp32"
+    launch = op.kernels * (eff.graph_launch_seconds if graphs else eff.kernel_launch_seconds)
+    if op.kind == "allreduce":
+        link = hw.unidirectional_interconnect_bytes_per_s or 32e9
+        t = eff.allreduce_latency_seconds + 2 * (tp - 1) / tp * op.comm_bytes / (link * eff.allreduce_fraction)
+        return max(t, launch), "interconnect" if t >= launch else "overhead", 0.0, 0.0, launch, compute_dtype
+    peak = hw.peak_flops_per_s[compute_dtype]
+    frac = {"gemm": gemm_fraction(eff, op.gemm_m_tokens), "attention": eff.attention_fraction}.get(op.kind, eff.gemm_fraction_large)
+    bw_frac = eff.attention_fraction if op.kind == "attention" else eff.bandwidth_fraction
+    t_c = op.flops / (peak * frac)
+    t_m = op.bytes / (hw.hbm_bandwidth_bytes_per_s * bw_frac)
+    t = max(t_c, t_m, launch)
+    bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
+    return t, bound, t_c, t_m, launch, compute_dtype
+
+
+def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_len: int) -> StepShape:
+    formats = res.weight_formats
+    return StepShape(
+        num_seqs=batch,
+        query_len=seq_len if stage == "prefill" else 1,
+        context_len=seq_len,
+        causal=stage == "prefill",
+        tp=res.tp,
+        act_bytes=res.act_bytes_per_element,
+        kv_bytes=res.kv_bytes_per_element,
+        state_bytes=dtype_bytes(model.dtype),
+        weight_bits={c: f.bits_per_weight for c, f in formats.items()},
+        compute_dtypes={c: f.compute_dtype if f.compute_dtype not in ("bf16", "fp16") else model.dtype for c, f in formats.items()},
+    )
+
+
+def model_ops(model: ModelSpec, shape: StepShape) -> list[Op]:
+    """Ops outside the layers: embedding gather, final norm, lm_head over the sampled rows."""
+    h, B = model.hidden_size, shape.num_seqs
+    vocab = model.padded_vocab_size
+    return [
+        Op(name="embedding", kind="elementwise", flops=0.0, activation_bytes=shape.tokens * h * shape.act_bytes,
+           weight_bytes=shape.tokens * model.embedding_dim * shape.act_bytes),
+        elementwise(shape, "final_norm", B * h, 4.0),
+        gemm(shape, "lm_head", "lm_head", B, vocab, model.embedding_dim),
+        elementwise(shape, "sampler", B * vocab / shape.tp, 6.0, passes=3.0),
+    ]
+
+
+def layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:
+    """Identical consecutive-or-not layers grouped: [('layers 0-31: full_attention', [0..31]), ...]."""
+    groups: OrderedDict[str, list[int]] = OrderedDict()
+    for i, layer in enumerate(model.layers):
+        groups.setdefault(layer.model_dump_json(), []).append(i)
+    out = []
+    for key, idx in groups.items():
+        span = f"{idx[0]}-{idx[-1]}" if len(idx) > 1 else f"{idx[0]}"
+        out.append((f"layers {span} ({len(idx)}): {model.layers[idx[0]].kind}", idx))
+    return out
+
+
+def roofline(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    stage: Stage,
+    batch: int,
+    seq_len: int,
+    efficiency: Efficiency | None = None,
+) -> Roofline:
+    """Per-op roofline of one prefill or decode step on one rank of ``sc``'s deployment."""
+    res = resolve(model, hw, sc)
+    eff = efficiency or efficiency_for(hw)
+    shape = step_shape(model, res, stage, batch, seq_len)
+    graphs = sc.engine == "cuda-graphs" and stage == "decode" and batch <= MAX_GRAPH_BATCH
+    rows: list[OpTime] = []
+
+    def add(op: Op, group: str, count: int) -> None:
+        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, graphs)
+        rows.append(OpTime(
+            name=f"{group.split(':')[0]} / {op.name}", group=group, count=count, kind=op.kind, flops=op.flops, bytes=op.bytes,
+            arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None, compute_dtype=cdt, bound=bound,
+            compute_seconds=t_c, memory_seconds=t_m, overhead_seconds=t_l, seconds=t, total_seconds=t * count,
+        ))
+
+    for group, idx in layer_groups(model):
+        for op in model.layers[idx[0]].ops(shape):
+            add(op, group, len(idx))
+    for op in model_ops(model, shape):
+        add(op, "model", 1)
+    if eff.step_overhead_seconds:
+        rows.append(OpTime(
+            name="engine / step overhead (scheduler, sampling, Python)", group="engine", count=1, kind="overhead", flops=0.0,
+            bytes=0.0, arithmetic_intensity=None, compute_dtype="-", bound="overhead", compute_seconds=0.0, memory_seconds=0.0,
+            overhead_seconds=eff.step_overhead_seconds, seconds=eff.step_overhead_seconds, total_seconds=eff.step_overhead_seconds,
+        ))
+    total = sum(r.total_seconds for r in rows)
+    by_bound: dict[str, float] = {}
+    for r in rows:
+        by_bound[r.bound] = by_bound.get(r.bound, 0.0) + r.total_seconds
+    bound = max(by_bound, key=by_bound.get)
+    main_dtype = shape.cdtype("mlp") if shape.cdtype("mlp") else model.dtype
+    cdt = hw.compute_dtype_for(main_dtype) or "bf16"
+    ridge = hw.peak_flops_per_s[cdt] / hw.hbm_bandwidth_bytes_per_s
+    flops = sum(r.flops * r.count for r in rows)
+    nbytes = sum(r.bytes * r.count for r in rows)
+    return Roofline(
+        stage=stage, batch=batch, seq_len=seq_len, kind=prediction_kind(eff), gpu=hw.name, tp=res.tp, ridge_point=ridge,
+        peak_flops_per_s=hw.peak_flops_per_s[cdt], hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
+        layers=rows, total_seconds=total, total_flops=flops, total_bytes=nbytes, seconds_by_bound=by_bound, bound=bound,
+        verdict=verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len),
+    )
+
+
+def verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len) -> str:
+    """The seed's classification in words: compute-, memory- or overhead/scheduling-bound, and why."""
+    intensity = flops / nbytes if nbytes else float("inf")
+    share = by_bound[bound] / total if total else 0.0
+    what = {"compute": "compute-bound", "memory": "memory-bandwidth-bound", "interconnect": "interconnect-bound (TP all-reduce)",
+            "overhead": "overhead/scheduling-bound"}[bound]
+    side = "above" if intensity >= ridge else "below"
+    return (f"{stage} (batch {batch}, {seq_len:,} tokens) is {what}: {share:.0%} of the step's time is in {bound}-bound ops; "
+            f"the step's arithmetic intensity is {intensity:,.1f} FLOP/B, {side} the card's ridge point of {ridge:,.0f} FLOP/B.")
