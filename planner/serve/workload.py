@@ -1,0 +1,377 @@
+"""Workload: which requests arrive when, and how long their prompts and answers are.
+
+A ``Workload`` is the user's description of traffic: an arrival process (Poisson at a rate, a
+closed loop at a fixed concurrency, or a recorded trace), the number of requests, input and output
+length distributions, the prefix-cache hit rate and a seed. ``generate_requests`` turns it into
+plain numpy arrays (``RequestSet``) that the simulator consumes; the same seed gives the same
+arrays, bit for bit.
+
+Arrivals follow ``vllm bench serve``: the first request is sent at t = 0 and the gaps between
+requests are exponential with mean 1 / rate (a Poisson process). In a closed loop the first
+``concurrency`` requests are sent at t = 0 and each later one when an earlier one finishes, like
+``vllm bench serve --max-concurrency N`` with an infinite rate.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner.errors import ConfigError, ScenarioError
+
+_SPEC = ConfigDict(frozen=True, extra="forbid")
+
+# ---------------------------------------------------------------------------------------------
+# Length distributions: each variant draws ``n`` whole token counts >= 1 from a numpy Generator.
+# ---------------------------------------------------------------------------------------------
+
+
+class FixedLength(BaseModel):
+    """Every request has the same length."""
+
+    model_config = _SPEC
+    kind: Literal["fixed"] = Field("fixed", description="Distribution name.")
+    tokens: int = Field(..., ge=1, description="Length of every request, in tokens.")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` copies of ``tokens`` (the generator is not advanced)."""
+        return np.full(n, self.tokens, dtype=np.int64)
+
+
+class UniformLength(BaseModel):
+    """Whole numbers drawn uniformly from [low_tokens, high_tokens], both ends included."""
+
+    model_config = _SPEC
+    kind: Literal["uniform"] = Field("uniform", description="Distribution name.")
+    low_tokens: int = Field(..., ge=1, description="Shortest length, in tokens (included).")
+    high_tokens: int = Field(..., ge=1, description="Longest length, in tokens (included).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformLength:
+        if self.high_tokens < self.low_tokens:
+            raise ScenarioError(
+                f"uniform length: high_tokens={self.high_tokens} is below low_tokens={self.low_tokens}.",
+                hint="Swap the two bounds.",
+            )
+        return self
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(self.low_tokens, self.high_tokens + 1, size=n, dtype=np.int64)
+
+
+class NormalLength(BaseModel):
+    """Normal with the given mean and standard deviation, rounded to whole tokens, clipped to >= 1."""
+
+    model_config = _SPEC
+    kind: Literal["normal"] = Field("normal", description="Distribution name.")
+    mean_tokens: float = Field(..., gt=0, description="Mean length before rounding and clipping, in tokens.")
+    std_tokens: float = Field(..., ge=0, description="Standard deviation of the length, in tokens.")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        draws = rng.normal(self.mean_tokens, self.std_tokens, size=n)
+        return np.maximum(np.rint(draws), 1).astype(np.int64)
+
+
+class LognormalLength(BaseModel):
+    """Log-normal whose own mean and standard deviation (not those of its log) are given.
+
+    With m = mean_tokens and s = std_tokens the underlying normal has
+    sigma^2 = ln(1 + s^2 / m^2) and mu = ln(m) - sigma^2 / 2, so E[X] = m and SD[X] = s.
+    Example: m = 256, s = 256 gives sigma = 0.833, mu = 5.198; the median is e^mu = 181 tokens.
+    Draws are rounded to whole tokens and clipped to >= 1.
+    """
+
+    model_config = _SPEC
+    kind: Literal["lognormal"] = Field("lognormal", description="Distribution name.")
+    mean_tokens: float = Field(..., gt=0, description="Mean length, in tokens.")
+    std_tokens: float = Field(..., ge=0, description="Standard deviation of the length, in tokens.")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        sigma2 = math.log1p((self.std_tokens / self.mean_tokens) ** 2)
+        mu = math.log(self.mean_tokens) - sigma2 / 2
+        draws = rng.lognormal(mu, math.sqrt(sigma2), size=n)
+        return np.maximum(np.rint(draws), 1).astype(np.int64)
+
+
+class EmpiricalLength(BaseModel):
+    """Lengths drawn with replacement, equally likely, from a list (e.g. a dataset's histogram)."""
+
+    model_config = _SPEC
+    kind: Literal["empirical"] = Field("empirical", description="Distribution name.")
+    values_tokens: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        ..., min_length=1, description="Observed lengths to draw from, in tokens (each >= 1)."
+    )
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        values = np.asarray(self.values_tokens, dtype=np.int64)
+        return values[rng.integers(0, len(values), size=n)]
+
+
+LengthDistribution = Annotated[
+    Union[FixedLength, UniformLength, NormalLength, LognormalLength, EmpiricalLength],
+    Field(discriminator="kind"),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Arrival processes.
+# ---------------------------------------------------------------------------------------------
+
+
+class PoissonArrivals(BaseModel):
+    """Open loop: requests arrive as a Poisson process, whatever the server's state."""
+
+    model_config = _SPEC
+    kind: Literal["poisson"] = Field("poisson", description="Arrival process name.")
+    request_rate_per_s: float = Field(
+        1.0, gt=0, allow_inf_nan=False, description="Mean arrival rate, in requests per second."
+    )
+
+
+class ConcurrencyArrivals(BaseModel):
+    """Closed loop: ``concurrency`` requests in flight; a new one arrives when one finishes."""
+
+    model_config = _SPEC
+    kind: Literal["concurrency"] = Field("concurrency", description="Arrival process name.")
+    concurrency: int = Field(8, ge=1, description="Requests in flight at once (queued or running), a count.")
+
+
+class TraceArrivals(BaseModel):
+    """Replay a recorded trace: arrival times and both lengths come from the file."""
+
+    model_config = _SPEC
+    kind: Literal["trace"] = Field("trace", description="Arrival process name.")
+    path: str = Field(
+        ...,
+        description="CSV or JSONL file with columns arrival_time_s (seconds), input_tokens and "
+        "output_tokens (tokens); see load_trace.",
+    )
+
+
+Arrivals = Annotated[
+    Union[PoissonArrivals, ConcurrencyArrivals, TraceArrivals], Field(discriminator="kind")
+]
+
+
+class Workload(BaseModel):
+    """The traffic offered to one replica.
+
+    Defaults follow ``vllm bench serve --dataset-name random`` (input 1024, output 128 tokens).
+    """
+
+    model_config = _SPEC
+
+    arrivals: Arrivals = Field(
+        default_factory=PoissonArrivals,
+        description="How requests arrive: Poisson at a rate (req/s), a closed loop at a fixed "
+        "concurrency (requests), or a trace file.",
+    )
+    num_requests: int | None = Field(
+        1000,
+        ge=1,
+        description="Requests to simulate, a count. With a trace: its first num_requests rows, or every "
+        "row when None (None needs a trace).",
+    )
+    input_tokens: LengthDistribution = Field(
+        default_factory=lambda: FixedLength(tokens=1024),
+        description="Prompt length distribution, in tokens (ignored by a trace, which gives lengths).",
+    )
+    output_tokens: LengthDistribution = Field(
+        default_factory=lambda: FixedLength(tokens=128),
+        description="Generated length distribution, in tokens (ignored by a trace, which gives lengths).",
+    )
+    prefix_cache_hit_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Fraction of each prompt's tokens already in the prefix cache (0 to 1, unitless); "
+        "they are not recomputed but still occupy KV blocks.",
+    )
+    seed: int = Field(0, ge=0, description="Seed of the numpy random generator (an integer).")
+
+    @model_validator(mode="after")
+    def _count_known(self) -> Workload:
+        if self.num_requests is None and not isinstance(self.arrivals, TraceArrivals):
+            raise ScenarioError(
+                f"num_requests=None means 'every row of the trace', but arrivals are {self.arrivals.kind}.",
+                hint="Give num_requests a count, or replay a trace.",
+            )
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSet:
+    """Requests ready to simulate, in arrival order: one array element per request.
+
+    ``arrival_time_s`` is None in a closed loop: the simulator sets arrivals as requests finish.
+    """
+
+    arrival_time_s: np.ndarray | None
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    concurrency: int | None
+    prefix_cache_hit_rate: float
+
+    def __len__(self) -> int:
+        return len(self.input_tokens)
+
+
+def generate_requests(workload: Workload) -> RequestSet:
+    """Draw the requests of ``workload``; the same seed gives identical arrays.
+
+    Arrival gaps, input lengths and output lengths come from three independent child streams of
+    ``np.random.default_rng(seed)``, so changing one distribution leaves the others' draws alone.
+    """
+    arrivals = workload.arrivals
+    hit_rate = workload.prefix_cache_hit_rate
+    if isinstance(arrivals, TraceArrivals):
+        arrival, inputs, outputs = load_trace(arrivals.path)
+        n = workload.num_requests
+        if n is not None:
+            if n > len(inputs):
+                raise ScenarioError(
+                    f"num_requests={n} but the trace {arrivals.path} has {len(inputs)} rows.",
+                    hint=f"Set num_requests <= {len(inputs)}, or None to replay every row.",
+                )
+            arrival, inputs, outputs = arrival[:n], inputs[:n], outputs[:n]
+        return RequestSet(arrival, inputs, outputs, None, hit_rate)
+
+    n = workload.num_requests
+    assert n is not None  # the validator refuses None without a trace
+    arrival_rng, input_rng, output_rng = np.random.default_rng(workload.seed).spawn(3)
+    inputs = workload.input_tokens.sample(input_rng, n)
+    outputs = workload.output_tokens.sample(output_rng, n)
+    if isinstance(arrivals, ConcurrencyArrivals):
+        return RequestSet(None, inputs, outputs, arrivals.concurrency, hit_rate)
+    gaps = arrival_rng.exponential(1.0 / arrivals.request_rate_per_s, size=n)
+    gaps[0] = 0.0  # the first request is sent at t = 0, as vllm bench serve does
+    return RequestSet(np.cumsum(gaps), inputs, outputs, None, hit_rate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces.
+# ---------------------------------------------------------------------------------------------
+
+TRACE_COLUMNS = ("arrival_time_s", "input_tokens", "output_tokens")
+
+
+def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read a request trace: (arrival_time_s, input_tokens, output_tokens), sorted by arrival.
+
+    CSV (``.csv``): a header row naming at least ``arrival_time_s,input_tokens,output_tokens``
+    (other columns are ignored). JSONL (``.jsonl``/``.ndjson``): one object per line with those keys.
+    Blank lines are skipped. Arrival times are seconds >= 0; lengths are whole tokens >= 1
+    ("512" and "512.0" are accepted, "512.5" is not). Raises ConfigError naming the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"trace file {path} does not exist.", hint="Check the path.")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        rows = _read_csv_rows(path)
+    elif suffix in (".jsonl", ".ndjson"):
+        rows = _read_jsonl_rows(path)
+    else:
+        raise ConfigError(
+            f"trace file {path} has suffix {suffix!r}; expected .csv or .jsonl.",
+            hint="Rename the file after its format.",
+        )
+    if not rows:
+        raise ConfigError(f"trace file {path} has no requests.", hint="Add at least one row.")
+    arrival = np.empty(len(rows))
+    inputs = np.empty(len(rows), dtype=np.int64)
+    outputs = np.empty(len(rows), dtype=np.int64)
+    for i, (line_no, row) in enumerate(rows):
+        arrival[i] = _parse_time(path, line_no, row["arrival_time_s"])
+        inputs[i] = _parse_tokens(path, line_no, "input_tokens", row["input_tokens"])
+        outputs[i] = _parse_tokens(path, line_no, "output_tokens", row["output_tokens"])
+    order = np.argsort(arrival, kind="stable")
+    return arrival[order], inputs[order], outputs[order]
+
+
+def _read_csv_rows(path: Path) -> list[tuple[int, dict]]:
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            return []
+        header = [name.strip() for name in header]
+        missing = [c for c in TRACE_COLUMNS if c not in header]
+        if missing:
+            raise ConfigError(
+                f"{path} line 1: the header {header} lacks {', '.join(missing)}.",
+                hint=f"The first row must name the columns {','.join(TRACE_COLUMNS)}.",
+            )
+        index = {c: header.index(c) for c in TRACE_COLUMNS}
+        rows = []
+        for fields in reader:
+            line_no = reader.line_num
+            if not fields or all(not f.strip() for f in fields):
+                continue
+            if len(fields) < len(header):
+                raise ConfigError(
+                    f"{path} line {line_no}: {len(fields)} fields, the header has {len(header)}.",
+                    hint="Give every row a value for each column.",
+                )
+            rows.append((line_no, {c: fields[j].strip() for c, j in index.items()}))
+        return rows
+
+
+def _read_jsonl_rows(path: Path) -> list[tuple[int, dict]]:
+    rows = []
+    with path.open() as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(
+                    f"{path} line {line_no}: not valid JSON ({err.msg}).",
+                    hint="Write one JSON object per line.",
+                ) from None
+            if not isinstance(row, dict):
+                raise ConfigError(
+                    f"{path} line {line_no}: expected a JSON object, found {type(row).__name__}.",
+                    hint=f"Write objects with the keys {', '.join(TRACE_COLUMNS)}.",
+                )
+            missing = [c for c in TRACE_COLUMNS if c not in row]
+            if missing:
+                raise ConfigError(
+                    f"{path} line {line_no}: missing {', '.join(missing)}.",
+                    hint=f"Every line needs {', '.join(TRACE_COLUMNS)}.",
+                )
+            rows.append((line_no, row))
+    return rows
+
+
+def _parse_time(path: Path, line_no: int, raw: object) -> float:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            f"{path} line {line_no}: arrival_time_s={raw!r} is not a number of seconds >= 0.",
+            hint="Give arrival times in seconds from the start of the trace.",
+        )
+    return value
+
+
+def _parse_tokens(path: Path, line_no: int, column: str, raw: object) -> int:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(raw, bool) or not math.isfinite(value) or value < 1 or value != int(value):
+        raise ConfigError(
+            f"{path} line {line_no}: {column}={raw!r} is not a whole number of tokens >= 1.",
+            hint="Give token counts as positive integers.",
+        )
+    return int(value)
