@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.efficiency import Efficiency
 from planner.estimate.memory import plan_memory, resolve
 from planner.estimate.roofline import (
-    PredictionKind, efficiency_for, gemm_fraction, model_ops, prediction_kind, roofline, step_shape,
+    PredictionKind, efficiency_for, gemm_fraction, layer_groups, model_ops, prediction_kind, roofline, step_shape,
 )
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
@@ -87,105 +87,143 @@ def estimate_latency(
     )
 
 
+class StepWork(BaseModel):
+    """Hardware-free work of one engine step, linear in the step's counts (one TP rank).
+
+    Coefficients come from the same layer ops the roofline uses, evaluated once per distinct layer
+    at a one-token decode shape; ``StepTimeModel`` binds them to a card, and the vectorized sweep
+    (``planner.estimate.sweep``) binds them to many cards at once.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(description="Tensor-parallel size the work is split over.")
+    compute_dtype: str = Field(description="Math dtype of the linear layers (before the card's fallback).")
+    lin_flops_per_token: float = Field(description="Linear-layer FLOPs per token.")
+    lin_act_per_token: float = Field(description="Activation bytes per token (linear layers, norms, elementwise).")
+    lin_weight_bytes: float = Field(description="Dense weight bytes read once per step (attention, dense MLP, shared experts).")
+    moe: list[tuple[int, int, float]] = Field(description="(experts, top-k, bytes of one expert summed over layers with that routing).")
+    moe_flops_per_token: float = Field(0.0, description="Routed-expert FLOPs per token (bound separately from the dense GEMMs).")
+    moe_act_per_token: float = Field(0.0, description="Routed-expert activation bytes per token.")
+    attn_flops_per_pair: float = Field(description="Attention FLOPs per (query, key) pair, all layers.")
+    kv_bytes_per_token: float = Field(description="KV bytes read per cached token attended, all layers.")
+    kv_write_per_token: float = Field(description="KV bytes written per new token, all layers.")
+    scan_flops_per_token: float = Field(description="Selective-scan FLOPs per token (Mamba layers).")
+    state_bytes_per_seq: float = Field(description="Recurrent-state bytes read and written per sequence per step.")
+    head_flops_per_seq: float = Field(description="lm_head + sampler FLOPs per sampled sequence.")
+    head_weight_bytes: float = Field(description="lm_head weight bytes read once per step.")
+    comm_bytes_per_token: float = Field(description="All-reduce payload bytes per token, all layers.")
+    allreduces: int = Field(description="All-reduce calls per step.")
+    kernels: int = Field(description="Kernel launches per step.")
+
+
+def step_work(model: ModelSpec, res) -> StepWork:
+    """Sum every distinct layer's ops at a one-token decode shape, times its count."""
+    one = step_shape(model, res, "decode", 1, 1)
+    acc = dict(lin_flops=0.0, lin_act=0.0, lin_weights=0.0, pair=0.0, kv=0.0, kv_write=0.0, scan=0.0, state=0.0, comm=0.0,
+               moe_flops=0.0, moe_act=0.0)
+    moe: dict[tuple[int, int], float] = {}
+    kernels = allreduces = 0
+    compute_dtype = "bf16"
+    for _, idx in layer_groups(model):
+        layer, n = model.layers[idx[0]], len(idx)
+        for op in layer.ops(one):
+            kernels += op.kernels * n
+            if op.kind == "gemm" and op.name.startswith("moe.experts"):
+                key = (layer.ffn.num_experts, layer.ffn.experts_per_token)
+                moe[key] = moe.get(key, 0.0) + n * op.weight_bytes / layer.ffn.expected_distinct_experts(1)
+                acc["moe_flops"] += op.flops * n
+                acc["moe_act"] += op.activation_bytes * n
+            elif op.kind == "gemm":
+                acc["lin_flops"] += op.flops * n
+                acc["lin_act"] += op.activation_bytes * n
+                acc["lin_weights"] += op.weight_bytes * n
+                compute_dtype = op.compute_dtype
+            elif op.kind == "attention":
+                acc["pair"] += op.flops * n
+                acc["kv"] += op.kv_bytes * n
+            elif op.kind == "scan":  # recurrent state: read and written once per sequence per step
+                acc["scan"] += op.flops * n
+                acc["state"] += op.kv_bytes * n
+                acc["lin_act"] += op.activation_bytes * n
+            elif op.kind == "allreduce":
+                acc["comm"] += op.comm_bytes * n
+                allreduces += n
+            else:
+                acc["lin_act"] += op.activation_bytes * n
+                acc["kv_write"] += op.kv_bytes * n
+    head = model_ops(model, one)
+    return StepWork(
+        tp=res.tp, compute_dtype=compute_dtype, lin_flops_per_token=acc["lin_flops"], lin_act_per_token=acc["lin_act"],
+        lin_weight_bytes=acc["lin_weights"], moe=[(E, k, per) for (E, k), per in moe.items()],
+        moe_flops_per_token=acc["moe_flops"], moe_act_per_token=acc["moe_act"],
+        attn_flops_per_pair=acc["pair"], kv_bytes_per_token=acc["kv"], kv_write_per_token=acc["kv_write"],
+        scan_flops_per_token=acc["scan"], state_bytes_per_seq=acc["state"],
+        head_flops_per_seq=sum(op.flops for op in head), head_weight_bytes=sum(op.weight_bytes for op in head),
+        comm_bytes_per_token=acc["comm"], allreduces=allreduces, kernels=kernels + sum(op.kernels for op in head),
+    )
+
+
 class StepTimeModel:
     """Seconds of one engine step with any mix of prefill chunks and decodes (for the simulator).
 
-    The step's work is linear in four counts, with coefficients taken from the same layer ops the
-    roofline uses (evaluated once at unit shapes), then bound to the card op class by op class:
+    The step's work (``StepWork``) is linear in four counts; it is bound to the card op class by
+    op class, as the roofline binds single ops:
 
-    * linear layers: FLOPs and activation bytes per token, weight bytes per step (MoE: experts
-      touched by that many tokens), bound as GEMMs with M = tokens;
-    * attention: FLOPs per (query, key) pair, KV bytes per cached token read, bound at the
-      attention efficiency;
-    * lm_head and sampler: per sequence that samples a token;
+    * dense linear layers: FLOPs and activation bytes per token, weight bytes per step, bound as
+      GEMMs with M = tokens; routed experts likewise but bound on their own (weights of the experts
+      that many tokens touch), since they are often memory-bound while the dense part is not;
+    * attention: FLOPs per (query, key) pair, KV bytes per cached token read, at the attention
+      efficiency; recurrent state per sequence for Mamba layers;
+    * lm_head and sampler: weights once, FLOPs per sequence that samples a token;
     * TP all-reduce: payload per token; plus launch costs (CUDA graphs for pure-decode steps when
       the engine uses them) and the fixed step overhead.
 
-    ``step_seconds`` costs a few microseconds, so 10,000 simulated requests stay well under a second.
+    Sliding-window layers are costed as full attention over the whole context here (an upper
+    bound above the window); the per-op roofline caps them. ``step_seconds`` costs a few
+    microseconds, so 10,000 simulated requests stay well under a second.
     """
 
     def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None):
-        self.eff = eff = efficiency or efficiency_for(hw)
-        self.kind = prediction_kind(eff)
+        self.eff = efficiency or efficiency_for(hw)
+        self.kind = prediction_kind(self.eff)
         self.hw, self.sc = hw, sc
-        res = resolve(model, hw, sc)
-        self.tp = res.tp
         self.graphs = sc.engine == "cuda-graphs"
-        one = step_shape(model, res, "decode", 1, 1)
-        lin_flops = lin_act = lin_weights = attn_pair_flops = kv_per_token = kv_write = comm = 0.0
-        scan_flops = state_per_seq = 0.0
-        moe: dict[tuple[int, int], float] = {}
-        kernels = 0
-        self.compute_dtype = "bf16"
-        for layer in model.layers:
-            for op in layer.ops(one):
-                kernels += op.kernels
-                if op.kind == "gemm":
-                    lin_flops += op.flops
-                    lin_act += op.activation_bytes
-                    if op.name.startswith("moe.experts"):
-                        key = (layer.ffn.num_experts, layer.ffn.experts_per_token)
-                        moe[key] = moe.get(key, 0.0) + op.weight_bytes / layer.ffn.expected_distinct_experts(1)
-                    else:
-                        lin_weights += op.weight_bytes
-                    self.compute_dtype = op.compute_dtype
-                elif op.kind == "attention":
-                    attn_pair_flops += op.flops
-                    kv_per_token += op.kv_bytes
-                elif op.kind == "scan":  # recurrent state: read and written once per sequence per step
-                    scan_flops += op.flops
-                    state_per_seq += op.kv_bytes
-                    lin_act += op.activation_bytes
-                elif op.kind == "allreduce":
-                    comm += op.comm_bytes
-                else:
-                    lin_act += op.activation_bytes
-                    kv_write += op.kv_bytes
-        # (E, k, bytes of one expert summed over the layers that have this routing)
-        self._moe = [(E, k, per) for (E, k), per in moe.items()]
-        self.kv_write_per_token = kv_write
-        self.scan_flops_per_token, self.state_bytes_per_seq = scan_flops, state_per_seq
-        head = model_ops(model, one)
-        self.lin_flops_per_token, self.lin_act_per_token, self.lin_weight_bytes = lin_flops, lin_act, lin_weights
-        self.attn_flops_per_pair, self.kv_bytes_per_token = attn_pair_flops, kv_per_token
-        self.comm_bytes_per_token = comm
-        self.allreduces = sum(1 for layer in model.layers for op in layer.ops(one) if op.kind == "allreduce")
-        self.head_ops = head
-        self.kernels = kernels + sum(op.kernels for op in head)
-        peak_dtype = hw.compute_dtype_for(self.compute_dtype) or "bf16"
-        self.peak = hw.peak_flops_per_s[peak_dtype]
+        self.work = w = step_work(model, resolve(model, hw, sc))
+        self.tp = w.tp
+        self.peak = hw.peak_flops_per_s[hw.compute_dtype_for(w.compute_dtype) or "bf16"]
         self.bw = hw.hbm_bandwidth_bytes_per_s
         self.link = hw.unidirectional_interconnect_bytes_per_s or 32e9
-        self.head_flops_per_seq = sum(op.flops for op in head)
-        self.head_weight_seconds = sum(op.weight_bytes for op in head) / (self.bw * eff.bandwidth_fraction)
-
-    def _gemm_fraction(self, m: int) -> float:
-        return gemm_fraction(self.eff, m)
 
     def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int) -> float:
         """Seconds of one step: ``prefill_tokens`` prompt tokens (with ``prefill_attention_pairs``
         causal (query, key) pairs) plus ``decode_seqs`` decodes over ``decode_kv_tokens`` cached tokens."""
-        eff = self.eff
+        eff, w = self.eff, self.work
         T = prefill_tokens + decode_seqs
         if T <= 0:
             return 0.0
-        weights = self.lin_weight_bytes + sum(per * E * (1.0 - (1.0 - k / E) ** T) for E, k, per in self._moe)
-        t_lin = max(T * self.lin_flops_per_token / (self.peak * self._gemm_fraction(T)),
-                    (weights + T * self.lin_act_per_token) / (self.bw * eff.bandwidth_fraction))
+        frac = gemm_fraction(eff, T)
+        t_lin = max(T * w.lin_flops_per_token / (self.peak * frac),
+                    (w.lin_weight_bytes + T * w.lin_act_per_token) / (self.bw * eff.bandwidth_fraction))
+        if w.moe:
+            experts = sum(per * E * (1.0 - (1.0 - k / E) ** T) for E, k, per in w.moe)
+            t_lin += max(T * w.moe_flops_per_token / (self.peak * frac),
+                         (experts + T * w.moe_act_per_token) / (self.bw * eff.bandwidth_fraction))
         pairs = prefill_attention_pairs + decode_kv_tokens
-        kv_read = (decode_kv_tokens + prefill_tokens) * self.kv_bytes_per_token + T * self.kv_write_per_token
-        t_attn = max(pairs * self.attn_flops_per_pair / (self.peak * eff.attention_fraction),
+        kv_read = (decode_kv_tokens + prefill_tokens) * w.kv_bytes_per_token + T * w.kv_write_per_token
+        t_attn = max(pairs * w.attn_flops_per_pair / (self.peak * eff.attention_fraction),
                      kv_read / (self.bw * eff.attention_fraction))
         sampled = decode_seqs + (1 if prefill_tokens else 0)
         t_scan = 0.0
-        if self.state_bytes_per_seq:
-            t_scan = max(T * self.scan_flops_per_token / (self.peak * eff.attention_fraction),
-                         sampled * self.state_bytes_per_seq / (self.bw * eff.bandwidth_fraction))
-        t_head = max(self.head_weight_seconds, sampled * self.head_flops_per_seq / (self.peak * self._gemm_fraction(sampled)))
+        if w.state_bytes_per_seq:
+            t_scan = max(T * w.scan_flops_per_token / (self.peak * eff.attention_fraction),
+                         sampled * w.state_bytes_per_seq / (self.bw * eff.bandwidth_fraction))
+        t_head = max(w.head_weight_bytes / (self.bw * eff.bandwidth_fraction),
+                     sampled * w.head_flops_per_seq / (self.peak * gemm_fraction(eff, sampled)))
         t_comm = 0.0
         if self.tp > 1:
-            t_comm = self.allreduces * eff.allreduce_latency_seconds + 2 * (self.tp - 1) / self.tp * T * self.comm_bytes_per_token / (
+            t_comm = w.allreduces * eff.allreduce_latency_seconds + 2 * (self.tp - 1) / self.tp * T * w.comm_bytes_per_token / (
                 self.link * eff.allreduce_fraction)
         graphs = self.graphs and prefill_tokens == 0
-        launch = self.kernels * (eff.graph_launch_seconds if graphs else eff.kernel_launch_seconds)
+        launch = w.kernels * (eff.graph_launch_seconds if graphs else eff.kernel_launch_seconds)
         return max(t_lin + t_attn + t_scan + t_head + t_comm, launch) + eff.step_overhead_seconds

@@ -26,7 +26,6 @@ overheads cannot be read from config.json; they are documented estimates a user 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -194,9 +193,15 @@ def stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
     vocab_rows = model.padded_vocab_size * model.embedding_dim
     emb_bits = res.weight_formats["embedding"].bits_per_weight
     head_bits = res.weight_formats["lm_head"].bits_per_weight
+    per_layer: dict[int, float] = {}  # identical layers are one shared object (see families.build)
     out = []
     for s, layers in enumerate(stages):
-        b = sum(_group_bytes(model.layers[i].param_groups(), res, tp) for i in layers)
+        b = 0.0
+        for i in layers:
+            layer = model.layers[i]
+            if id(layer) not in per_layer:
+                per_layer[id(layer)] = _group_bytes(layer.param_groups(), res, tp)
+            b += per_layer[id(layer)]
         if s == 0:
             b += vocab_rows / tp * emb_bits / 8
             b += model.position_embedding_rows * model.hidden_size * res.act_bytes_per_element
@@ -286,33 +291,44 @@ def kv_layout(specs: list[KVSpec], res: Resolved) -> KVLayout:
     after raising the attention block size until it is at least as large (multiples of 16).
     Worked case, Gemma-2-9B: 21 sliding + 21 full -> 2 groups of 21 layers.
     """
-    block = res.block_size
-    if not specs:
-        return KVLayout(bytes_per_block=0, blocks_per_request=0, bytes_per_token=0, block_size=block)
-    buckets: dict[tuple, list[KVSpec]] = defaultdict(list)
-    for spec in specs:
-        buckets[spec.group_key].append(spec)
-    attn = [s for s in specs if not isinstance(s, MambaStateKV)]
-    mamba = [s for s in specs if isinstance(s, MambaStateKV)]
-    if attn and mamba:
-        mamba_page = max(s.page_size_bytes(block) for s in mamba)
-        attn_token = max(s.bytes_per_token for s in attn)
-        block = max(block, round_up(cdiv(mamba_page, attn_token), 16))
-    page = max(s.page_size_bytes(block) for s in specs)
-    counts = [len(v) for v in buckets.values()]
-    lo, hi = min(counts), max(counts)
-    group_size = hi if hi < 1.5 * lo else lo
-    in_flight = res.max_num_batched_tokens
-    blocks = 0
-    for members in buckets.values():
-        groups = cdiv(len(members), group_size)
-        blocks += groups * members[0].blocks_per_request(res.max_model_len, block, in_flight)
-    return KVLayout(
-        bytes_per_block=group_size * page,
-        blocks_per_request=blocks,
-        bytes_per_token=sum(s.bytes_per_token for s in specs),
-        block_size=block,
-    )
+    return _KVGroups(specs, res.block_size).layout(res.max_model_len, res.max_num_batched_tokens)
+
+
+class _KVGroups:
+    """The grouping part of ``kv_layout``, computed once and reused for many max_model_len values."""
+
+    def __init__(self, specs: list[KVSpec], block_size: int):
+        self.block = block_size
+        self.buckets: list[tuple[KVSpec, int]] = []
+        self.bytes_per_token = sum(s.bytes_per_token for s in specs)
+        if not specs:
+            self.page = self.group_size = 0
+            return
+        counts: dict[tuple, list] = {}
+        for spec in specs:
+            counts.setdefault(spec.group_key, [spec, 0])[1] += 1
+        self.buckets = [(spec, n) for spec, n in counts.values()]
+        attn = [s for s, _ in self.buckets if not isinstance(s, MambaStateKV)]
+        mamba = [s for s, _ in self.buckets if isinstance(s, MambaStateKV)]
+        if attn and mamba:
+            mamba_page = max(s.page_size_bytes(self.block) for s in mamba)
+            attn_token = max(s.bytes_per_token for s in attn)
+            self.block = max(self.block, round_up(cdiv(mamba_page, attn_token), 16))
+        self.page = max(s.page_size_bytes(self.block) for s, _ in self.buckets)
+        lo, hi = min(n for _, n in self.buckets), max(n for _, n in self.buckets)
+        self.group_size = hi if hi < 1.5 * lo else lo
+
+    def blocks_per_request(self, max_model_len: int, in_flight_tokens: int) -> int:
+        return sum(cdiv(n, self.group_size) * spec.blocks_per_request(max_model_len, self.block, in_flight_tokens)
+                   for spec, n in self.buckets)
+
+    def layout(self, max_model_len: int, in_flight_tokens: int) -> KVLayout:
+        return KVLayout(
+            bytes_per_block=self.group_size * self.page,
+            blocks_per_request=self.blocks_per_request(max_model_len, in_flight_tokens) if self.buckets else 0,
+            bytes_per_token=self.bytes_per_token,
+            block_size=self.block,
+        )
 
 
 # ------------------------------------------------------------------------------ plan
@@ -373,10 +389,11 @@ def max_len_that_fits(model, hw, sc, res: Resolved, blocks: int, specs: list[KVS
     """Largest max_model_len with room for one request (binary search, as vLLM does for -1)."""
     if blocks <= 0:
         return None
+    groups = _KVGroups(specs, res.block_size)
     lo, hi = 0, model.max_position_embeddings
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        need = kv_layout(specs, res.model_copy(update={"max_model_len": mid})).blocks_per_request
+        need = groups.blocks_per_request(mid, res.max_num_batched_tokens)
         if need <= blocks:
             lo = mid
         else:

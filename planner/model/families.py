@@ -182,6 +182,8 @@ class DecoderFamily:
             DecoderLayer(mixer=self.attention(cfg, i, windows[i]), ffn=self.ffn(cfg, i), norm_params=self.layer_norm_params(cfg, i))
             for i in range(num_layers)
         ]
+        shared: dict[str, DecoderLayer] = {}  # identical layers become one shared (frozen) object
+        layers = [shared.setdefault(layer.model_dump_json(), layer) for layer in layers]
         dtype, dtype_note = served_dtype(cfg.get("dtype", "torch_dtype"))
         notes = self.warnings(cfg) + ([dtype_note] if dtype_note else [])
         return ModelSpec(

@@ -43,8 +43,8 @@ class KVSpec(BaseModel):
 
     @property
     def group_key(self) -> tuple:
-        """Layers with equal keys share a vLLM KV-cache group."""
-        return (type(self).__name__, self.model_dump_json())
+        """Layers with equal keys share a vLLM KV-cache group (same kind and page)."""
+        raise NotImplementedError
 
 
 class FullAttentionKV(KVSpec):
@@ -59,6 +59,10 @@ class FullAttentionKV(KVSpec):
     @property
     def bytes_per_token(self) -> int:
         return int(self.kv_heads * (self.head_dim + self.head_dim_v) * self.dtype_bytes)
+
+    @property
+    def group_key(self) -> tuple:
+        return (self.kind, self.bytes_per_token)
 
     def page_size_bytes(self, block_size: int) -> int:
         return block_size * self.bytes_per_token
@@ -87,6 +91,10 @@ class SlidingWindowKV(FullAttentionKV):
     kind: Literal["sliding_window"] = "sliding_window"
     window_tokens: int = Field(description="Sliding window size, in tokens.")
 
+    @property
+    def group_key(self) -> tuple:
+        return (self.kind, self.bytes_per_token, self.window_tokens)
+
     def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
         span = min(self.window_tokens - 1 + max_in_flight_tokens, max_model_len)
         return cdiv(span, block_size) + 1
@@ -100,6 +108,10 @@ class MambaStateKV(KVSpec):
 
     kind: Literal["mamba"] = "mamba"
     state_bytes: int = Field(description="Bytes of conv state plus SSM state for one sequence on this rank.")
+
+    @property
+    def group_key(self) -> tuple:
+        return (self.kind, self.state_bytes)
 
     def page_size_bytes(self, block_size: int) -> int:
         return self.state_bytes

@@ -112,7 +112,14 @@ class ModelSpec(BaseModel):
     def kv_specs(self, tp: int = 1, kv_bytes: float = 2.0) -> list[KVSpec]:
         """One cache spec per layer, per TP rank (state in the model dtype)."""
         state_bytes = dtype_bytes(self.dtype)
-        return [layer.mixer.kv_spec(tp, kv_bytes, state_bytes) for layer in self.layers]
+        made: dict[int, KVSpec] = {}  # identical layers share one mixer object
+        out = []
+        for layer in self.layers:
+            key = id(layer.mixer)
+            if key not in made:
+                made[key] = layer.mixer.kv_spec(tp, kv_bytes, state_bytes)
+            out.append(made[key])
+        return out
 
     def kv_bytes_per_token(self, kv_bytes: float = 2.0, tp: int = 1) -> int:
         """Bytes per token over all attention layers, below every window, on one rank."""
