@@ -141,6 +141,12 @@ class HardwareProfile(BaseModel):
         description="GPUs that share the fast interconnect domain in the usual server (8 for HGX, 72 for GB200 NVL72), "
         "a count.",
     )
+    gpus_per_host: int | None = Field(
+        None,
+        ge=1,
+        description="GPUs in one server (one Kubernetes node) when that differs from gpus_per_node, e.g. 4 per "
+        "GB200 compute tray inside a 72-GPU NVLink domain; null means gpus_per_node. A count.",
+    )
     inter_node_bandwidth_bytes_per_s: float | None = Field(
         None,
         gt=0,
@@ -208,6 +214,11 @@ class HardwareProfile(BaseModel):
         return self
 
     # --- derived quantities -------------------------------------------------------------------
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs one server (Kubernetes node) holds: gpus_per_host, else gpus_per_node."""
+        return self.gpus_per_host or self.gpus_per_node
 
     @property
     def is_calibrated(self) -> bool:
@@ -291,6 +302,7 @@ _FIELD_HINTS: dict[str, str] = {
     "interconnect_bandwidth_bytes_per_s": "write the bidirectional per-GPU bandwidth in bytes/s, e.g. 9e11 for "
     "NVLink 4's 900 GB/s, or null",
     "gpus_per_node": "write a whole number of GPUs >= 1, e.g. 8",
+    "gpus_per_host": "write the GPUs of one server as a whole number >= 1, e.g. 4, or leave it out",
     "inter_node_bandwidth_bytes_per_s": "write the per-GPU one-way network rate in bytes/s, e.g. 5e10 for one "
     "400 Gb/s port per GPU, or null",
     "tdp_watts": "write the board power in watts, e.g. 700, or null",

@@ -364,7 +364,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested)
     terms = [
         MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
-        MemoryTerm(name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="exact"),
+        MemoryTerm(name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="estimate"),  # what the estimated overheads leave
         MemoryTerm(name="activations", bytes=act, kind="estimate"),
         MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
         MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate"),

@@ -155,6 +155,15 @@ class ModelSpec(BaseModel):
         return first.num_kv_heads if isinstance(first, Attention) else 1
 
     @property
+    def head_dim(self) -> int | None:
+        """vLLM's head size: head_dim for attention, kv_lora_rank + qk_rope_head_dim (576) for MLA."""
+        layers = self.attention_layers
+        if not layers:
+            return None
+        first = layers[0]
+        return first.head_dim if isinstance(first, Attention) else first.kv_lora_rank + first.qk_rope_head_dim
+
+    @property
     def padded_vocab_size(self) -> int:
         return round_up(self.vocab_size, VLLM_VOCAB_PADDING)
 

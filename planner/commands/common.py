@@ -1,0 +1,330 @@
+"""Shared pieces of the commands: the MODEL argument, the scenario flags, loading, and rendering.
+
+Flags are named as vLLM names them (``--tensor-parallel-size`` with the short ``--tp``,
+``--kv-cache-dtype`` with ``--kv-dtype`` ...) and take their help text from the descriptions of
+the core's pydantic fields, so ``--help`` and the app's tooltips say the same thing. Nothing here
+computes a planner number: it turns flags into core objects and core objects into text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from planner.efficiency import Efficiency
+from planner.errors import ScenarioError
+from planner.estimate.roofline import efficiency_for
+from planner.hardware import HardwareProfile, get_profile
+from planner.model.families import build_spec
+from planner.model.sources import LoadedConfig, load_config
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario, Workload
+from planner.units import fmt_bytes, fmt_count, fmt_gib, fmt_seconds
+
+FORMATS = ("table", "json", "yaml")
+
+#: Scenario/Workload field -> the flag that sets it, so a validation error names the flag.
+FIELD_FLAGS: dict[str, str] = {
+    "gpu": "--gpu",
+    "num_gpus": "--num-gpus",
+    "tp": "--tp",
+    "pp": "--pp",
+    "weight_dtype": "--weight-dtype",
+    "precision_overrides": "--precision",
+    "kv_cache_dtype": "--kv-dtype",
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "block_size": "--block-size",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "engine": "--engine",
+    "enable_chunked_prefill": "--no-chunked-prefill",
+    "input_len": "--input-len",
+    "output_len": "--output-len",
+    "batch_size": "--batch",
+}
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    """Positional MODEL plus where to look for it (``--hf-token``, ``--revision``, ``--source``)."""
+    parser.add_argument(
+        "model",
+        metavar="MODEL",
+        help="Hub repo id (org/name), a path to a config.json or to a folder holding one, or a catalog "
+        "name or alias (python -m planner models lists them).",
+    )
+    parser.add_argument(
+        "--hf-token",
+        metavar="TOKEN",
+        default=None,
+        help="Hugging Face token for gated or private repos (default: $HF_TOKEN, else your saved login). "
+        "It is sent to the Hub only and never printed.",
+    )
+    parser.add_argument(
+        "--revision", metavar="REV", default=None, help="Hub branch, tag or commit of config.json (default: main)."
+    )
+    parser.add_argument(
+        "--source",
+        choices=("auto", "hub", "catalog"),
+        default="auto",
+        help="auto: local path, then the bundled catalog, then the Hub; hub: ask the Hub first; catalog: "
+        "never touch the network. Default: %(default)s.",
+    )
+
+
+def hf_token(args: argparse.Namespace) -> str | None:
+    """The token to send: --hf-token, else $HF_TOKEN; None lets huggingface_hub use a saved login."""
+    return getattr(args, "hf_token", None) or os.environ.get("HF_TOKEN") or None
+
+
+def load_model(args: argparse.Namespace) -> tuple[ModelSpec, LoadedConfig]:
+    """Load MODEL's config.json and build its spec; loader and parser warnings go to stderr."""
+    loaded = load_config(args.model, token=hf_token(args), revision=args.revision, prefer=args.source)
+    spec = build_spec(loaded.config, loaded.name)
+    for message in (*loaded.warnings, *spec.warnings):
+        warn(message)
+    return spec, loaded
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+# -------------------------------------------------------------------------- the scenario
+
+
+def _described(model: type[BaseModel], field: str, extra: str = "") -> str:
+    text = (model.model_fields[field].description or "").replace("%", "%%")
+    return f"{text} {extra}".strip()
+
+
+def _default(model: type[BaseModel], field: str) -> Any:
+    return model.model_fields[field].default
+
+
+def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True) -> None:
+    """The deployment flags shared by plan, roofline, latency, export (and later simulate)."""
+    s = parser.add_argument_group("scenario (flags named as vLLM names them)")
+    s.add_argument("--gpu", metavar="ID", default=_default(Scenario, "gpu"),
+                   help=_described(Scenario, "gpu", "Default: %(default)s."))
+    s.add_argument("--num-gpus", metavar="N", type=int, default=None, help=_described(Scenario, "num_gpus"))
+    s.add_argument("--tp", "--tensor-parallel-size", dest="tp", metavar="N", type=int, default=_default(Scenario, "tp"),
+                   help=_described(Scenario, "tp", "Default: %(default)s."))
+    s.add_argument("--pp", "--pipeline-parallel-size", dest="pp", metavar="N", type=int,
+                   default=_default(Scenario, "pp"), help=_described(Scenario, "pp", "Default: %(default)s."))
+    s.add_argument("--weight-dtype", metavar="D", default=_default(Scenario, "weight_dtype"),
+                   help=_described(Scenario, "weight_dtype", "Default: %(default)s."))
+    s.add_argument("--precision", metavar="COMPONENT=DTYPE", action="append", default=[],
+                   help="Mixed precision, repeatable: e.g. --precision mlp=int4 --precision lm_head=bf16. "
+                   + _described(Scenario, "precision_overrides"))
+    s.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_cache_dtype", metavar="D",
+                   default=_default(Scenario, "kv_cache_dtype"),
+                   help=_described(Scenario, "kv_cache_dtype", "Default: %(default)s."))
+    s.add_argument("--max-model-len", metavar="N", type=int, default=None, help=_described(Scenario, "max_model_len"))
+    s.add_argument("--gpu-memory-utilization", metavar="F", type=float,
+                   default=_default(Scenario, "gpu_memory_utilization"),
+                   help=_described(Scenario, "gpu_memory_utilization", "Default: %(default)s (vLLM 0.33.0)."))
+    s.add_argument("--block-size", metavar="N", type=int, default=None, help=_described(Scenario, "block_size"))
+    s.add_argument("--max-num-seqs", metavar="N", type=int, default=None, help=_described(Scenario, "max_num_seqs"))
+    s.add_argument("--max-num-batched-tokens", metavar="N", type=int, default=None,
+                   help=_described(Scenario, "max_num_batched_tokens"))
+    s.add_argument("--engine", choices=("eager", "cuda-graphs"), default=_default(Scenario, "engine"),
+                   help=_described(Scenario, "engine", "Default: %(default)s."))
+    s.add_argument("--enforce-eager", action="store_true", help="Same as --engine eager (vLLM's flag).")
+    s.add_argument("--no-chunked-prefill", action="store_true",
+                   help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.")
+    if workload:
+        w = parser.add_argument_group("workload")
+        w.add_argument("--batch", "--batch-size", dest="batch_size", metavar="N", type=int,
+                       default=_default(Workload, "batch_size"),
+                       help=_described(Workload, "batch_size", "Default: %(default)s."))
+        w.add_argument("--input-len", metavar="N", type=int, default=_default(Workload, "input_len"),
+                       help=_described(Workload, "input_len", "Default: %(default)s."))
+        w.add_argument("--output-len", metavar="N", type=int, default=_default(Workload, "output_len"),
+                       help=_described(Workload, "output_len", "Default: %(default)s."))
+
+
+def parse_precision(items: Iterable[str]) -> dict[str, str]:
+    """['mlp=int4', 'lm_head=bf16'] -> {'mlp': 'int4', 'lm_head': 'bf16'}; the core checks the names."""
+    out: dict[str, str] = {}
+    for item in items:
+        component, sep, dtype = item.partition("=")
+        if not sep or not component.strip() or not dtype.strip():
+            raise ScenarioError(
+                f"--precision expects COMPONENT=DTYPE, got '{item}'.",
+                hint="For example --precision mlp=int4 --precision lm_head=bf16 "
+                "(components: embedding, attention, mlp, experts, mamba, lm_head).",
+            )
+        out[component.strip().lower()] = dtype.strip().lower()
+    return out
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The Scenario the flags describe (pydantic validates the ranges; the core checks the rest)."""
+    workload = Workload(
+        input_len=getattr(args, "input_len", _default(Workload, "input_len")),
+        output_len=getattr(args, "output_len", _default(Workload, "output_len")),
+        batch_size=getattr(args, "batch_size", _default(Workload, "batch_size")),
+    )
+    return Scenario(
+        gpu=args.gpu,
+        num_gpus=args.num_gpus,
+        tp=args.tp,
+        pp=args.pp,
+        weight_dtype=args.weight_dtype,
+        precision_overrides=parse_precision(args.precision),
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        block_size=args.block_size,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        engine="eager" if args.enforce_eager else args.engine,
+        enable_chunked_prefill=not args.no_chunked_prefill,
+        workload=workload,
+    )
+
+
+def hardware_from_args(args: argparse.Namespace) -> HardwareProfile:
+    return get_profile(args.gpu)
+
+
+def add_efficiency_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="Pure roofline: datasheet peaks, no efficiency factors or overheads (every figure is a bound). "
+        "Default: the card's calibration if it has one, else the planner's fitted estimate.",
+    )
+
+
+def efficiency_from_args(args: argparse.Namespace, hw: HardwareProfile) -> Efficiency:
+    return efficiency_for(hw, "bound" if getattr(args, "bound", False) else "auto")
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """A pydantic error on user input, as flags: '--tp must be greater than or equal to 1 (got 0)'."""
+    lines = []
+    for item in err.errors():
+        loc = [str(p) for p in item.get("loc", ())]
+        name = next((FIELD_FLAGS[p] for p in reversed(loc) if p in FIELD_FLAGS), ".".join(loc) or "input")
+        message = str(item.get("msg", "invalid value")).replace("Input should be", "must be")
+        message = message.removeprefix("Value error, ")
+        got = item.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        lines.append(f"{name} {message[0].lower() + message[1:]}{shown}")
+    return "; ".join(lines) + "."
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Pydantic models, dicts, lists -> plain JSON data; non-finite floats become None (unknown)."""
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _console() -> Console:
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size((140, 24)).columns if tty else 140
+    return Console(
+        file=io.StringIO(), width=max(width, 100), force_terminal=tty, no_color=not tty, color_system="auto" if tty else None,
+        highlight=False, markup=False, emoji=False, soft_wrap=False,
+    )
+
+
+def render(*items: Any) -> str:
+    """Rich renderables (tables, texts) as a string: coloured on a terminal, plain text otherwise."""
+    console = _console()
+    for item in items:
+        console.print(item)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))
+
+
+KIND_STYLES = {"bound": "cyan", "estimate": "yellow", "calibrated": "green", "exact": "", "datasheet": ""}
+
+
+def kind_text(kind: str) -> Text:
+    """The label of a predicted number (bound / estimate / calibrated / exact), coloured on a terminal."""
+    return Text(kind, style=KIND_STYLES.get(kind, ""))
+
+
+def table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None, right: Sequence[int] = ()
+) -> Table:
+    """A plain table: header row, then rows; column indexes in ``right`` are right-aligned (numbers)."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, pad_edge=False)
+    for i, name in enumerate(columns):
+        t.add_column(name, justify="right" if i in right else "left", overflow="fold")
+    for row in rows:
+        t.add_row(*[cell if isinstance(cell, Text) else Text("" if cell is None else str(cell)) for cell in row])
+    return t
+
+
+def field_descriptions(model: type[BaseModel], exclude: Sequence[str] = ()) -> dict[str, str]:
+    """{field: description} of a pydantic model, for a command's OUTPUT_KEYS (and so for docs/cli.md)."""
+    return {name: f.description or "" for name, f in model.model_fields.items() if name not in exclude}
+
+
+def heading(text: str) -> Text:
+    return Text(text, style="bold")
+
+
+def fmt_int(value: int | float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f}"
+
+
+def fmt_bandwidth(bytes_per_s: float | None) -> str:
+    """'3.35 TB/s', '900 GB/s' (decimal, as datasheets quote bandwidth)."""
+    if bytes_per_s is None:
+        return "unknown"
+    if bytes_per_s >= 1e12:
+        return f"{bytes_per_s / 1e12:,.2f} TB/s"
+    return f"{bytes_per_s / 1e9:,.0f} GB/s"
+
+
+def fmt_flops(flops_per_s: float | None) -> str:
+    """'989.4 TFLOP/s' (decimal)."""
+    return "unknown" if flops_per_s is None else f"{flops_per_s / 1e12:,.1f} TFLOP/s"
+
+
+def fmt_flop_count(flops: float | None) -> str:
+    """'12.3 GFLOP' (decimal)."""
+    if flops is None:
+        return "unknown"
+    for unit, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("KFLOP", 1e3)):
+        if abs(flops) >= size:
+            return f"{flops / size:,.2f} {unit}"
+    return f"{flops:,.0f} FLOP"
+
+
+__all__ = [
+    "FORMATS", "add_efficiency_flag", "add_model_argument", "add_scenario_flags", "describe_validation_error",
+    "efficiency_from_args", "fmt_bandwidth", "fmt_bytes", "fmt_count", "fmt_flop_count", "fmt_flops", "fmt_gib",
+    "field_descriptions", "fmt_int", "fmt_seconds", "hardware_from_args", "heading", "hf_token", "kind_text", "load_model",
+    "parse_precision", "render", "scenario_from_args", "table", "to_jsonable", "warn",
+]

@@ -1,0 +1,71 @@
+"""``export``: the plan as vLLM / SGLang / Kubernetes configs and a bench command (planner.deploy.export)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from planner.commands.common import (
+    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
+    hardware_from_args, load_model, scenario_from_args, to_jsonable,
+)
+from planner.deploy.export import DEFAULT_IMAGE, PROFILES, TARGETS, ExportBundle, export_bundle
+
+NAME = "export"
+HELP = ("Export deployment configs for a latency or a throughput profile: vLLM --config YAML, vllm serve command, "
+        "SGLang arguments, Kubernetes manifest, vllm bench serve command.")
+EXAMPLE = "python -m planner export meta-llama/Llama-3.1-8B --max-model-len 8192 --profile latency --target vllm-yaml > vllm.yaml"
+
+OUTPUT_KEYS = {
+    **field_descriptions(ExportBundle),
+    "written": "Files written with --output-dir (empty otherwise).",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_argument(parser)
+    out = parser.add_argument_group("export")
+    out.add_argument("--profile", choices=(*PROFILES, "both"), default="latency",
+                     help="latency (online: small max-num-seqs, small step budget) or throughput (offline: as many "
+                     "sequences as the KV cache holds, large step budget), or both. Default: %(default)s.")
+    out.add_argument("--target", choices=(*TARGETS, "all"), default="vllm-yaml",
+                     help="vllm-yaml (vllm serve --config file), vllm-cmd, sglang, k8s (Deployment or, across nodes, "
+                     "LeaderWorkerSet), bench (vllm bench serve), or all. Default: %(default)s.")
+    out.add_argument("--output-dir", metavar="DIR", default=None,
+                     help="Write the files into DIR (created if needed) instead of printing them.")
+    out.add_argument("--image", default=DEFAULT_IMAGE, help="Container image for the Kubernetes manifest. Default: %(default)s.")
+    add_scenario_flags(parser)
+    add_efficiency_flag(parser)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    spec, loaded = load_model(args)
+    sc = scenario_from_args(args)
+    hw = hardware_from_args(args)
+    profiles = PROFILES if args.profile == "both" else (args.profile,)
+    targets = TARGETS if args.target == "all" else (args.target,)
+    bundle = export_bundle(spec, hw, sc, loaded=loaded, revision=args.revision, image=args.image,
+                           efficiency=efficiency_from_args(args, hw), profiles=profiles)
+    chosen = [a for a in bundle.artefacts if a.target in targets]
+    written = []
+    if args.output_dir:
+        folder = Path(args.output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for artefact in chosen:
+            path = folder / artefact.filename
+            path.write_text(artefact.text, encoding="utf-8")
+            if path.suffix == ".sh":
+                path.chmod(0o755)
+            written.append(str(path))
+    return {**to_jsonable(bundle.model_copy(update={"artefacts": chosen})), "written": written}
+
+
+def render_table(result: dict[str, Any]) -> str:
+    """The files themselves (so `export ... > file` works), or where they were written."""
+    if result["written"]:
+        return "\n".join(f"wrote {path}" for path in result["written"])
+    artefacts = result["artefacts"]
+    if len(artefacts) == 1:
+        return artefacts[0]["text"].rstrip("\n")
+    return "\n\n".join(f"==> {a['filename']} <==\n{a['text'].rstrip()}" for a in artefacts)

@@ -1,0 +1,56 @@
+"""``latency``: TTFT, TPOT and throughput of one static batch."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from planner.commands.common import (
+    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
+    fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table, to_jsonable,
+)
+from planner.estimate.latency import LatencyEstimate, estimate_latency
+
+NAME = "latency"
+HELP = "TTFT, TPOT and throughput (tokens/s, requests/s) of a static batch, as a roofline bound or an estimate."
+EXAMPLE = "python -m planner latency ./my-model/config.json --gpu l40s --batch 16 --input-len 2048 --output-len 256"
+
+OUTPUT_KEYS = {
+    "model": "The model (repo id, catalog name or path).",
+    "gpu_id": "Hardware profile id (--gpu).",
+    **field_descriptions(LatencyEstimate),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_argument(parser)
+    add_scenario_flags(parser)
+    add_efficiency_flag(parser)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    spec, _ = load_model(args)
+    sc = scenario_from_args(args)
+    hw = hardware_from_args(args)
+    estimate = estimate_latency(spec, hw, sc, efficiency=efficiency_from_args(args, hw))
+    return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(estimate)}
+
+
+def render_table(r: dict[str, Any]) -> str:
+    est = LatencyEstimate.model_validate({k: v for k, v in r.items() if k in LatencyEstimate.model_fields})
+    kind = kind_text(est.kind)
+    rows = [
+        ("TTFT (whole batch prefilled)", fmt_seconds(est.ttft_seconds), kind, f"{est.prefill_steps} step(s), {est.prefill_bound}-bound"),
+        ("TPOT (one decode step)", fmt_seconds(est.tpot_seconds), kind, f"{est.decode_bound}-bound"),
+        ("end to end per request", fmt_seconds(est.e2e_seconds), kind, ""),
+        ("throughput", f"{est.throughput_tokens_per_s:,.1f} output tokens/s", kind, "all replicas"),
+        ("throughput per GPU", f"{est.throughput_tokens_per_s_per_gpu:,.1f} output tokens/s", kind, ""),
+        ("requests", f"{est.requests_per_s:,.3f} /s", kind, ""),
+    ]
+    title = (f"{r['model']} on {r['gpu_id']}: static batch of {est.batch_size}, {est.input_len:,} prompt + "
+             f"{est.output_len:,} output tokens")
+    parts: list[Any] = [table(["", "value", "kind", "note"], rows, title=title, right=(1,))]
+    if est.fits_in_kv_cache is False:
+        parts.append(heading("warning: this batch does not fit the planned KV cache (see the plan command); "
+                             "vLLM would queue or preempt requests."))
+    return render(*parts)

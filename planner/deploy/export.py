@@ -1,0 +1,706 @@
+"""Export: a plan as deployable configs, one tuned for latency and one for throughput.
+
+For each serving profile the same scenario is written five ways, each carrying the planner's
+expected metrics as leading ``#`` comments (every figure labelled bound / estimate /
+calibrated): a ``vllm serve --config`` YAML, the matching ``vllm serve`` command line, SGLang
+launch arguments, a Kubernetes manifest, and the ``vllm bench serve`` command that measures
+the deployment (its JSON carries the predictions as ``--metadata`` so a later import can score
+them).
+
+The two profiles (vLLM's own tuning advice, docs/configuration/optimization.md: a smaller
+``max_num_batched_tokens`` gives better inter-token latency, a larger one better throughput):
+
+* **latency** (online serving): ``max_num_seqs`` is the largest power-of-two batch whose
+  estimated TPOT stays within ``LATENCY_TPOT_SLACK`` (25 %) of batch 1, capped by what the KV
+  cache holds at the workload's lengths; chunked prefill with a 2,048-token step budget, so a
+  long prompt never stalls the running decodes for long.
+* **throughput** (offline / batch): ``max_num_seqs`` as high as the KV cache holds requests of
+  the workload's length (at most vLLM's default cap, 1,024 or 256), and a 16,384-token step
+  budget so prefills run as large GEMMs.
+
+Flags the user set explicitly (``--max-num-seqs``, ``--max-num-batched-tokens``) win over both.
+A deployment needing more GPUs than one server holds (``host_gpus``) becomes multi-node: vLLM on Ray
+(``distributed-executor-backend: ray``), tensor parallel within a node and pipeline parallel
+across nodes, as a LeaderWorkerSet. Every config names the Hugging Face token only as a
+Kubernetes Secret or an environment variable, never its value. YAML is written with
+``yaml.safe_dump``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+import planner
+from planner.efficiency import Efficiency
+from planner.errors import ScenarioError
+from planner.estimate.latency import LatencyEstimate, estimate_latency
+from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.roofline import efficiency_for
+from planner.hardware import HardwareProfile
+from planner.model.quantization import normalize_dtype
+from planner.model.sources import LoadedConfig
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario, default_batch_limits
+from planner.units import cdiv, fmt_seconds
+
+Profile = Literal["latency", "throughput"]
+Target = Literal["vllm-yaml", "vllm-cmd", "sglang", "k8s", "bench"]
+PROFILES: tuple[str, ...] = get_args(Profile)
+TARGETS: tuple[str, ...] = get_args(Target)
+
+#: vLLM release whose semantics the memory plan follows (planner.scenario); the default image tag.
+VLLM_VERSION = "0.33.0"
+DEFAULT_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+VLLM_PORT = 8000
+SGLANG_PORT = 30000
+RAY_PORT = 6379
+SGLANG_DIST_PORT = 50000
+HF_SECRET_NAME = "hf-token"
+HF_SECRET_KEY = "token"
+
+#: The vLLM CLI flags this module writes, long form without the leading "--". A ``vllm serve
+#: --config`` YAML takes exactly these names (docs/configuration/serve_args.md: "The argument names
+#: must be the long form"). Checked against vllm-project/vllm vllm/engine/arg_utils.py,
+#: EngineArgs.add_cli_args, at commit 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b ("host"/"port": the
+#: frontend flags of the serve_args.md config example). A YAML boolean true becomes "--flag" and
+#: false "--no-flag" (vllm/utils/argparse_utils.py, FlexibleArgumentParser.load_config_file).
+VLLM_FLAGS: tuple[str, ...] = (
+    "model", "revision", "host", "port", "dtype", "quantization", "tensor-parallel-size", "pipeline-parallel-size",
+    "distributed-executor-backend", "max-model-len", "gpu-memory-utilization", "kv-cache-dtype", "block-size",
+    "max-num-seqs", "max-num-batched-tokens", "enable-chunked-prefill", "enable-prefix-caching", "enforce-eager",
+)
+VLLM_FLAG_SOURCE = ("vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs.add_cli_args) @ 99d7eb5d6a51; "
+                    "config-file format: docs/configuration/serve_args.md")
+
+#: SGLang ``python -m sglang.launch_server`` flags this module writes, checked against
+#: sgl-project/sglang docs/advanced_features/server_arguments.md at commit
+#: b36e8e198b71553316b55bce53de6ecf9b3a9a47 (--tp-size and --pp-size are the aliases of
+#: --tensor-parallel-size and --pipeline-parallel-size; --chunked-prefill-size -1 disables chunking).
+SGLANG_FLAGS: tuple[str, ...] = (
+    "model-path", "revision", "host", "port", "dtype", "quantization", "kv-cache-dtype", "tp-size", "pp-size",
+    "context-length", "mem-fraction-static", "max-running-requests", "chunked-prefill-size", "page-size",
+    "disable-cuda-graph", "nnodes", "node-rank", "dist-init-addr",
+)
+SGLANG_FLAG_SOURCE = "sgl-project/sglang docs/advanced_features/server_arguments.md @ b36e8e198b71"
+
+#: ``vllm bench serve`` flags used: vllm-project/vllm vllm/benchmarks/serve.py add_cli_args at commit
+#: def9ce85ba1079af970a58ed3d42dd861ae35d58, and the dataset flags of vllm/benchmarks/datasets.py
+#: add_dataset_parser (--dataset-name random, --num-prompts, --random-input-len, --random-output-len).
+BENCH_FLAG_SOURCE = "vllm-project/vllm vllm/benchmarks/serve.py (add_cli_args) @ def9ce85ba10 and datasets.py"
+
+LATENCY_TPOT_SLACK = 1.25
+"""The latency profile keeps TPOT within this factor of its batch-1 value."""
+LATENCY_MAX_NUM_SEQS = 256
+LATENCY_BATCHED_TOKENS = 2048
+THROUGHPUT_BATCHED_TOKENS = 16384
+BENCH_MIN_PROMPTS = 200
+BENCH_ROUNDS = 5
+"""The bench sends BENCH_ROUNDS x max-num-seqs prompts (at least BENCH_MIN_PROMPTS) so steady state dominates."""
+SHM_SIZE = "16Gi"
+
+_VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+_VLLM_KV_DTYPE = {"fp8": "fp8", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
+_SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
+#: --weight-dtype values an engine can apply to an unquantized checkpoint at load time.
+_ONLINE_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes"}
+_GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "intel": "habana.ai/gaudi"}
+
+
+class ServingProfile(BaseModel):
+    """One operating point: the vLLM limits chosen for it, and what the planner expects of it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: Profile = Field(description="latency (online serving) or throughput (offline / batch).")
+    purpose: str = Field(description="One line: what the profile is for.")
+    rule: str = Field(description="How max_num_seqs and max_num_batched_tokens were chosen, with the numbers.")
+    max_num_seqs: int = Field(ge=1, description="vLLM --max-num-seqs of this profile (sequences per step).")
+    max_num_batched_tokens: int = Field(ge=1, description="vLLM --max-num-batched-tokens of this profile (tokens per step).")
+    enable_chunked_prefill: bool = Field(description="vLLM --enable-chunked-prefill.")
+    scenario: Scenario = Field(description="The full scenario of this profile (the user's, with the limits above).")
+    plan: MemoryPlan = Field(description="Memory plan of the profile's scenario.")
+    latency: LatencyEstimate = Field(description="Static-batch latency at batch = max_num_seqs and the workload's lengths.")
+
+
+class Deployment(BaseModel):
+    """Where and how the replicas run: what every export target shares."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(description="What the engine loads: Hub repo id or local folder.")
+    model_name: str = Field(description="The model as the planner named it.")
+    revision: str | None = Field(description="Hub revision to serve, if pinned.")
+    gpu_id: str = Field(description="Hardware profile id.")
+    gpu_name: str = Field(description="Card name.")
+    tp: int = Field(description="Tensor-parallel size.")
+    pp: int = Field(description="Pipeline-parallel size.")
+    gpus_per_replica: int = Field(description="tp x pp.")
+    replicas: int = Field(description="Engine replicas (num_gpus / (tp x pp)).")
+    nodes_per_replica: int = Field(description="Nodes one replica spans (1 unless tp x pp exceeds the GPUs of one server).")
+    gpus_per_pod: int = Field(description="Accelerators each pod requests.")
+    multi_node: bool = Field(description="True when a replica spans nodes (vLLM on Ray, LeaderWorkerSet).")
+    gpu_resource: str | None = Field(description="Kubernetes extended resource of the card (nvidia.com/gpu ...); None for CPU.")
+    image: str = Field(description="Container image of the engine.")
+    app_name: str = Field(description="Base name of the Kubernetes objects (DNS-1035 label).")
+
+
+class Artefact(BaseModel):
+    """One exported file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: Profile = Field(description="latency or throughput.")
+    target: Target = Field(description="vllm-yaml, vllm-cmd, sglang, k8s or bench.")
+    filename: str = Field(description="Suggested file name.")
+    description: str = Field(description="What the file is and how to use it.")
+    text: str = Field(description="The file's content.")
+
+
+class ExportBundle(BaseModel):
+    """Everything the export produces for one scenario: both profiles, and each target's file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deployment: Deployment = Field(description="Model, card, parallelism, replicas and nodes.")
+    profiles: list[ServingProfile] = Field(description="The latency and throughput operating points.")
+    artefacts: list[Artefact] = Field(description="One file per (profile, target).")
+    warnings: list[str] = Field(description="What the configs cannot express or the user should check.")
+    vllm_flag_source: str = Field(VLLM_FLAG_SOURCE, description="Where the vLLM flag names were checked.")
+    sglang_flag_source: str = Field(SGLANG_FLAG_SOURCE, description="Where the SGLang flag names were checked.")
+
+    def artefact(self, profile: str, target: str) -> Artefact:
+        for a in self.artefacts:
+            if a.profile == profile and a.target == target:
+                return a
+        raise KeyError((profile, target))
+
+    def profile(self, name: str) -> ServingProfile:
+        for p in self.profiles:
+            if p.profile == name:
+                return p
+        raise KeyError(name)
+
+
+# ------------------------------------------------------------------------------ profiles
+
+
+def _tokens_per_request(sc: Scenario, max_model_len: int) -> int:
+    return max(1, min(sc.workload.input_len + sc.workload.output_len, max_model_len))
+
+
+def _with_limits(sc: Scenario, seqs: int, tokens: int) -> Scenario:
+    return sc.model_copy(update={
+        "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
+        "workload": sc.workload.model_copy(update={"batch_size": seqs}),
+    })
+
+
+def _legal_budget(tokens: int, seqs: int, sc: Scenario, max_model_len: int) -> int:
+    """vLLM requires max_num_batched_tokens >= max_num_seqs, and >= max_model_len without chunked prefill."""
+    tokens = max(tokens, seqs)
+    return tokens if sc.enable_chunked_prefill else max(tokens, max_model_len)
+
+
+def _finish(model: ModelSpec, hw: HardwareProfile, sc: Scenario, eff: Efficiency, profile: Profile, purpose: str,
+            rule: str, seqs: int, tokens: int) -> ServingProfile:
+    final = _with_limits(sc, seqs, tokens)
+    return ServingProfile(
+        profile=profile, purpose=purpose, rule=rule, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+        enable_chunked_prefill=sc.enable_chunked_prefill, scenario=final, plan=plan_memory(model, hw, final),
+        latency=estimate_latency(model, hw, final, batch_size=seqs, efficiency=eff),
+    )
+
+
+def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None) -> ServingProfile:
+    """Online serving: the largest power-of-two batch whose TPOT stays within 25 % of batch 1."""
+    eff = efficiency or efficiency_for(hw)
+    tokens = sc.max_num_batched_tokens or LATENCY_BATCHED_TOKENS
+    max_len = sc.max_model_len or model.max_position_embeddings  # as planner.estimate.memory.resolve sets it
+    start = sc.max_num_seqs or 1
+    probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
+    per_request = _tokens_per_request(sc, max_len)
+    if sc.max_num_seqs:
+        seqs = sc.max_num_seqs
+        rule = f"max-num-seqs {seqs} as given"
+    else:
+        fit = max(1, probe.kv_cache_tokens // per_request)
+        cap = min(LATENCY_MAX_NUM_SEQS, fit)
+        base = _with_limits(sc, 1, tokens)
+        tpot_1 = estimate_latency(model, hw, base, batch_size=1, efficiency=eff, check_memory=False).tpot_seconds
+        seqs, batch = 1, 2
+        while batch <= cap:
+            tpot = estimate_latency(model, hw, base, batch_size=batch, efficiency=eff, check_memory=False).tpot_seconds
+            if tpot > LATENCY_TPOT_SLACK * tpot_1:
+                break
+            seqs, batch = batch, batch * 2
+        rule = (f"max-num-seqs {seqs}: the largest power-of-two batch whose TPOT stays within {LATENCY_TPOT_SLACK:g} x "
+                f"batch 1 ({fmt_seconds(tpot_1)}), capped at {cap} (the smaller of {LATENCY_MAX_NUM_SEQS} and the "
+                f"{fit:,} requests of {per_request:,} tokens the KV cache holds)")
+    legal = _legal_budget(tokens, seqs, sc, max_len)
+    source = "as given" if sc.max_num_batched_tokens else "small step budget: short decode stalls behind prefill chunks"
+    rule += f"; max-num-batched-tokens {legal:,} ({source})"
+    return _finish(model, hw, sc, eff, "latency", "online serving: low TTFT and TPOT per request", rule, seqs, legal)
+
+
+def throughput_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None) -> ServingProfile:
+    """Offline serving: as many sequences as the KV cache holds at the workload's lengths."""
+    eff = efficiency or efficiency_for(hw)
+    default_tokens, default_seqs = default_batch_limits(hw.memory_bytes, hw.name)
+    tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
+    start = sc.max_num_seqs or default_seqs
+    max_len = sc.max_model_len or model.max_position_embeddings
+    probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
+    per_request = _tokens_per_request(sc, max_len)
+    if sc.max_num_seqs:
+        seqs = sc.max_num_seqs
+        rule = f"max-num-seqs {seqs} as given"
+    else:
+        def fits_at(seqs: int) -> int:  # requests the KV cache holds with this many sequences' logits reserved
+            plan = plan_memory(model, hw, _with_limits(sc, seqs, _legal_budget(tokens, seqs, sc, max_len)), suggest=False)
+            return plan.kv_cache_tokens // per_request
+
+        fit = probe.kv_cache_tokens // per_request
+        seqs = max(1, min(default_seqs, fit))
+        if seqs < default_seqs:  # fewer sequences reserve less sampler memory: one refinement step
+            again = max(1, min(default_seqs, fits_at(seqs)))
+            fit_again = fits_at(again) if again > seqs else 0
+            if fit_again >= again > seqs:
+                seqs, fit = again, fit_again
+        rule = (f"max-num-seqs {seqs}: the {fit:,} requests of {per_request:,} tokens the KV cache holds, "
+                f"at most vLLM's default {default_seqs}")
+    legal = _legal_budget(tokens, seqs, sc, max_len)
+    source = "as given" if sc.max_num_batched_tokens else "large step budget: prefills run as large GEMMs"
+    rule += f"; max-num-batched-tokens {legal:,} ({source})"
+    return _finish(model, hw, sc, eff, "throughput", "offline / batch serving: most tokens per second per GPU", rule,
+                   seqs, legal)
+
+
+# ----------------------------------------------------------------------------- deployment
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "model"
+
+
+def _served_model(spec: ModelSpec, loaded: LoadedConfig | None) -> tuple[str, list[str]]:
+    """What `vllm serve` should load, and any caveat about it."""
+    if loaded is None:
+        return spec.name, []
+    if loaded.origin == "file":
+        folder = str(Path(loaded.source).parent)
+        return folder, [f"the model was read from a local file; the configs serve the folder {folder}, which must "
+                        "hold the weights and tokenizer next to config.json (or replace it with the Hub repo id)."]
+    if loaded.origin == "upload":
+        return spec.name, [f"the config was uploaded as '{spec.name}'; replace the model in the configs with the Hub "
+                           "repo id or the folder holding the weights."]
+    return loaded.name, []
+
+
+def deployment(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, loaded: LoadedConfig | None = None,
+               revision: str | None = None, image: str = DEFAULT_IMAGE) -> tuple[Deployment, list[str]]:
+    """Replicas, nodes and pods of the scenario, plus warnings about what it implies."""
+    ref, warnings = _served_model(model, loaded)
+    per_replica = sc.gpus_per_replica
+    host = hw.host_gpus
+    nodes = cdiv(per_replica, host)
+    per_pod = cdiv(per_replica, nodes)
+    if nodes > 1 and sc.tp > hw.gpus_per_node:
+        warnings.append(
+            f"--tp {sc.tp} spans nodes ({hw.gpus_per_node} {hw.name} per node): tensor-parallel all-reduce over the "
+            f"network is slow. Prefer tensor parallel within a node and pipeline parallel across nodes, e.g. "
+            f"--tp {hw.gpus_per_node} --pp {cdiv(per_replica, hw.gpus_per_node)} (re-plan it first).")
+    if nodes > 1 and per_replica % nodes:
+        warnings.append(f"{per_replica} GPUs do not split evenly over {nodes} nodes; each pod requests {per_pod}.")
+    if sc.num_gpus and sc.num_gpus % per_replica:
+        warnings.append(f"--num-gpus {sc.num_gpus} is not a multiple of tp x pp = {per_replica}; "
+                        f"{sc.replicas} replica(s) use {sc.replicas * per_replica} of them.")
+    resource = None if hw.kind == "cpu" else _GPU_RESOURCES.get(hw.vendor.lower())
+    if hw.kind == "cpu":
+        warnings.append("the CPU profile: the manifests request no accelerator; use a CPU build of vLLM.")
+    elif resource is None:
+        warnings.append(f"no known Kubernetes resource name for {hw.vendor} accelerators; the manifests leave it out.")
+    if hw.vendor.lower() != "nvidia" and image == DEFAULT_IMAGE:
+        warnings.append(f"{image} is built for NVIDIA GPUs; pass an image of vLLM built for {hw.vendor} {hw.name}.")
+    app = f"vllm-{_slug(model.name.rsplit('/', 1)[-1])}"
+    return Deployment(
+        model=ref, model_name=model.name, revision=revision, gpu_id=hw.id, gpu_name=hw.name, tp=sc.tp, pp=sc.pp,
+        gpus_per_replica=per_replica, replicas=sc.replicas, nodes_per_replica=nodes, gpus_per_pod=per_pod,
+        multi_node=nodes > 1, gpu_resource=resource, image=image, app_name=app,
+    ), warnings
+
+
+# ----------------------------------------------------------------------------- engine flags
+
+
+def _weight_flags(model: ModelSpec, sc: Scenario) -> tuple[str | None, str | None, list[str]]:
+    """(dtype override, quantization method, warnings) for --weight-dtype and --precision."""
+    notes: list[str] = []
+    wd = normalize_dtype(sc.weight_dtype or "auto")
+    dtype = quant = None
+    if model.quantization is not None:
+        notes.append(f"the checkpoint is {model.quantization.method}-quantized; vLLM and SGLang read that from its "
+                     "quantization_config, so no quantization flag is written.")
+    elif wd in _VLLM_DTYPE:
+        dtype = wd
+    elif wd in _ONLINE_QUANTIZATION:
+        quant = _ONLINE_QUANTIZATION[wd]
+    elif wd != "auto":
+        notes.append(f"--weight-dtype {sc.weight_dtype}: engines cannot quantize to it while loading; serve a "
+                     f"checkpoint already quantized that way (e.g. an AWQ or GPTQ repo). The configs load "
+                     f"{model.name} as it is, so its memory use differs from this plan.")
+    if sc.precision_overrides:
+        notes.append("mixed precision (--precision) has no engine flag; it needs a checkpoint quantized that way "
+                     "(e.g. llm-compressor with an ignore list). The configs do not express it.")
+    return dtype, quant, notes
+
+
+def _kv_choice(model: ModelSpec, prof: ServingProfile) -> str:
+    """The resolved KV dtype, or 'auto' when it is the model's own dtype."""
+    resolved = prof.plan.resolved.kv_cache_dtype
+    if normalize_dtype(prof.scenario.kv_cache_dtype or "auto") == "auto" or resolved == model.dtype:
+        return "auto"
+    return resolved
+
+
+def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[str, Any]:
+    """The profile as vLLM flags (YAML keys): long names without '--', in a readable order."""
+    sc, res = prof.scenario, prof.plan.resolved
+    dtype, quant, _ = _weight_flags(model, sc)
+    args: dict[str, Any] = {"model": dep.model}
+    if dep.revision:
+        args["revision"] = dep.revision
+    args["host"] = "0.0.0.0"
+    args["port"] = VLLM_PORT
+    args["dtype"] = _VLLM_DTYPE.get(dtype or model.dtype, "auto")
+    if quant:
+        args["quantization"] = quant
+    args["tensor-parallel-size"] = sc.tp
+    args["pipeline-parallel-size"] = sc.pp
+    if dep.multi_node:
+        args["distributed-executor-backend"] = "ray"
+    elif dep.gpus_per_replica > 1:
+        args["distributed-executor-backend"] = "mp"
+    args["max-model-len"] = res.max_model_len
+    args["gpu-memory-utilization"] = res.gpu_memory_utilization
+    kv = _kv_choice(model, prof)
+    args["kv-cache-dtype"] = _VLLM_KV_DTYPE.get(kv, "auto")
+    if sc.block_size:
+        args["block-size"] = res.block_size
+    args["max-num-seqs"] = prof.max_num_seqs
+    args["max-num-batched-tokens"] = prof.max_num_batched_tokens
+    args["enable-chunked-prefill"] = prof.enable_chunked_prefill
+    args["enable-prefix-caching"] = True
+    if sc.engine == "eager":
+        args["enforce-eager"] = True
+    unknown = set(args) - set(VLLM_FLAGS)
+    assert not unknown, f"unverified vLLM flags {unknown}"  # a programming error, not the user's
+    return args
+
+
+def flag_list(args: dict[str, Any], positional: str | None = None) -> list[str]:
+    """{'tensor-parallel-size': 2, 'enforce-eager': True} -> ['--tensor-parallel-size', '2', '--enforce-eager'];
+    False -> '--no-<flag>' (as vLLM's config loader does); ``positional`` is left out and returned first."""
+    out = [str(args[positional])] if positional else []
+    for key, value in args.items():
+        if key == positional:
+            continue
+        if value is True:
+            out.append(f"--{key}")
+        elif value is False:
+            out.append(f"--no-{key}")
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def _shell(words: list[str], raw: tuple[str, ...] = ()) -> str:
+    """A multi-line shell command; words in ``raw`` (e.g. "$NODE_RANK") are written unquoted in double quotes."""
+    parts = [f'"{w}"' if w in raw else shlex.quote(w) for w in words]
+    lines, current = [], parts[:2]
+    for part in parts[2:]:
+        if part.startswith("--") and current:
+            lines.append(" ".join(current))
+            current = []
+        current.append(part)
+    lines.append(" ".join(current))
+    return " \\\n  ".join(lines)
+
+
+# ---------------------------------------------------------------------------- the comments
+
+
+def expected_metrics(dep: Deployment, prof: ServingProfile) -> list[str]:
+    """The planner's expectations for the profile, one line each, every figure labelled with its kind."""
+    p, lat, res = prof.plan, prof.latency, prof.plan.resolved
+    nodes = f", {dep.nodes_per_replica} nodes per replica" if dep.multi_node else ""
+    lines = [
+        f"Planner {planner.__version__}, {prof.profile} profile ({prof.purpose}).",
+        f"{dep.model_name} on {dep.gpus_per_replica} x {dep.gpu_name} per replica (tp {dep.tp}, pp {dep.pp}), "
+        f"{dep.replicas} replica(s){nodes}.",
+        f"Chosen: {prof.rule}.",
+        "Expected ([estimate]: fitted to public measurements; [bound]: pure roofline; [calibrated]: measured on "
+        "this card; check with the bench command):",
+        f"  starts: {'yes' if p.fits else 'NO'} [estimate]: {p.reason}",
+        f"  KV cache: {p.kv_cache_tokens:,} tokens per replica, {p.max_concurrency:,.1f} requests of "
+        f"{res.max_model_len:,} tokens at once [estimate]",
+        f"  workload: {lat.batch_size} requests in flight, {lat.input_len:,} prompt + {lat.output_len:,} output tokens",
+        f"  TTFT {fmt_seconds(lat.ttft_seconds)} (all {lat.batch_size} prompts arriving together) [{lat.kind}]; "
+        f"TPOT {fmt_seconds(lat.tpot_seconds)} [{lat.kind}]",
+        f"  throughput {lat.throughput_tokens_per_s:,.0f} output tokens/s, {lat.requests_per_s:,.2f} requests/s "
+        f"(all replicas) [{lat.kind}]",
+    ]
+    if lat.fits_in_kv_cache is False:
+        lines.append(f"  warning: {lat.batch_size} requests of these lengths do not fit the KV cache; vLLM will "
+                     "queue or preempt some.")
+    if not p.fits:
+        lines.append("  WARNING: the planner predicts this config does NOT start." +
+                     (f" Try: {'; '.join(p.suggestions[:3])}." if p.suggestions else ""))
+    return lines
+
+
+def _comment(lines: list[str]) -> str:
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+# ---------------------------------------------------------------------------- the targets
+
+
+def vllm_yaml(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
+    header = [
+        f"vLLM serve config: vllm serve --config vllm-{prof.profile}.yaml",
+        *expected_metrics(dep, prof),
+        *[f"note: {w}" for w in warnings],
+        f"Keys are vLLM's CLI flags without the leading '--' ({VLLM_FLAG_SOURCE}).",
+        "For gated models set HF_TOKEN in the environment (it is not written here).",
+    ]
+    return _comment(header) + yaml.safe_dump(vllm_args(model, dep, prof), sort_keys=False)
+
+
+def vllm_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
+    args = vllm_args(model, dep, prof)
+    header = [f"vllm serve command, {prof.profile} profile (the same flags as vllm-{prof.profile}.yaml).",
+              *expected_metrics(dep, prof), *[f"note: {w}" for w in warnings],
+              "For gated models: export HF_TOKEN=... first (it is not written here)."]
+    if dep.multi_node:
+        header += [f"Multi-node: start Ray first. On the head node: ray start --head --port={RAY_PORT}; on each of the "
+                   f"other {dep.nodes_per_replica - 1} node(s): ray start --address=<head node address>:{RAY_PORT}. "
+                   "Then run this on the head node."]
+    return "#!/bin/sh\n" + _comment(header) + _shell(["vllm", "serve", *flag_list(args, "model")]) + "\n"
+
+
+def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tuple[list[tuple[str, Any]], list[str]]:
+    """SGLang launch flags for the profile, and what they cannot say."""
+    sc, p, res = prof.scenario, prof.plan, prof.plan.resolved
+    dtype, quant, _ = _weight_flags(model, sc)
+    notes = []
+    flags: list[tuple[str, Any]] = [("model-path", dep.model)]
+    if dep.revision:
+        flags.append(("revision", dep.revision))
+    flags += [("host", "0.0.0.0"), ("port", SGLANG_PORT), ("dtype", _VLLM_DTYPE.get(dtype or model.dtype, "auto"))]
+    if quant:
+        flags.append(("quantization", quant))
+    flags += [("tp-size", sc.tp), ("pp-size", sc.pp), ("context-length", res.max_model_len)]
+    if p.fits:
+        # SGLang's static pool is weights + KV cache; the planner sized both for vLLM.
+        static = (p.weight_bytes_per_gpu + p.kv_cache_bytes_per_gpu) / p.total_memory_bytes_per_gpu
+        flags.append(("mem-fraction-static", f"{int(static * 100) / 100:.2f}"))
+    else:
+        flags.append(("mem-fraction-static", f"{res.gpu_memory_utilization:.2f}"))
+    kv = _kv_choice(model, prof)
+    if kv != "auto":
+        if kv in _SGLANG_KV_DTYPE:
+            flags.append(("kv-cache-dtype", _SGLANG_KV_DTYPE[kv]))
+        else:
+            notes.append(f"SGLang has no --kv-cache-dtype for {kv}; its command keeps the model dtype.")
+    flags += [("max-running-requests", prof.max_num_seqs),
+              ("chunked-prefill-size", prof.max_num_batched_tokens if prof.enable_chunked_prefill else -1)]
+    if sc.engine == "eager":
+        flags.append(("disable-cuda-graph", True))
+    if dep.multi_node:
+        flags += [("nnodes", dep.nodes_per_replica), ("node-rank", "$NODE_RANK"),
+                  ("dist-init-addr", f"$LEADER_ADDR:{SGLANG_DIST_PORT}")]
+    unknown = {k for k, _ in flags} - set(SGLANG_FLAGS)
+    assert not unknown, f"unverified SGLang flags {unknown}"
+    return flags, notes
+
+
+def sglang_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
+    flags, notes = sglang_args(model, dep, prof)
+    words = ["python", "-m", "sglang.launch_server"]
+    for key, value in flags:
+        words += [f"--{key}"] if value is True else [f"--{key}", str(value)]
+    header = [f"SGLang launch command, {prof.profile} profile ({SGLANG_FLAG_SOURCE}).",
+              *expected_metrics(dep, prof),
+              "The expectations are for vLLM; SGLang's scheduler and kernels differ. --mem-fraction-static is the "
+              "weights + KV cache share of memory the planner sized (approximate).",
+              *[f"note: {w}" for w in [*warnings, *notes]],
+              "For gated models: export HF_TOKEN=... first (it is not written here)."]
+    if dep.multi_node:
+        header.append(f"Multi-node: run on each of the {dep.nodes_per_replica} nodes with NODE_RANK=0..{dep.nodes_per_replica - 1} "
+                      "and LEADER_ADDR=<address of the rank-0 node>.")
+    raw = ("$NODE_RANK", f"$LEADER_ADDR:{SGLANG_DIST_PORT}")
+    return "#!/bin/sh\n" + _comment(header) + _shell(words, raw) + "\n"
+
+
+def _container_common(dep: Deployment) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if dep.gpu_resource:
+        resources = {"limits": {dep.gpu_resource: dep.gpus_per_pod}, "requests": {dep.gpu_resource: dep.gpus_per_pod}}
+    return {
+        "image": dep.image,
+        "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": HF_SECRET_NAME, "key": HF_SECRET_KEY,
+                                                                      "optional": True}}}],
+        "resources": resources,
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
+    }
+
+
+def _probes() -> dict[str, Any]:
+    """vLLM's /health: startup allows 30 min for downloading and loading weights, then liveness and readiness."""
+    get = {"httpGet": {"path": "/health", "port": "http"}}
+    return {
+        "startupProbe": {**get, "periodSeconds": 10, "failureThreshold": 180},
+        "readinessProbe": {**get, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**get, "periodSeconds": 20, "failureThreshold": 6},
+    }
+
+
+def _volumes() -> list[dict[str, Any]]:
+    return [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+            {"name": "hf-cache", "emptyDir": {}}]
+
+
+def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
+    """Deployment + Service, or (multi-node) LeaderWorkerSet + Service, running the profile's vLLM flags."""
+    name = f"{dep.app_name}-{prof.profile}"
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "vllm", "planner/profile": prof.profile}
+    words = flag_list(vllm_args(model, dep, prof), "model")
+    port = [{"name": "http", "containerPort": VLLM_PORT}]
+    if not dep.multi_node:
+        container = {"name": "vllm", **_container_common(dep), "command": ["vllm", "serve"], "args": words,
+                     "ports": port, **_probes()}
+        workload: dict[str, Any] = {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": dep.replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [container], "volumes": _volumes()}}},
+        }
+        selector = {"app.kubernetes.io/name": name}
+        kind_note = "a Deployment (one pod per replica) and a Service"
+    else:
+        wait = ("until [ \"$(python3 -c 'import ray; ray.init(address=\"auto\", logging_level=\"ERROR\"); "
+                "print(len([n for n in ray.nodes() if n[\"Alive\"]]))')\" -ge \"$LWS_GROUP_SIZE\" ]; "
+                "do echo waiting for Ray workers; sleep 5; done")
+        leader_script = (f"ray start --head --port={RAY_PORT} && {wait} && exec "
+                         + " ".join(shlex.quote(w) for w in ["vllm", "serve", *words]))
+        worker_script = f"ray start --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" --block"
+        leader = {"name": "vllm-leader", **_container_common(dep), "command": ["/bin/sh", "-c"], "args": [leader_script],
+                  "ports": port, **_probes()}
+        worker = {"name": "vllm-worker", **_container_common(dep), "command": ["/bin/sh", "-c"], "args": [worker_script]}
+        workload = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "replicas": dep.replicas,
+                "leaderWorkerTemplate": {
+                    "size": dep.nodes_per_replica,
+                    "restartPolicy": "RecreateGroupOnPodRestart",
+                    "leaderTemplate": {"metadata": {"labels": {**labels, "role": "leader"}},
+                                       "spec": {"containers": [leader], "volumes": _volumes()}},
+                    "workerTemplate": {"metadata": {"labels": {**labels, "role": "worker"}},
+                                       "spec": {"containers": [worker], "volumes": _volumes()}},
+                },
+            },
+        }
+        selector = {"app.kubernetes.io/name": name, "role": "leader"}
+        kind_note = (f"a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1; one group of {dep.nodes_per_replica} pods per "
+                     f"replica: a Ray head running vLLM and {dep.nodes_per_replica - 1} Ray worker(s)) and a Service")
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
+        "spec": {"selector": selector, "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http"}]},
+    }
+    header = [f"Kubernetes manifest, {prof.profile} profile: {kind_note}.",
+              *expected_metrics(dep, prof), *[f"note: {w}" for w in warnings],
+              f"The token comes from a Secret: kubectl create secret generic {HF_SECRET_NAME} "
+              f"--from-literal={HF_SECRET_KEY}=<your token> (this file holds no token).",
+              "hf-cache is an emptyDir: replace it with a PersistentVolumeClaim to keep downloaded weights.",
+              f"Apply: kubectl apply -f k8s-{prof.profile}.yaml"]
+    if dep.multi_node:
+        header.append("Needs the LeaderWorkerSet controller: https://github.com/kubernetes-sigs/lws")
+    docs = json.loads(json.dumps([workload, service]))  # fresh objects: no YAML anchors for shared dicts
+    return _comment(header) + yaml.safe_dump_all(docs, sort_keys=False, width=100)
+
+
+def bench_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
+    """`vllm bench serve` at the profile's concurrency; the predictions ride along as --metadata."""
+    lat = prof.latency
+    prompts = max(BENCH_MIN_PROMPTS, BENCH_ROUNDS * prof.max_num_seqs)
+    metadata = {
+        "planner_version": planner.__version__, "planner_profile": prof.profile, "planner_model": dep.model_name,
+        "planner_gpu": dep.gpu_id, "planner_tp": dep.tp, "planner_pp": dep.pp, "planner_replicas": dep.replicas,
+        "planner_max_num_seqs": prof.max_num_seqs, "planner_max_num_batched_tokens": prof.max_num_batched_tokens,
+        "planner_kind": lat.kind, "planner_ttft_ms": f"{lat.ttft_seconds * 1e3:.2f}",
+        "planner_tpot_ms": f"{lat.tpot_seconds * 1e3:.3f}",
+        "planner_output_tokens_per_s": f"{lat.throughput_tokens_per_s:.1f}",
+    }
+    words = ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{VLLM_PORT}",
+             "--model", dep.model, "--dataset-name", "random",
+             "--random-input-len", str(lat.input_len), "--random-output-len", str(lat.output_len), "--ignore-eos",
+             "--num-prompts", str(prompts), "--max-concurrency", str(prof.max_num_seqs), "--request-rate", "inf",
+             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+             "--save-result", "--result-filename", f"bench-{prof.profile}-{_slug(dep.model_name)}-{dep.gpu_id}.json",
+             "--metadata", *[f"{k}={v}" for k, v in metadata.items()]]
+    header = [f"vllm bench serve for the {prof.profile} profile ({BENCH_FLAG_SOURCE}).",
+              *expected_metrics(dep, prof),
+              f"Sends {prompts:,} random prompts, {prof.max_num_seqs} at a time, to a server started with "
+              f"vllm-{prof.profile}.yaml; the planner's predictions are saved in the result JSON as metadata.",
+              f"Against the Kubernetes Service: kubectl port-forward svc/{dep.app_name}-{prof.profile} {VLLM_PORT}:{VLLM_PORT}",
+              "The static-batch TTFT above is for all prompts arriving at once; the bench keeps the concurrency full, "
+              "so compare its steady-state TPOT and throughput first."]
+    return "#!/bin/sh\n" + _comment(header) + _shell(words) + "\n"
+
+
+_WRITERS = {"vllm-yaml": vllm_yaml, "vllm-cmd": vllm_command, "sglang": sglang_command, "k8s": k8s_manifest,
+            "bench": bench_command}
+_FILES = {"vllm-yaml": ("vllm-{p}.yaml", "vllm serve --config file"),
+          "vllm-cmd": ("vllm-{p}.sh", "the vllm serve command line with the same flags"),
+          "sglang": ("sglang-{p}.sh", "SGLang launch command"),
+          "k8s": ("k8s-{p}.yaml", "Kubernetes manifest (Deployment or LeaderWorkerSet, and a Service)"),
+          "bench": ("bench-{p}.sh", "vllm bench serve command that measures this config")}
+
+
+def export_bundle(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    *,
+    loaded: LoadedConfig | None = None,
+    revision: str | None = None,
+    image: str = DEFAULT_IMAGE,
+    efficiency: Efficiency | None = None,
+    profiles: tuple[str, ...] = PROFILES,
+) -> ExportBundle:
+    """Both serving profiles of ``sc`` and every target's file for each (see the module docstring)."""
+    unknown = set(profiles) - set(PROFILES)
+    if unknown:
+        raise ScenarioError(f"unknown export profile {sorted(unknown)}.", hint=f"Use {' or '.join(PROFILES)}.")
+    dep, warnings = deployment(model, hw, sc, loaded=loaded, revision=revision, image=image)
+    warnings += _weight_flags(model, sc)[2]
+    builders = {"latency": latency_profile, "throughput": throughput_profile}
+    chosen = [builders[name](model, hw, sc, efficiency) for name in PROFILES if name in profiles]
+    artefacts = []
+    for prof in chosen:
+        for target in TARGETS:
+            pattern, description = _FILES[target]
+            artefacts.append(Artefact(profile=prof.profile, target=target, filename=pattern.format(p=prof.profile),
+                                      description=description, text=_WRITERS[target](model, dep, prof, warnings)))
+    return ExportBundle(deployment=dep, profiles=chosen, artefacts=artefacts, warnings=warnings)
