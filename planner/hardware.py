@@ -427,6 +427,16 @@ class _Registry(NamedTuple):
     aliases: dict[str, str]  # normalized alias or device name -> id
 
 
+#: Where calibrated profiles are written and read by default (the Validate benchmarks write here).
+USER_DIR_ENV = "PLANNER_CALIBRATION_DIR"
+DEFAULT_USER_DIR = "~/.cache/llm-planner/hardware"
+
+
+def user_dir() -> Path:
+    """The user's calibration folder: $PLANNER_CALIBRATION_DIR, else ~/.cache/llm-planner/hardware."""
+    return Path(os.environ.get(USER_DIR_ENV) or DEFAULT_USER_DIR).expanduser()
+
+
 def _env_dirs() -> list[Path]:
     raw = os.environ.get(ENV_VAR, "")
     return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
@@ -443,6 +453,8 @@ def _profile_files(folder: Path, label: str) -> list[Path]:
 
 def _folders(extra_dirs: Iterable[str | os.PathLike[str]] | None) -> list[tuple[Path, str]]:
     folders = [(BUILTIN_DIR, "the built-in hardware_profiles folder")]
+    if user_dir().is_dir():
+        folders.append((user_dir(), USER_DIR_ENV))
     folders += [(d, ENV_VAR) for d in _env_dirs()]
     folders += [(Path(d).expanduser(), "extra_dirs") for d in (extra_dirs or ())]
     return folders

@@ -102,9 +102,9 @@ class StepWork(BaseModel):
     lin_flops_per_token: float = Field(description="Linear-layer FLOPs per token.")
     lin_act_per_token: float = Field(description="Activation bytes per token (linear layers, norms, elementwise).")
     lin_weight_bytes: float = Field(description="Dense weight bytes read once per step (attention, dense MLP, shared experts).")
-    moe: list[tuple[int, int, float]] = Field(description="(experts, top-k, bytes of one expert summed over layers with that routing).")
-    moe_flops_per_token: float = Field(0.0, description="Routed-expert FLOPs per token (bound separately from the dense GEMMs).")
-    moe_act_per_token: float = Field(0.0, description="Routed-expert activation bytes per token.")
+    moe: list[tuple[int, int, float, float, float]] = Field(
+        description="Per routing (experts E, top-k): bytes of one expert, FLOPs per token and activation bytes per token, "
+        "each summed over the layers with that routing. Bound on their own, as GEMMs of T x k / touched rows.")
     attn_flops_per_pair: float = Field(description="Attention FLOPs per (query, key) pair, all layers.")
     kv_bytes_per_token: float = Field(description="KV bytes read per cached token attended, all layers.")
     kv_write_per_token: float = Field(description="KV bytes written per new token, all layers.")
@@ -120,9 +120,8 @@ class StepWork(BaseModel):
 def step_work(model: ModelSpec, res) -> StepWork:
     """Sum every distinct layer's ops at a one-token decode shape, times its count."""
     one = step_shape(model, res, "decode", 1, 1)
-    acc = dict(lin_flops=0.0, lin_act=0.0, lin_weights=0.0, pair=0.0, kv=0.0, kv_write=0.0, scan=0.0, state=0.0, comm=0.0,
-               moe_flops=0.0, moe_act=0.0)
-    moe: dict[tuple[int, int], float] = {}
+    acc = dict(lin_flops=0.0, lin_act=0.0, lin_weights=0.0, pair=0.0, kv=0.0, kv_write=0.0, scan=0.0, state=0.0, comm=0.0)
+    moe: dict[tuple[int, int], list[float]] = {}
     kernels = allreduces = 0
     compute_dtype = "bf16"
     for _, idx in layer_groups(model):
@@ -130,10 +129,10 @@ def step_work(model: ModelSpec, res) -> StepWork:
         for op in layer.ops(one):
             kernels += op.kernels * n
             if op.kind == "gemm" and op.name.startswith("moe.experts"):
-                key = (layer.ffn.num_experts, layer.ffn.experts_per_token)
-                moe[key] = moe.get(key, 0.0) + n * op.weight_bytes / layer.ffn.expected_distinct_experts(1)
-                acc["moe_flops"] += op.flops * n
-                acc["moe_act"] += op.activation_bytes * n
+                row = moe.setdefault((layer.ffn.num_experts, layer.ffn.experts_per_token), [0.0, 0.0, 0.0])
+                row[0] += n * op.weight_bytes / layer.ffn.expected_distinct_experts(1)
+                row[1] += n * op.flops
+                row[2] += n * op.activation_bytes
             elif op.kind == "gemm":
                 acc["lin_flops"] += op.flops * n
                 acc["lin_act"] += op.activation_bytes * n
@@ -155,8 +154,7 @@ def step_work(model: ModelSpec, res) -> StepWork:
     head = model_ops(model, one)
     return StepWork(
         tp=res.tp, compute_dtype=compute_dtype, lin_flops_per_token=acc["lin_flops"], lin_act_per_token=acc["lin_act"],
-        lin_weight_bytes=acc["lin_weights"], moe=[(E, k, per) for (E, k), per in moe.items()],
-        moe_flops_per_token=acc["moe_flops"], moe_act_per_token=acc["moe_act"],
+        lin_weight_bytes=acc["lin_weights"], moe=[(E, k, *row) for (E, k), row in moe.items()],
         attn_flops_per_pair=acc["pair"], kv_bytes_per_token=acc["kv"], kv_write_per_token=acc["kv_write"],
         scan_flops_per_token=acc["scan"], state_bytes_per_seq=acc["state"],
         head_flops_per_seq=sum(op.flops for op in head), head_weight_bytes=sum(op.weight_bytes for op in head),
@@ -205,10 +203,11 @@ class StepTimeModel:
         frac = gemm_fraction(eff, T)
         t_lin = max(T * w.lin_flops_per_token / (self.peak * frac),
                     (w.lin_weight_bytes + T * w.lin_act_per_token) / (self.bw * eff.bandwidth_fraction))
-        if w.moe:
-            experts = sum(per * E * (1.0 - (1.0 - k / E) ** T) for E, k, per in w.moe)
-            t_lin += max(T * w.moe_flops_per_token / (self.peak * frac),
-                         (experts + T * w.moe_act_per_token) / (self.bw * eff.bandwidth_fraction))
+        for E, k, per_expert, flops, act in w.moe:
+            touched = E * (1.0 - (1.0 - k / E) ** T)
+            rows = max(1, round(T * k / max(touched, 1.0)))  # tokens per touched expert: the GEMMs' M
+            t_lin += max(T * flops / (self.peak * gemm_fraction(eff, rows)),
+                         (per_expert * touched + T * act) / (self.bw * eff.bandwidth_fraction))
         pairs = prefill_attention_pairs + decode_kv_tokens
         kv_read = (decode_kv_tokens + prefill_tokens) * w.kv_bytes_per_token + T * w.kv_write_per_token
         t_attn = max(pairs * w.attn_flops_per_pair / (self.peak * eff.attention_fraction),

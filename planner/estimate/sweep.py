@@ -56,10 +56,11 @@ def decode_seconds(w: StepWork, peak, bw, link, eff: dict[str, np.ndarray], grap
     frac = _gemm_fraction(eff["gemm_fraction_small"], eff["gemm_fraction_large"], eff["gemm_m_knee_tokens"], T)
     t_lin = np.maximum(T * w.lin_flops_per_token / (peak * frac),
                        (w.lin_weight_bytes + T * w.lin_act_per_token) / (bw * eff["bandwidth_fraction"]))
-    if w.moe:
-        experts = sum(per * E * (1.0 - (1.0 - k / E) ** T) for E, k, per in w.moe)
-        t_lin = t_lin + np.maximum(T * w.moe_flops_per_token / (peak * frac),
-                                   (experts + T * w.moe_act_per_token) / (bw * eff["bandwidth_fraction"]))
+    for E, k, per_expert, flops, act in w.moe:
+        touched = E * (1.0 - (1.0 - k / E) ** T)
+        rows = np.maximum(1, np.round(T * k / np.maximum(touched, 1.0)))
+        mfrac = _gemm_fraction(eff["gemm_fraction_small"], eff["gemm_fraction_large"], eff["gemm_m_knee_tokens"], rows)
+        t_lin = t_lin + np.maximum(T * flops / (peak * mfrac), (per_expert * touched + T * act) / (bw * eff["bandwidth_fraction"]))
     kv_tokens = batch * context
     t_attn = np.maximum(kv_tokens * w.attn_flops_per_pair / (peak * eff["attention_fraction"]),
                         (kv_tokens * w.kv_bytes_per_token + T * w.kv_write_per_token) / (bw * eff["attention_fraction"]))

@@ -1,0 +1,125 @@
+"""``validate``: run the micro-benchmarks on this machine's GPU (or CPU) beside the planner's predictions.
+
+A thin shell over ``planner.bench.run_validation``: flags in, ``ValidationReport`` out. torch is
+imported only when the command runs, so ``python -m planner --help`` does not need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from planner.bench.report import ValidationReport
+from planner.bench.suite import BENCHMARKS
+from planner.commands.common import (
+    add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
+)
+from planner.errors import PlannerError
+from planner.hardware import get_profile
+
+NAME = "validate"
+HELP = ("Benchmark the model's shapes on this GPU (or CPU): predicted vs measured per operation, NVML utilization, "
+        "and a calibrated hardware profile.")
+EXAMPLE = "python -m planner validate meta-llama/Llama-3.1-8B --device cuda --format json"
+
+OUTPUT_KEYS = field_descriptions(ValidationReport)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_argument(parser)
+    g = parser.add_argument_group("validation")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="Where to run: cuda (the first NVIDIA GPU), cpu (CPU torch against the 'cpu' profile), or auto "
+                   "(cuda when one is found). Default: %(default)s.")
+    g.add_argument("--gpu", metavar="ID", default=None,
+                   help="Hardware profile to predict with. Default: the profile matching the detected card ('cpu' on CPU).")
+    g.add_argument("--quick", action="store_true", help="Fewer shapes and repeats (a smoke test).")
+    g.add_argument("--time-limit", metavar="S", type=float, default=None,
+                   help="Whole-suite time limit in seconds; later benchmarks are skipped. Default: 240 on a GPU, 120 on CPU.")
+    g.add_argument("--benchmark-time-limit", metavar="S", type=float, default=None,
+                   help="Time limit of one benchmark group in seconds; its later checks time out. Default: 90 on a GPU, 40 on CPU.")
+    g.add_argument("--memory-fraction", metavar="F", type=float, default=0.5,
+                   help="Largest fraction of the free memory one allocation step may take. Default: %(default)s.")
+    g.add_argument("--models-scale", metavar="F", type=float, default=1.0,
+                   help="Multiply widths and head counts by F (0 < F <= 1) to fit a big model on a small device; the report "
+                   "labels the shapes as scaled. Default: %(default)s (the real model).")
+    g.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
+                   help="Benchmark dtype. Default: the checkpoint's on a GPU, fp32 on CPU.")
+    g.add_argument("--benchmarks", metavar="LIST", default=None,
+                   help=f"Comma-separated subset of: {', '.join(BENCHMARKS)}. Default: all.")
+    g.add_argument("--cpu-threads", metavar="N", type=int, default=None,
+                   help="torch CPU threads for a CPU run (1 gives steadier times on a shared machine). Default: torch's.")
+    g.add_argument("--no-calibrate", action="store_true", help="Do not fit efficiency factors.")
+    g.add_argument("--no-write", action="store_true", help="Fit the factors but do not write the calibrated profile.")
+    g.add_argument("--calibration-dir", metavar="DIR", default=None,
+                   help="Folder for <card>-calibrated.yaml. Default: the first folder of $PLANNER_HARDWARE_DIR, else "
+                   "~/.cache/llm-planner/hardware.")
+
+
+def _progress(name: str, i: int, n: int) -> None:
+    if sys.stderr.isatty():
+        print(f"\r[{i}/{n}] {name[:70]:<70}", end="" if i < n else "\n", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> ValidationReport:
+    from planner.bench.suite import run_validation
+
+    spec, _ = load_model(args)
+    benchmarks = None
+    if args.benchmarks:
+        benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    if not 0 < args.models_scale <= 1:
+        raise PlannerError(f"--models-scale must be in (0, 1], got {args.models_scale};", hint="use e.g. 0.25.")
+    return run_validation(
+        spec, get_profile(args.gpu) if args.gpu else None, args.device, time_limit_s=args.time_limit,
+        benchmark_time_limit_s=args.benchmark_time_limit, memory_fraction=args.memory_fraction, models_scale=args.models_scale,
+        dtype=args.dtype, quick=args.quick, benchmarks=benchmarks, calibrate=not args.no_calibrate, write_calibration=not args.no_write,
+        calibration_dir=args.calibration_dir, cpu_threads=args.cpu_threads, progress=_progress,
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0f}%"
+
+
+def render_table(report: ValidationReport) -> str:
+    dev, prof, model = report.device, report.profile, report.model
+    cal = report.calibration
+    after = {e.name: e for e in cal.errors} if cal else {}
+    rows: list[Any] = []
+    for c in report.checks:
+        e = after.get(c.name)
+        rows.append((
+            c.name, fmt_seconds(c.predicted_seconds), kind_text(c.predicted_kind),
+            fmt_seconds(c.measured_seconds) if c.measured_seconds else "-", _pct(c.error_pct),
+            _pct(e.error_pct_after) if e else "-",
+            "-" if c.flops_fraction_of_peak is None else f"{c.flops_fraction_of_peak:.0%}",
+            "-" if c.bytes_fraction_of_peak is None else f"{c.bytes_fraction_of_peak:.0%}",
+            c.status if c.status == "ok" else f"{c.status}: {c.reason or ''}",
+        ))
+    title = (f"{model.name} on {dev.name} ({dev.kind}), profile {prof.id} ({prof.origin}); bench dtype {model.bench_dtype}"
+             + (f"; dims x{model.models_scale:g}, NOT the real model" if model.scaled else ""))
+    parts: list[Any] = [table(["check", "predicted", "kind", "measured", "error", "calibrated", "FLOP/s of peak",
+                               "B/s of peak", "status"], rows, title=title, right=(1, 3, 4, 5, 6, 7))]
+    s = report.summary
+    parts.append(heading(f"{s.checks} checks ({', '.join(f'{k} {v}' for k, v in s.by_status.items())}), "
+                         f"median |error| {_pct(s.median_abs_error_pct).lstrip('+')}, {s.wall_seconds:.1f} s"))
+    util = report.utilization
+    if util.status == "ok":
+        parts.append(table(["benchmark", "samples", "GPU util", "memory util", "reading"],
+                           [(r.benchmark, r.samples, r.gpu_util_pct, r.memory_util_pct, r.diagnosis or "-") for r in util.readings],
+                           title="NVML utilization while the benchmarks ran", right=(1, 2, 3)))
+    else:
+        parts.append(heading(f"utilization: unavailable ({util.reason})"))
+    if cal is not None:
+        line = (f"calibration {cal.status}: median |error| {_pct(cal.median_abs_error_pct_before).lstrip('+')} before, "
+                f"{_pct(cal.median_abs_error_pct_after).lstrip('+')} after")
+        if cal.file:
+            line += f"; wrote {cal.file}"
+        if cal.reason:
+            line += f" ({cal.reason})"
+        parts.append(heading(line))
+        if cal.note:
+            parts.append(cal.note)
+    return render(*parts)
