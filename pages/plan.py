@@ -1,0 +1,69 @@
+"""Plan: does vLLM start, how many requests fit at once, and where each GPU's memory goes."""
+
+import streamlit as st
+
+from ui import charts
+from ui.derived import kv_formula, memory_terms_table
+from ui.errors import shown_errors
+from ui.format import fmt_bytes, fmt_gib, fmt_int, kind_badge
+from ui.state import current_inputs
+from ui.sweeps import concurrency_vs_context, memory_plan
+
+st.title("Plan")
+inputs = current_inputs()
+model, hw, sc, res = inputs.model, inputs.hardware, inputs.scenario, inputs.resolved
+
+st.caption(f"{model.name} on {sc.total_gpus} x {hw.name} · config.json from the {inputs.source.origin}",
+           help=f"Source: {inputs.source.citation}")
+for warning in inputs.source.warnings:
+    st.warning(warning, icon=":material/warning:")
+
+with shown_errors():
+    plan = memory_plan(model, hw, sc)
+    sweep = concurrency_vs_context(model, hw, sc)
+
+if plan.fits:
+    st.success(plan.reason, icon=":material/check_circle:")
+else:
+    st.error(plan.reason, icon=":material/block:")
+if plan.suggestions:
+    st.markdown("**What would change it**\n" + "\n".join(f"- {s}" for s in plan.suggestions))
+
+cols = st.columns(5)
+cols[0].metric("Max concurrency", f"{plan.max_concurrency:,.1f}", help=type(plan).model_fields["max_concurrency"].description)
+cols[1].metric("KV cache tokens", fmt_int(plan.kv_cache_tokens), help=type(plan).model_fields["kv_cache_tokens"].description)
+cols[2].metric("KV cache per GPU", fmt_gib(plan.kv_cache_bytes_per_gpu),
+               help=type(plan).model_fields["kv_cache_bytes_per_gpu"].description)
+cols[3].metric("Weights per GPU", fmt_gib(plan.weight_bytes_per_gpu), help=type(plan).model_fields["weight_bytes_per_gpu"].description)
+cols[4].metric("KV blocks", fmt_int(plan.num_gpu_blocks), help=f"{plan.resolved.block_size} tokens per block; "
+               f"{plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request")
+
+st.subheader("Memory per GPU")
+st.plotly_chart(charts.memory_bar(plan), key="plan_memory_bar")
+st.dataframe(
+    memory_terms_table(plan), hide_index=True, key="plan_terms",
+    column_config={
+        "GiB": st.column_config.NumberColumn(format="%.2f"),
+        "share": st.column_config.ProgressColumn("share of the card", format="percent", min_value=0.0, max_value=1.0),
+        "kind": st.column_config.TextColumn(help="exact: follows from config.json; estimate: a documented overhead"),
+    },
+)
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Max concurrency vs context length")
+    st.plotly_chart(charts.concurrency_vs_context(sweep, res.max_model_len), key="plan_concurrency")
+with right:
+    st.subheader("KV cache per token")
+    kind_badge("exact")
+    formula = kv_formula(model, res)
+    tp_note = f" on one of {res.tp} tensor-parallel ranks" if res.tp > 1 else ""
+    st.markdown(f"{res.kv_cache_dtype} cache ({res.kv_bytes_per_element:g} B per element){tp_note}:")
+    for line in formula.lines:
+        st.code(line.text, language=None, wrap_lines=True)
+        if line.note:
+            st.caption(line.note)
+    st.markdown(
+        f"Total **{formula.bytes_per_token:,} B per token** ({fmt_bytes(formula.bytes_per_token)}); one "
+        f"{formula.context_len:,}-token request holds **{fmt_bytes(formula.bytes_per_sequence)}** per GPU."
+    )

@@ -1,0 +1,420 @@
+"""The Streamlit app, page by page, with Streamlit's AppTest (no browser, no network).
+
+Each test sets inputs the way a user would (widgets, or the URL's query parameters), runs the
+app, and checks what the page shows against the planner core's own answer for the same inputs.
+Bad inputs must show an ``st.error`` that says what to do, and never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from planner.estimate.latency import estimate_latency
+from planner.estimate.memory import plan_memory
+from planner.estimate.roofline import roofline
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario, Workload
+from tests.conftest import TINY_LLAMA_CONFIG
+from ui.format import fmt_seconds
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
+TIMEOUT_S = 60
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """A fresh app, run once on its default page.
+
+    AppTest resets Streamlit's process-wide "pages/ folder" flag before every run, so with a
+    ``pages/`` folder next to ``app.py`` a switched-to page would run alone, without the frame
+    (the live server does that only before its first ``st.navigation`` call, see
+    ``ui.state.ensure_navigation``). Pinning the flag to False makes AppTest route like the server.
+    """
+    original = PagesManager.__init__
+
+    def navigation_only(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", navigation_only)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
+    return at
+
+
+def core(model: str = DEFAULT_MODEL, **scenario):
+    """The core's own spec, card and scenario for the same inputs the test gives the app."""
+    loaded = load_config(model)
+    spec = build_spec(loaded.config, loaded.name)
+    sc = Scenario(**{"max_model_len": 8192, **scenario})
+    return spec, get_profile(sc.gpu), sc
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(at: AppTest) -> str:
+    """Everything the main area and the sidebar say, for "is it there / is it absent" checks."""
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [c.value for c in at.code]
+    parts += [e.value for kind in (at.error, at.warning, at.success, at.info) for e in kind]
+    parts += [m.value for m in at.metric] + [t.value for t in at.title]
+    return "\n".join(str(p) for p in parts)
+
+
+# ------------------------------------------------------------------------------ Plan
+
+
+def test_plan_default_answers_llama_8b_on_one_h100(app: AppTest) -> None:
+    app.run()
+    assert_clean(app)
+    spec, hw, sc = core()
+    plan = plan_memory(spec, hw, sc)
+    assert plan.fits
+    assert [s.value for s in app.success] == [plan.reason]
+    assert app.success[0].value.startswith("fits: ")
+    assert f"{plan.max_concurrency:,.1f} requests of 8,192 tokens" in app.success[0].value
+    assert app.metric[0].label == "Max concurrency" and app.metric[0].value == f"{plan.max_concurrency:,.1f}"
+    assert app.metric[1].value == f"{plan.kv_cache_tokens:,}"
+    for suggestion in plan.suggestions:
+        assert suggestion in app.markdown[0].value or any(suggestion in m.value for m in app.markdown)
+
+
+def test_plan_shows_memory_terms_with_their_kind(app: AppTest) -> None:
+    app.run()
+    spec, hw, sc = core()
+    plan = plan_memory(spec, hw, sc)
+    terms = app.dataframe[0].value
+    assert list(terms["term"]) == [t.name for t in plan.terms]
+    assert list(terms["kind"]) == [t.kind for t in plan.terms]
+    assert terms.set_index("term").loc["weights", "GiB"] == pytest.approx(plan.weight_bytes_per_gpu / 2**30)
+    assert len(app.get("plotly_chart")) == 2  # the memory bar and concurrency vs context
+
+
+def test_plan_kv_formula_has_this_models_numbers(app: AppTest) -> None:
+    app.run()
+    assert [c.value for c in app.code] == ["2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 2 B = 131,072 B/token"]
+    app.selectbox(key="kv").set_value("fp8").run()
+    assert_clean(app)
+    assert [c.value for c in app.code] == ["2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 1 B = 65,536 B/token"]
+    spec, hw, sc = core(kv_cache_dtype="fp8")
+    assert app.success[0].value == plan_memory(spec, hw, sc).reason
+
+
+def test_plan_kv_formula_per_rank_with_tensor_parallel(app: AppTest) -> None:
+    app.run()
+    app.number_input(key="tp").set_value(4).run()
+    assert_clean(app)
+    assert app.code[0].value == "2 (K and V) x 32 layers x 2 KV heads x 128 head_dim x 2 B = 32,768 B/token"
+
+
+def test_plan_that_does_not_fit_is_an_error_with_the_fix(app: AppTest) -> None:
+    app.run()
+    app.selectbox(key="model").set_value("meta-llama/Llama-3.1-70B")
+    app.selectbox(key="gpu").set_value("l4").run()
+    assert_clean(app)
+    spec, hw, sc = core("meta-llama/Llama-3.1-70B", gpu="l4")
+    plan = plan_memory(spec, hw, sc)
+    assert not plan.fits
+    assert app.error[0].value == plan.reason and plan.reason.startswith("does not start")
+    assert not app.success
+    for suggestion in plan.suggestions:
+        assert any(suggestion in m.value for m in app.markdown)
+
+
+def test_mixed_precision_shrinks_the_weights(app: AppTest) -> None:
+    app.run()
+    assert app.selectbox(key="lo").disabled  # the two precisions are live only in mixed precision
+    app.toggle(key="mixed").set_value(True).run()
+    assert_clean(app)
+    for low in ("int4", "fp8"):
+        app.selectbox(key="lo").set_value(low).run()
+        assert_clean(app)
+        spec, hw, sc = core(precision_overrides={"attention": "bf16", "lm_head": "bf16", "mlp": low, "experts": low})
+        plan = plan_memory(spec, hw, sc)
+        assert app.success[0].value == plan.reason
+        assert app.metric[3].value == f"{plan.weight_bytes_per_gpu / 2**30:,.1f} GiB"
+    assert app.query_params == {"mixed": "1", "lo": "fp8"}
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def test_tp_not_dividing_the_heads_is_an_error_then_the_app_recovers(app: AppTest) -> None:
+    app.run()
+    app.number_input(key="tp").set_value(3).run()
+    assert_clean(app)
+    assert len(app.error) == 1
+    assert "--tp 3 does not divide the 32 attention heads" in app.error[0].value
+    assert "Use --tp 1 or 2 or 4 or 8" in app.error[0].value
+    for page in ("pages/roofline.py", "pages/latency.py", "pages/export.py"):
+        app.switch_page(page).run()
+        assert_clean(app)
+        assert "--tp 3 does not divide" in app.error[0].value
+    app.number_input(key="tp").set_value(2).run()
+    assert_clean(app)
+    assert not app.error and app.title[0].value == "Export"
+
+
+def test_unknown_repo_id_is_an_error(app: AppTest, hub) -> None:
+    hub.add_repo("acme/exists", {"config.json": TINY_LLAMA_CONFIG})
+    app.run()
+    app.text_input(key="repo").set_value("acme/does-not-exist").run()
+    assert_clean(app)
+    assert "no repo 'acme/does-not-exist' on the Hub" in app.error[0].value
+    assert "Check the id" in app.error[0].value
+    app.text_input(key="repo").set_value("acme/exists").run()
+    assert_clean(app)
+    assert not app.error
+    assert "acme/exists" in app.caption[0].value
+
+
+def test_gated_repo_needs_a_token_which_never_shows(app: AppTest, hub) -> None:
+    token = "hf_test_secret_token_123"
+    hub.add_repo("acme/gated-model", {"config.json": TINY_LLAMA_CONFIG}, gated_token=token)
+    app.run()
+    app.text_input(key="repo").set_value("acme/gated-model").run()
+    assert_clean(app)
+    assert "gated" in app.error[0].value and "token" in app.error[0].value
+    app.text_input(key="hf_token").set_value(token).run()
+    assert_clean(app)
+    assert not app.error, [e.value for e in app.error]
+    spec = build_spec(TINY_LLAMA_CONFIG, "acme/gated-model")
+    plan = plan_memory(spec, get_profile("h100-sxm"), Scenario(max_model_len=2048))
+    assert app.success[0].value == plan.reason  # the default 8,192 gives way to the model's 2,048
+    assert token not in texts(app)
+    assert token not in json.dumps(app.query_params)
+    assert app.query_params.get("repo") == "acme/gated-model"
+
+
+def test_max_model_len_beyond_the_model_is_an_error_with_the_limit(app: AppTest) -> None:
+    app.run()
+    app.selectbox(key="model").set_value("facebook/opt-125m").run()
+    assert_clean(app)
+    assert "of 2,048 tokens" in app.success[0].value  # the untouched default gives way to the model's maximum
+    assert "allows at most 2,048 tokens" in " ".join(c.value for c in app.sidebar.caption)
+    app.number_input(key="len").set_value(4096).run()  # a length the user asks for is not silently cut
+    assert_clean(app)
+    assert "exceeds the model's maximum context of 2,048 tokens" in app.error[0].value
+    assert "Use --max-model-len 2,048 or less" in app.error[0].value
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "expected"),
+    [
+        ("tokenizer_config.json", json.dumps({"tokenizer_class": "LlamaTokenizer"}).encode(), "not a Transformers config.json"),
+        ("config.json", b"{not json", "is not valid JSON"),
+        ("config.json", b"[1, 2, 3]", "holds a JSON array"),
+        ("config.json", json.dumps({"model_type": "llama"}).encode(), "lacks"),
+    ],
+    ids=["tokenizer-config", "broken-json", "json-array", "missing-keys"],
+)
+def test_upload_that_is_not_a_config_is_an_error(app: AppTest, filename: str, content: bytes, expected: str) -> None:
+    app.run()
+    app.file_uploader(key="upload").upload(filename, content, "application/json").run()
+    assert_clean(app)
+    assert expected in app.error[0].value, app.error[0].value
+    app.file_uploader(key="upload").clear().run()  # removing the upload brings the catalog model back
+    assert_clean(app)
+    assert app.success[0].value.startswith("fits: ")
+
+
+def test_uploaded_config_is_planned(app: AppTest) -> None:
+    app.run()
+    app.file_uploader(key="upload").upload("config.json", json.dumps(TINY_LLAMA_CONFIG).encode(), "application/json").run()
+    assert_clean(app)
+    spec = build_spec(TINY_LLAMA_CONFIG, "config.json")
+    plan = plan_memory(spec, get_profile("h100-sxm"), Scenario(max_model_len=2048))
+    assert app.success[0].value == plan.reason
+    assert app.code[0].value == "2 (K and V) x 4 layers x 2 KV heads x 32 head_dim x 2 B = 1,024 B/token"
+    assert "upload" not in app.query_params
+
+
+# ------------------------------------------------------------------------------ shared URL
+
+
+def test_a_shared_link_reopens_the_exact_plan(app: AppTest) -> None:
+    app.query_params.update({"gpu": "h200", "tp": "2", "len": "4096", "kv": "fp8", "util": "0.85", "in": "2048"})
+    app.run()
+    assert_clean(app)
+    assert app.selectbox(key="gpu").value == "h200"
+    assert app.number_input(key="tp").value == 2
+    assert app.number_input(key="len").value == 4096
+    assert app.selectbox(key="kv").value == "fp8"
+    assert app.slider(key="util").value == pytest.approx(0.85)
+    assert app.number_input(key="in").value == 2048
+    spec, hw, sc = core(gpu="h200", tp=2, max_model_len=4096, kv_cache_dtype="fp8", gpu_memory_utilization=0.85,
+                        workload=Workload(input_len=2048))
+    assert app.success[0].value == plan_memory(spec, hw, sc).reason
+    assert app.query_params == {"gpu": "h200", "tp": "2", "len": "4096", "kv": "fp8", "util": "0.85", "in": "2048"}
+
+
+def test_changing_inputs_rewrites_the_link(app: AppTest) -> None:
+    app.run()
+    assert app.query_params == {}  # every input at its default: a clean URL
+    app.selectbox(key="gpu").set_value("a100-80gb")
+    app.slider(key="util").set_value(0.8)
+    app.number_input(key="batch").set_value(16).run()
+    assert_clean(app)
+    assert app.query_params == {"gpu": "a100-80gb", "util": "0.8", "batch": "16"}
+    app.selectbox(key="gpu").set_value("h100-sxm").run()  # back to the default: dropped from the URL
+    assert app.query_params == {"util": "0.8", "batch": "16"}
+    app.switch_page("pages/roofline.py").run()  # the link survives a page switch
+    assert app.query_params == {"util": "0.8", "batch": "16"}
+    assert app.slider(key="util").value == pytest.approx(0.8)
+
+
+def test_a_cleared_max_model_len_travels_as_auto(app: AppTest) -> None:
+    app.query_params["len"] = "auto"
+    app.run()
+    assert app.number_input(key="len").value is None
+    spec, hw, _ = core()
+    assert app.success[0].value == plan_memory(spec, hw, Scenario()).reason  # the model's 131,072 tokens
+    assert app.query_params == {"len": "auto"}
+
+
+def test_bad_link_parameters_are_dropped_with_a_warning(app: AppTest) -> None:
+    app.query_params.update({"tp": "abc", "gpu": "tpu-v9", "util": "3", "model": "nobody/nothing", "kv": "fp8"})
+    app.run()
+    assert_clean(app)
+    warned = " ".join(w.value for w in app.sidebar.warning)
+    for key in ("tp=abc", "gpu=tpu-v9", "util=3", "model=nobody/nothing"):
+        assert key in warned
+    assert app.number_input(key="tp").value == 1 and app.selectbox(key="gpu").value == "h100-sxm"
+    assert app.query_params == {"kv": "fp8"}
+    assert app.success[0].value.startswith("fits: ")
+
+
+# ------------------------------------------------------------------------------ Roofline
+
+
+def test_roofline_page_lists_every_op_of_both_stages(app: AppTest) -> None:
+    app.run()
+    app.switch_page("pages/roofline.py").run()
+    assert_clean(app)
+    spec, hw, sc = core()
+    prefill = roofline(spec, hw, sc, "prefill", 1, 1024)
+    decode = roofline(spec, hw, sc, "decode", 1, 1024 + 128)
+    table = app.dataframe[0].value
+    assert len(table) == len(prefill.layers) + len(decode.layers) > 20
+    assert set(table["stage"]) == {"prefill", "decode"}
+    assert set(table["bound"]) <= {"compute", "memory", "interconnect", "overhead"}
+    shown = texts(app)
+    assert prefill.verdict in shown and decode.verdict in shown
+    assert "compute-bound" in prefill.verdict and "memory-bandwidth-bound" in decode.verdict
+    assert [b.label for b in app.download_button] == ["Download the table (CSV)"]
+    assert len(app.get("plotly_chart")) == 1
+
+
+def test_roofline_bound_mode_is_labelled_bound(app: AppTest) -> None:
+    app.run()
+    app.switch_page("pages/roofline.py").run()
+    app.button_group(key="roofline_mode").set_value("bound").run()
+    assert_clean(app)
+    assert set(app.dataframe[0].value["kind"]) == {"bound"}
+    assert ":gray-badge[bound]" in [m.value for m in app.markdown]  # the kind badge
+
+
+# ------------------------------------------------------------------------------ Latency
+
+
+def test_latency_page_shows_the_core_estimate_and_both_operating_points(app: AppTest) -> None:
+    app.run()
+    app.number_input(key="batch").set_value(8).run()
+    app.switch_page("pages/latency.py").run()
+    assert_clean(app)
+    spec, hw, sc = core(workload=Workload(batch_size=8))
+    est = estimate_latency(spec, hw, sc)
+    metrics = {(m.label, i): m.value for i, m in enumerate(app.metric)}
+    assert metrics[("TTFT", 0)] == fmt_seconds(est.ttft_seconds)
+    assert metrics[("TPOT", 1)] == fmt_seconds(est.tpot_seconds)
+    shown = texts(app)
+    assert "latency-optimized** (online serving): batch 1 " in shown
+    assert "throughput-optimized** (offline serving)" in shown
+    by_batch = app.dataframe[0].value
+    assert set(by_batch["kind"]) == {"estimate", "bound"}
+    assert list(by_batch[by_batch["kind"] == "estimate"]["batch"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert len(app.get("plotly_chart")) == 2
+
+
+# ------------------------------------------------------------------------------ Compare
+
+
+def test_compare_puts_four_scenarios_side_by_side_with_cost(app: AppTest) -> None:
+    app.run()
+    app.switch_page("pages/compare.py").run()
+    assert_clean(app)
+    assert not app.error
+    table = app.dataframe[-1].value
+    assert list(table["scenario"]) == ["A", "B", "C", "D"]
+    spec, hw, sc = core()
+    est = estimate_latency(spec, hw, sc)
+    a = table.iloc[0]
+    assert a["tokens_per_s"] == pytest.approx(est.throughput_tokens_per_s)
+    assert a["max_concurrency"] == pytest.approx(plan_memory(spec, hw, sc).max_concurrency)
+    assert a["usd_per_million_tokens"] == pytest.approx(hw.price_per_hour_usd / 3600 / est.throughput_tokens_per_s * 1e6)
+    b = table.iloc[1]  # Llama-3.1-70B on 4 x H100
+    assert b["gpus"] == 4 and b["tokens_per_s_per_gpu"] == pytest.approx(b["tokens_per_s"] / 4)
+    c = table.iloc[2]  # 70B in int4 on 2 x L40S: a quarter of the bf16 weights, about
+    assert c["weights_gib_per_gpu"] < b["weights_gib_per_gpu"] * 4 / 2 / 3
+
+
+def test_compare_row_that_cannot_be_planned_is_an_error_and_the_rest_stay(app: AppTest) -> None:
+    app.run()
+    app.number_input(key="tp").set_value(3).run()  # A is broken: the page says so and stops
+    app.switch_page("pages/compare.py").run()
+    assert_clean(app)
+    assert "--tp 3 does not divide" in app.error[0].value
+
+
+# ------------------------------------------------------------------------------ Export
+
+
+def test_export_offers_both_profiles_with_vllm_flags(app: AppTest) -> None:
+    app.run()
+    app.number_input(key="tp").set_value(2).run()
+    app.switch_page("pages/export.py").run()
+    assert_clean(app)
+    labels = [b.label for b in app.download_button]
+    for profile in ("latency", "throughput"):
+        for name in (f"vllm-{profile}.yaml", f"vllm-{profile}.sh", f"sglang-{profile}.sh", f"k8s-{profile}.yaml",
+                     f"bench-{profile}.sh"):
+            assert f"Download {name}" in labels
+    assert "Download all files (zip)" in labels
+    codes = {c.value.splitlines()[0]: c.value for c in app.code}
+    yaml_text = codes["# vLLM serve config: vllm serve --config vllm-latency.yaml"]
+    assert "tensor-parallel-size: 2" in yaml_text
+    assert "model: meta-llama/Llama-3.1-8B" in yaml_text
+    assert "max-model-len: 8192" in yaml_text
+
+
+def test_export_of_a_plan_across_nodes_is_a_leaderworkerset(app: AppTest) -> None:
+    app.run()
+    app.selectbox(key="model").set_value("deepseek-ai/DeepSeek-V3")
+    app.number_input(key="tp").set_value(8)
+    app.number_input(key="pp").set_value(2).run()
+    app.switch_page("pages/export.py").run()
+    assert_clean(app)
+    manifests = [c.value for c in app.code if c.value.startswith("# Kubernetes manifest")]
+    assert manifests and all("kind: LeaderWorkerSet" in m for m in manifests)
+    assert "pipeline parallel across nodes" in app.caption[0].value
+
+
+def test_the_hf_token_is_in_no_export(app: AppTest) -> None:
+    token = "hf_never_in_a_file_456"
+    app.run()
+    app.text_input(key="hf_token").set_value(token).run()
+    app.switch_page("pages/export.py").run()
+    assert_clean(app)
+    assert token not in texts(app)
+    assert "HF_TOKEN" in texts(app)
+    assert token not in json.dumps(app.query_params)

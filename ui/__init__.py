@@ -1,0 +1,61 @@
+"""Widgets, charts and state shared by the Streamlit pages; the page contract lives here.
+
+``app.py`` is the frame: it draws the sidebar (``ui.sidebar.render``), which holds every
+scenario input under a fixed session-state key bound to the URL (``ui.params``), then routes to
+one page with ``st.navigation``. A page is a thin view: it reads the current inputs, calls
+``planner``, and draws. It does no arithmetic of its own; a number the core does not return
+comes from a small pure function in ``ui.derived`` (or a cached sweep in ``ui.sweeps``).
+
+The page contract
+-----------------
+
+::
+
+    import streamlit as st
+    from ui.errors import shown_errors
+    from ui.state import current_inputs
+
+    st.title("My page")
+    inputs = current_inputs()          # Inputs(model, hardware, scenario, resolved, source, loaded)
+    with shown_errors():               # PlannerError / ValidationError -> st.error, then st.stop()
+        plan = plan_memory(inputs.model, inputs.hardware, inputs.scenario)
+    st.success(plan.reason)
+
+* Draw the page title first, then call ``current_inputs()`` before any page widget: it returns a
+  frozen :class:`ui.state.Inputs` (and, on a fresh server's very first run, reroutes the run
+  through ``app.py``; see ``ui.state.ensure_navigation``):
+
+  - ``model``: the ``planner.model.spec.ModelSpec`` of the chosen model (catalog pick, Hub repo
+    id, or uploaded config.json; loading is cached with ``st.cache_data``);
+  - ``hardware``: the ``planner.hardware.HardwareProfile`` of the chosen card;
+  - ``scenario``: the ``planner.scenario.Scenario`` (TP/PP, dtypes, vLLM limits, engine, workload);
+  - ``resolved``: ``planner.estimate.memory.resolve(...)`` of the three, i.e. every vLLM default
+    filled in and the combination checked (TP divides the heads, max_model_len fits the model);
+  - ``source``: where the config came from (``name``, ``origin``, ``citation``, ``warnings``
+    of the loader and of the spec builder), for captions;
+  - ``loaded``: the ``planner.model.sources.LoadedConfig`` itself, for core calls that want it
+    (``planner.deploy.export.export_bundle(..., loaded=inputs.loaded)``).
+
+  When the inputs cannot be used (unknown repo, gated repo without a token, an upload that is
+  not a config.json, TP not dividing the heads, ...), ``current_inputs()`` shows one
+  ``st.error`` under the title saying what is wrong and what to do, and stops the page with
+  ``st.stop()``. The sidebar and the navigation stay usable; the next change reruns the page.
+  ``scenario.max_model_len`` is the sidebar's, except that the untouched default (8,192) gives
+  way to a model whose maximum is smaller (``ui.state.effective_max_model_len``).
+* Errors from the core are shown, never raised: wrap calls in ``with shown_errors():`` (stops the
+  page after the ``st.error``), or use ``ui.errors.describe(err)`` to show a message and carry
+  on (the Compare page does this per scenario). Never let a traceback reach the page.
+* Page-local widgets take keys prefixed with the page name (``"roofline_mode"``) so they never
+  collide with the shared scenario keys listed in ``ui.params.PARAMS``. Keys in that table are
+  the URL's query parameters; do not write ``st.query_params`` for them yourself.
+* The Hugging Face token lives only in ``st.session_state["hf_token"]``. It is never shown,
+  never put in the URL, and only ``ui.loaders`` passes it on (to ``planner.model.sources``).
+* Every predicted number says what it is: ``bound``, ``estimate`` or ``calibrated``
+  (``ui.format.KIND_HELP``; the sidebar shows the legend).
+* Heavy or repeated core calls go through the cached helpers in ``ui.sweeps``.
+
+Modules: ``params`` (the shared inputs, their defaults and URL codecs), ``sidebar`` (draws them),
+``state`` (turns them into ``Inputs``), ``loaders`` (cached model loading), ``sweeps`` (cached core
+calls and sweeps), ``derived`` (small pure functions over core results), ``charts`` (plotly
+figures), ``format`` (numbers and labels), ``errors`` (error translation).
+"""

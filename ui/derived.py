@@ -1,0 +1,217 @@
+"""Small pure functions that turn core results into what a page shows (tables, formulas, costs).
+
+Pages do no arithmetic; when a number on the page is not a field of a core result it is made
+here, from core results only, and says how. Nothing here imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from planner.deploy.export import ExportBundle
+from planner.estimate.latency import LatencyEstimate, estimate_latency
+from planner.estimate.memory import MemoryPlan, Resolved, plan_memory
+from planner.estimate.roofline import Roofline
+from planner.hardware import HardwareProfile
+from planner.model.kv import FullAttentionKV, MambaStateKV, SlidingWindowKV
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+from planner.units import GiB
+
+SECONDS_PER_HOUR = 3600.0
+TOKENS_PER_MILLION = 1e6
+
+TERM_NOTES: dict[str, str] = {
+    "weights": "weights on the fullest rank (vocab padded to 64)",
+    "kv_cache": "KV-cache blocks vLLM allocates",
+    "activations": "activation peak of vLLM's profiling forward",
+    "cuda_graphs": "CUDA-graph memory pool (0 with eager)",
+    "non_torch": "CUDA context, NCCL and cuBLAS workspaces",
+    "free": "outside gpu_memory_utilization, or left over",
+}
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
+    """One row per slice of a GPU's memory: GiB, share of the card, and whether it is exact or an estimate."""
+    return pd.DataFrame([
+        {"term": t.name, "GiB": t.bytes / GiB, "share": t.bytes / plan.total_memory_bytes_per_gpu, "kind": t.kind,
+         "what": TERM_NOTES.get(t.name, "")}
+        for t in plan.terms
+    ])
+
+
+def _bytes_text(value: float) -> str:
+    return f"{value:g} B"
+
+
+@dataclass(frozen=True)
+class KVFormulaLine:
+    """One group of identical cache layers, written out: '2 x 32 layers x 8 KV heads x 128 head_dim x 2 B'."""
+
+    text: str
+    bytes_per_token: int
+    bytes_per_sequence_fixed: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class KVFormula:
+    lines: tuple[KVFormulaLine, ...]
+    bytes_per_token: int
+    bytes_per_sequence: int
+    context_len: int
+    tp: int
+
+
+def kv_formula(model: ModelSpec, resolved: Resolved) -> KVFormula:
+    """The KV-cache formula of ``model`` on one rank, with this model's numbers filled in.
+
+    Groups the per-layer cache specs the core builds (``ModelSpec.kv_specs``) and writes each
+    group as its factors. Per sequence: ``ModelSpec.kv_bytes_per_sequence`` at max_model_len
+    (sliding layers capped at their window) plus any fixed recurrent state.
+    """
+    specs = model.kv_specs(resolved.tp, resolved.kv_bytes_per_element)
+    groups = Counter(spec.model_dump_json() for spec in specs)
+    by_json = {spec.model_dump_json(): spec for spec in specs}
+    lines = []
+    for key, count in groups.items():
+        spec = by_json[key]
+        layers = f"{count} layer{'s' if count != 1 else ''}"
+        if isinstance(spec, MambaStateKV):
+            lines.append(KVFormulaLine(
+                f"{layers} x {spec.state_bytes:,} B of recurrent state", 0, count * spec.state_bytes,
+                "per sequence, whatever its length (Mamba conv + SSM state)"))
+            continue
+        assert isinstance(spec, FullAttentionKV)
+        size = _bytes_text(spec.dtype_bytes)
+        if spec.head_dim_v == 0:
+            text = f"{layers} x 1 latent x {spec.head_dim} (kv_lora_rank + rope dims) x {size}"
+            note = "MLA: one compressed latent per token, not split by tensor parallelism"
+        elif spec.head_dim_v == spec.head_dim:
+            heads = f"{spec.kv_heads} KV head{'s' if spec.kv_heads != 1 else ''}"
+            text = f"2 (K and V) x {layers} x {heads} x {spec.head_dim} head_dim x {size}"
+            note = ""
+        else:
+            text = (f"{layers} x {spec.kv_heads} KV heads x ({spec.head_dim} K + {spec.head_dim_v} V) "
+                    f"head_dim x {size}")
+            note = ""
+        if isinstance(spec, SlidingWindowKV):
+            note = f"sliding window: a sequence keeps at most {spec.window_tokens:,} tokens here"
+        per_token = count * spec.bytes_per_token
+        lines.append(KVFormulaLine(f"{text} = {per_token:,} B/token", per_token, 0, note))
+    total_token = model.kv_bytes_per_token(resolved.kv_bytes_per_element, resolved.tp)
+    per_sequence = (model.kv_bytes_per_sequence(resolved.max_model_len, resolved.kv_bytes_per_element, resolved.tp)
+                    + model.state_bytes_per_sequence(resolved.tp))
+    return KVFormula(tuple(lines), total_token, per_sequence, resolved.max_model_len, resolved.tp)
+
+
+# ------------------------------------------------------------------------------ roofline
+
+
+def roofline_table(stages: tuple[Roofline, ...]) -> pd.DataFrame:
+    """Every op of every stage: work, intensity, binding ceiling, time, and the FLOP/s it attains."""
+    rows = []
+    for r in stages:
+        for op in r.layers:
+            attained = op.flops / op.seconds if op.seconds > 0 and op.flops > 0 else None
+            rows.append({
+                "stage": r.stage, "op": op.name, "group": op.group, "count": op.count, "kernel": op.kind,
+                "flops": op.flops, "bytes": op.bytes, "intensity_flop_per_byte": op.arithmetic_intensity,
+                "bound": op.bound, "compute_dtype": op.compute_dtype, "time_us": op.seconds * 1e6,
+                "total_time_us": op.total_seconds * 1e6, "share_of_step": op.total_seconds / r.total_seconds,
+                "attained_flop_per_s": attained, "kind": r.kind,
+            })
+    return pd.DataFrame(rows)
+
+
+def plottable_ops(table: pd.DataFrame) -> pd.DataFrame:
+    """The ops a log-log roofline can place: some FLOPs and some bytes (not all-reduce or overhead)."""
+    ok = table["intensity_flop_per_byte"].notna() & table["attained_flop_per_s"].notna()
+    return table[ok & (table["intensity_flop_per_byte"] > 0)]
+
+
+# ------------------------------------------------------------------------------ latency
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    label: str
+    serving: str
+    row: dict
+
+
+def operating_points(batch_sweep: pd.DataFrame) -> list[OperatingPoint]:
+    """Latency-optimized (online: least TPOT) and throughput-optimized (offline: most tokens/s) batch sizes.
+
+    Only batch sizes whose requests fit the planned KV cache count, and only the estimate (or
+    calibrated) curve: the bound is a ceiling, not an operating point.
+    """
+    rows = batch_sweep[(batch_sweep["kind"] != "bound") & (batch_sweep["fits_in_kv_cache"] == True)]  # noqa: E712
+    if rows.empty:
+        return []
+    fastest = rows.sort_values(["tpot_s", "batch"]).iloc[0].to_dict()
+    busiest = rows.sort_values(["tokens_per_s", "batch"], ascending=[False, True]).iloc[0].to_dict()
+    return [OperatingPoint("latency-optimized", "online", fastest),
+            OperatingPoint("throughput-optimized", "offline", busiest)]
+
+
+def cost_per_million_tokens(hw: HardwareProfile, total_gpus: int, tokens_per_s: float) -> float | None:
+    """US dollars per 1M output tokens: price per GPU-hour x GPUs / 3600 / tokens/s x 1e6; None without a price."""
+    if hw.price_per_hour_usd is None or tokens_per_s <= 0:
+        return None
+    return hw.price_per_hour_usd * total_gpus / SECONDS_PER_HOUR / tokens_per_s * TOKENS_PER_MILLION
+
+
+# ------------------------------------------------------------------------------ compare
+
+
+@dataclass(frozen=True)
+class ScenarioSummary:
+    """The Compare page's column for one scenario (core results plus the derived cost)."""
+
+    plan: MemoryPlan
+    latency: LatencyEstimate
+    total_gpus: int
+    cost_per_million_usd: float | None
+
+
+def summarize(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> ScenarioSummary:
+    """Memory plan, latency of the workload, and the cost of its tokens, for one scenario."""
+    plan = plan_memory(model, hw, sc, suggest=False)
+    latency = estimate_latency(model, hw, sc)
+    cost = cost_per_million_tokens(hw, sc.total_gpus, latency.throughput_tokens_per_s)
+    return ScenarioSummary(plan, latency, sc.total_gpus, cost)
+
+
+def summary_row(label: str, model: ModelSpec, hw: HardwareProfile, sc: Scenario, summary: ScenarioSummary) -> dict:
+    """One row of the comparison table, numbers in display units (GiB, seconds, tokens/s, US dollars)."""
+    plan, latency = summary.plan, summary.latency
+    return {
+        "scenario": label, "model": model.name, "gpu": hw.name, "gpus": summary.total_gpus, "tp": sc.tp, "pp": sc.pp,
+        "weights": sc.weight_dtype, "kv_cache_dtype": plan.resolved.kv_cache_dtype, "max_model_len": plan.resolved.max_model_len,
+        "starts": plan.fits, "weights_gib_per_gpu": plan.weight_bytes_per_gpu / GiB,
+        "kv_cache_gib_per_gpu": plan.kv_cache_bytes_per_gpu / GiB, "max_concurrency": plan.max_concurrency,
+        "ttft_s": latency.ttft_seconds, "tpot_s": latency.tpot_seconds, "tokens_per_s": latency.throughput_tokens_per_s,
+        "tokens_per_s_per_gpu": latency.throughput_tokens_per_s_per_gpu, "usd_per_million_tokens": summary.cost_per_million_usd,
+        "kind": latency.kind, "verdict": plan.reason,
+    }
+
+
+# ------------------------------------------------------------------------------ export
+
+
+def artefacts_zip(bundle: ExportBundle) -> bytes:
+    """Every exported file in one zip, under a folder per profile (latency/, throughput/)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for artefact in bundle.artefacts:
+            archive.writestr(f"{artefact.profile}/{artefact.filename}", artefact.text)
+    return buffer.getvalue()

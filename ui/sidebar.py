@@ -1,0 +1,122 @@
+"""The sidebar: every shared scenario input, each under its ``ui.params`` key, help from the core.
+
+Widget help texts are the ``Field`` descriptions of ``planner.scenario.Scenario`` and
+``Workload`` (via ``ui.params.PARAMS``), so the app, the CLI and the code say the same thing.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from planner.hardware import get_profile
+from ui import params
+from ui.format import fmt_count, fmt_gib, kind_legend
+from ui.params import BY_KEY
+from ui.state import TOKEN_KEY, UPLOAD_KEY, effective_max_model_len, load_model, model_choice, sidebar_values
+
+
+def _help(key: str) -> str:
+    return BY_KEY[key].help
+
+
+def _gpu_label(profile_id: str) -> str:
+    profile = get_profile(profile_id)
+    return f"{profile.name} ({fmt_gib(profile.memory_bytes)})"
+
+
+def _model_section() -> None:
+    st.subheader("Model")
+    st.selectbox("Catalog model", params.catalog_ids(), key="model", help=_help("model"))
+    st.text_input("Or any Hub repo id", key="repo", placeholder="org/name, e.g. Qwen/Qwen2.5-7B", help=_help("repo"))
+    with st.expander("Upload a config.json, or add a Hub token"):
+        st.file_uploader(
+            "config.json", type=["json"], key=UPLOAD_KEY,
+            help="A model's config.json; it replaces the catalog pick and the repo id. An upload is not part of the link.",
+        )
+        st.text_input(
+            "Hugging Face token", type="password", key=TOKEN_KEY, placeholder="hf_...",
+            help="Only for gated or private repos. Kept in this browser session; never shown or put in the link.",
+        )
+    values = sidebar_values()
+    kind, name = model_choice(values)
+    try:
+        loaded = load_model(values)
+    except Exception:  # noqa: BLE001 (the page shows the error with what to do)
+        st.caption(f":red[{kind}: {name} could not be loaded; see the page.]")
+        return
+    spec, source = loaded.spec, loaded.source
+    params_text = fmt_count(spec.total_params)
+    if spec.active_params != spec.total_params:
+        params_text += f" ({fmt_count(spec.active_params)} active)"
+    st.caption(f"{source.name} · {params_text} params · from {source.origin}")
+
+
+def _hardware_section() -> None:
+    st.subheader("Hardware")
+    st.selectbox("GPU", params.gpu_ids(), key="gpu", format_func=_gpu_label, help=_help("gpu"))
+    left, right = st.columns(2)
+    left.number_input("Tensor parallel", min_value=1, step=1, key="tp", help=_help("tp"))
+    right.number_input("Pipeline parallel", min_value=1, step=1, key="pp", help=_help("pp"))
+    st.number_input("GPUs in total", min_value=1, step=1, value=None, key="gpus", placeholder="tp x pp (one replica)",
+                    help=_help("gpus"))
+
+
+def _precision_section() -> None:
+    st.subheader("Precision")
+    left, right = st.columns(2)
+    left.selectbox("Weights", params.WEIGHT_DTYPES, key="weights", help=_help("weights"))
+    right.selectbox("KV cache", params.KV_DTYPES, key="kv", help=_help("kv"))
+    mixed = st.toggle("Mixed precision", key="mixed", help=_help("mixed"))
+    left, right = st.columns(2)
+    left.selectbox("Attention, lm_head", params.HIGH_PRECISION_DTYPES, key="hi", disabled=not mixed, help=_help("hi"))
+    right.selectbox("MLP, experts", params.LOW_PRECISION_DTYPES, key="lo", disabled=not mixed, help=_help("lo"))
+
+
+def _memory_section() -> None:
+    st.subheader("Context and memory")
+    st.number_input("max_model_len (tokens)", min_value=1, step=1024, value=None, key="len",
+                    placeholder="the model's maximum", help=_help("len"))
+    values = sidebar_values()
+    try:
+        model = load_model(values).spec
+    except Exception:  # noqa: BLE001 (the page shows the error)
+        model = None
+    if model is not None and effective_max_model_len(values, model) != values.get("len"):
+        st.caption(f"{model.name} allows at most {model.max_position_embeddings:,} tokens; planning with that.")
+    st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, key="util", help=_help("util"))
+    with st.expander("vLLM limits and engine"):
+        st.selectbox("block_size", params.BLOCK_SIZES, key="block", format_func=lambda b: "auto" if b is None else str(b),
+                     help=_help("block"))
+        st.number_input("max_num_seqs", min_value=1, step=1, value=None, key="seqs", placeholder="auto",
+                        help=_help("seqs"))
+        st.number_input("max_num_batched_tokens", min_value=1, step=256, value=None, key="tokens", placeholder="auto",
+                        help=_help("tokens"))
+        st.radio("Engine", params.ENGINES, key="engine", horizontal=True,
+                 format_func=lambda e: {"cuda-graphs": "CUDA graphs", "eager": "eager"}[e], help=_help("engine"))
+        st.checkbox("Chunked prefill", key="chunked", help=_help("chunked"))
+
+
+def _workload_section() -> None:
+    st.subheader("Workload")
+    left, right = st.columns(2)
+    left.number_input("Input tokens", min_value=1, step=128, key="in", help=_help("in"))
+    right.number_input("Output tokens", min_value=1, step=64, key="out", help=_help("out"))
+    st.number_input("Batch / concurrency", min_value=1, step=1, key="batch", help=_help("batch"))
+
+
+def render() -> None:
+    """Draw the shared inputs (seeded from the URL on a session's first run) and write them back to it."""
+    params.init_defaults()
+    params.seed_from_url()
+    with st.sidebar:
+        for warning in params.url_warnings():
+            st.warning(warning, icon=":material/link_off:")
+        _model_section()
+        _hardware_section()
+        _precision_section()
+        _memory_section()
+        _workload_section()
+        st.divider()
+        st.caption("The address bar holds every input above: copy it to share this plan.")
+        kind_legend()
+    params.sync_url()

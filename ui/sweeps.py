@@ -1,0 +1,129 @@
+"""Cached core calls and sweeps for the pages: memory plans, rooflines, latency curves.
+
+Every function here only calls ``planner`` (one call per point of a grid) and is cached with
+``st.cache_data``; specs, cards and scenarios are hashed by their JSON, so an unchanged sidebar
+reruns a page from cache. Grids are powers of two, which is what the log axes show.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from planner.efficiency import BOUND
+from planner.estimate.latency import LatencyEstimate, estimate_latency
+from planner.estimate.memory import MemoryPlan, plan_memory, resolve
+from planner.estimate.roofline import Roofline, efficiency_for, roofline
+from planner.hardware import HardwareProfile
+from planner.deploy.export import ExportBundle, export_bundle
+from planner.model.sources import LoadedConfig
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+from ui.derived import ScenarioSummary, summarize
+
+
+def _json(obj) -> str:
+    return obj.model_dump_json()
+
+
+_HASH = {ModelSpec: _json, HardwareProfile: _json, Scenario: _json, LoadedConfig: _json}
+_CACHE = {"hash_funcs": _HASH, "show_spinner": False, "max_entries": 256}
+
+
+def powers_of_two(low: int, high: int) -> list[int]:
+    """low, 2 low, 4 low, ... up to high, with high itself last: powers_of_two(1, 12) == [1, 2, 4, 8, 12]."""
+    out, value = [], max(1, low)
+    while value < high:
+        out.append(value)
+        value *= 2
+    out.append(high)
+    return out
+
+
+def decode_context_len(sc: Scenario) -> int:
+    """Context of the decode step the latency estimate times: prompt + half the answer (as planner.estimate.latency)."""
+    return sc.workload.input_len + max(1, sc.workload.output_len // 2)
+
+
+@st.cache_data(**_CACHE)
+def memory_plan(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> MemoryPlan:
+    """``plan_memory`` with its suggestions (each suggestion re-plans, so this is worth caching)."""
+    return plan_memory(model, hw, sc)
+
+
+@st.cache_data(**_CACHE)
+def concurrency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
+    """Max concurrency, KV tokens and the verdict for max_model_len over powers of two up to the model's maximum."""
+    rows = []
+    for length in powers_of_two(512, model.max_position_embeddings):
+        plan = plan_memory(model, hw, sc.model_copy(update={"max_model_len": length}), suggest=False)
+        rows.append({"max_model_len": length, "max_concurrency": plan.max_concurrency,
+                     "kv_cache_tokens": plan.kv_cache_tokens, "fits": plan.fits})
+    return pd.DataFrame(rows)
+
+
+@st.cache_data(**_CACHE)
+def roofline_stages(model: ModelSpec, hw: HardwareProfile, sc: Scenario, mode: str = "auto") -> tuple[Roofline, Roofline]:
+    """(prefill, decode) rooflines of the workload: prefill of the batch's prompts, decode at the mean context.
+
+    ``mode="bound"`` gives the pure datasheet roofline; ``"auto"`` the card's calibration or the fitted defaults.
+    """
+    eff = efficiency_for(hw, "bound" if mode == "bound" else "auto")
+    wl = sc.workload
+    prefill = roofline(model, hw, sc, "prefill", wl.batch_size, wl.input_len, eff)
+    decode = roofline(model, hw, sc, "decode", wl.batch_size, decode_context_len(sc), eff)
+    return prefill, decode
+
+
+@st.cache_data(**_CACHE)
+def latency_at(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[LatencyEstimate, LatencyEstimate]:
+    """(estimate or calibrated, bound) latency of the sidebar's workload."""
+    return estimate_latency(model, hw, sc), estimate_latency(model, hw, sc, efficiency=BOUND)
+
+
+def _latency_row(est: LatencyEstimate) -> dict:
+    return {
+        "batch": est.batch_size, "input_len": est.input_len, "output_len": est.output_len, "kind": est.kind,
+        "ttft_s": est.ttft_seconds, "tpot_s": est.tpot_seconds, "e2e_s": est.e2e_seconds,
+        "tokens_per_s": est.throughput_tokens_per_s, "tokens_per_s_per_gpu": est.throughput_tokens_per_s_per_gpu,
+        "fits_in_kv_cache": est.fits_in_kv_cache, "prefill_bound": est.prefill_bound, "decode_bound": est.decode_bound,
+    }
+
+
+def _efficiencies(hw: HardwareProfile) -> list:
+    return [efficiency_for(hw), BOUND]
+
+
+@st.cache_data(**_CACHE)
+def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
+    """TTFT, TPOT and tokens/s for batch 1, 2, 4, ... up to max_num_seqs, estimate and bound."""
+    limit = resolve(model, hw, sc).max_num_seqs
+    rows = []
+    for eff in _efficiencies(hw):
+        for batch in powers_of_two(1, limit):
+            rows.append(_latency_row(estimate_latency(model, hw, sc, batch_size=batch, efficiency=eff)))
+    return pd.DataFrame(rows)
+
+
+@st.cache_data(**_CACHE)
+def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
+    """TTFT, TPOT and tokens/s for prompts of 128, 256, ... tokens up to max_model_len - output, estimate and bound."""
+    res = resolve(model, hw, sc)
+    longest = max(1, res.max_model_len - sc.workload.output_len)
+    rows = []
+    for eff in _efficiencies(hw):
+        for length in powers_of_two(min(128, longest), longest):
+            rows.append(_latency_row(estimate_latency(model, hw, sc, input_len=length, efficiency=eff)))
+    return pd.DataFrame(rows)
+
+
+@st.cache_data(**_CACHE)
+def scenario_summary(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> ScenarioSummary:
+    """Memory plan, workload latency and token cost of one scenario (the Compare page's column)."""
+    return summarize(model, hw, sc)
+
+
+@st.cache_data(**_CACHE)
+def deployment_bundle(model: ModelSpec, hw: HardwareProfile, sc: Scenario, loaded: LoadedConfig) -> ExportBundle:
+    """Both serving profiles and every export target's file (``planner.deploy.export.export_bundle``)."""
+    return export_bundle(model, hw, sc, loaded=loaded)
