@@ -3,11 +3,10 @@
 import streamlit as st
 
 from ui import charts
-from ui.derived import operating_points
 from ui.errors import shown_errors
 from ui.format import fmt_rate, fmt_seconds, kind_badge
 from ui.state import current_inputs
-from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context
+from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context, serving_points
 
 st.title("Latency & throughput")
 inputs = current_inputs()
@@ -40,7 +39,8 @@ if estimate.fits_in_kv_cache is False:
                "cache (see Plan): vLLM would queue or preempt some, so these figures are optimistic.",
                icon=":material/warning:")
 
-points = operating_points(by_batch)
+with shown_errors():
+    points = serving_points(model, hw, sc)
 st.subheader("Operating points")
 if points:
     for point in points:
@@ -50,7 +50,8 @@ if points:
             f"TPOT {fmt_seconds(row['tpot_s'])} · {fmt_rate(row['tokens_per_s'])} ({fmt_rate(row['tokens_per_s_per_gpu'])} "
             f"per GPU) · {row['kind']}"
         )
-else:
+        st.caption(point.rule)
+if not any(point.row["fits_in_kv_cache"] for point in points):
     st.error("No batch size fits the planned KV cache, so there is no operating point. See the Plan page's suggestions.")
 
 tab_batch, tab_context = st.tabs(["vs batch size", "vs context length"])

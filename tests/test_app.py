@@ -15,6 +15,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from planner.deploy.export import latency_profile
 from planner.estimate.latency import estimate_latency
 from planner.estimate.memory import plan_memory
 from planner.estimate.roofline import roofline
@@ -338,7 +339,8 @@ def test_latency_page_shows_the_core_estimate_and_both_operating_points(app: App
     assert metrics[("TTFT", 0)] == fmt_seconds(est.ttft_seconds)
     assert metrics[("TPOT", 1)] == fmt_seconds(est.tpot_seconds)
     shown = texts(app)
-    assert "latency-optimized** (online serving): batch 1 " in shown
+    online = latency_profile(spec, hw, sc).max_num_seqs  # the Export page's definition, shared
+    assert f"latency-optimized** (online serving): batch {online:,} " in shown
     assert "throughput-optimized** (offline serving)" in shown
     by_batch = app.dataframe[0].value
     assert set(by_batch["kind"]) == {"estimate", "bound"}

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from planner.deploy.export import ExportBundle
+from planner.deploy.export import ExportBundle, latency_profile, throughput_profile
+from planner.estimate.cost import usd_per_million_tokens
 from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, Resolved, plan_memory
 from planner.estimate.roofline import Roofline
@@ -23,8 +24,6 @@ from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.units import GiB
 
-SECONDS_PER_HOUR = 3600.0
-TOKENS_PER_MILLION = 1e6
 
 TERM_NOTES: dict[str, str] = {
     "weights": "weights on the fullest rank (vocab padded to 64)",
@@ -146,28 +145,29 @@ class OperatingPoint:
     label: str
     serving: str
     row: dict
+    rule: str
 
 
-def operating_points(batch_sweep: pd.DataFrame) -> list[OperatingPoint]:
-    """Latency-optimized (online: least TPOT) and throughput-optimized (offline: most tokens/s) batch sizes.
+def operating_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> list[OperatingPoint]:
+    """Latency-optimized (online) and throughput-optimized (offline) batch sizes.
 
-    Only batch sizes whose requests fit the planned KV cache count, and only the estimate (or
-    calibrated) curve: the bound is a ceiling, not an operating point.
+    One definition for this page and the exported configs: the Export page's two serving profiles
+    (``planner.deploy.export.latency_profile`` / ``throughput_profile``), each with its rule.
     """
-    rows = batch_sweep[(batch_sweep["kind"] != "bound") & (batch_sweep["fits_in_kv_cache"] == True)]  # noqa: E712
-    if rows.empty:
-        return []
-    fastest = rows.sort_values(["tpot_s", "batch"]).iloc[0].to_dict()
-    busiest = rows.sort_values(["tokens_per_s", "batch"], ascending=[False, True]).iloc[0].to_dict()
-    return [OperatingPoint("latency-optimized", "online", fastest),
-            OperatingPoint("throughput-optimized", "offline", busiest)]
+    points = []
+    for profile, label, serving in ((latency_profile(model, hw, sc), "latency-optimized", "online"),
+                                    (throughput_profile(model, hw, sc), "throughput-optimized", "offline")):
+        lat = profile.latency
+        row = {"batch": profile.max_num_seqs, "ttft_s": lat.ttft_seconds, "tpot_s": lat.tpot_seconds,
+               "tokens_per_s": lat.throughput_tokens_per_s, "tokens_per_s_per_gpu": lat.throughput_tokens_per_s_per_gpu,
+               "kind": lat.kind, "fits_in_kv_cache": lat.fits_in_kv_cache}
+        points.append(OperatingPoint(label, serving, row, profile.rule))
+    return points
 
 
 def cost_per_million_tokens(hw: HardwareProfile, total_gpus: int, tokens_per_s: float) -> float | None:
-    """US dollars per 1M output tokens: price per GPU-hour x GPUs / 3600 / tokens/s x 1e6; None without a price."""
-    if hw.price_per_hour_usd is None or tokens_per_s <= 0:
-        return None
-    return hw.price_per_hour_usd * total_gpus / SECONDS_PER_HOUR / tokens_per_s * TOKENS_PER_MILLION
+    """US dollars per 1M output tokens (``planner.estimate.cost``); None without a price."""
+    return usd_per_million_tokens(hw.price_per_hour_usd, total_gpus, tokens_per_s)
 
 
 # ------------------------------------------------------------------------------ compare

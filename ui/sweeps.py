@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from planner.efficiency import BOUND
-from planner.estimate.latency import LatencyEstimate, estimate_latency
+from planner.estimate.latency import LatencyEstimate, decode_context_len, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory, resolve
 from planner.estimate.roofline import Roofline, efficiency_for, roofline
 from planner.hardware import HardwareProfile
@@ -19,7 +19,7 @@ from planner.deploy.export import ExportBundle, export_bundle
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from ui.derived import ScenarioSummary, summarize
+from ui.derived import ScenarioSummary, operating_points, summarize
 
 
 def _json(obj) -> str:
@@ -38,11 +38,6 @@ def powers_of_two(low: int, high: int) -> list[int]:
         value *= 2
     out.append(high)
     return out
-
-
-def decode_context_len(sc: Scenario) -> int:
-    """Context of the decode step the latency estimate times: prompt + half the answer (as planner.estimate.latency)."""
-    return sc.workload.input_len + max(1, sc.workload.output_len // 2)
 
 
 @st.cache_data(**_CACHE)
@@ -71,7 +66,7 @@ def roofline_stages(model: ModelSpec, hw: HardwareProfile, sc: Scenario, mode: s
     eff = efficiency_for(hw, "bound" if mode == "bound" else "auto")
     wl = sc.workload
     prefill = roofline(model, hw, sc, "prefill", wl.batch_size, wl.input_len, eff)
-    decode = roofline(model, hw, sc, "decode", wl.batch_size, decode_context_len(sc), eff)
+    decode = roofline(model, hw, sc, "decode", wl.batch_size, decode_context_len(wl.input_len, wl.output_len), eff)
     return prefill, decode
 
 
@@ -127,3 +122,9 @@ def scenario_summary(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Sce
 def deployment_bundle(model: ModelSpec, hw: HardwareProfile, sc: Scenario, loaded: LoadedConfig) -> ExportBundle:
     """Both serving profiles and every export target's file (``planner.deploy.export.export_bundle``)."""
     return export_bundle(model, hw, sc, loaded=loaded)
+
+
+@st.cache_data(**_CACHE)
+def serving_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> list:
+    """The latency- and throughput-optimized operating points (the Export page's two profiles)."""
+    return operating_points(model, hw, sc)

@@ -41,6 +41,7 @@ class LatencyEstimate(BaseModel):
     output_len: int = Field(description="Generated tokens per request.")
     ttft_seconds: float = Field(description="Time to the first token of the batch (all prompts prefilled), seconds.")
     tpot_seconds: float = Field(description="Time per output token after the first (one decode step), seconds.")
+    decode_context_len: int = Field(description="Context of the decode step TPOT is taken at: input + output / 2, tokens.")
     e2e_seconds: float = Field(description="TTFT + (output_len - 1) x TPOT, seconds.")
     throughput_tokens_per_s: float = Field(description="Output tokens per second of the whole deployment (all replicas).")
     throughput_tokens_per_s_per_gpu: float = Field(description="Output tokens per second per GPU.")
@@ -50,6 +51,11 @@ class LatencyEstimate(BaseModel):
     decode_bound: str = Field(description="Ceiling that binds the decode step.")
     kind: PredictionKind = Field(description="bound, estimate or calibrated.")
     fits_in_kv_cache: bool | None = Field(None, description="Whether batch x (input + output) tokens fit the planned KV cache.")
+
+
+def decode_context_len(input_len: int, output_len: int) -> int:
+    """The mean context of a request's decode steps: input + output / 2 (at least one token more)."""
+    return input_len + max(1, output_len // 2)
 
 
 def estimate_latency(
@@ -70,7 +76,8 @@ def estimate_latency(
     steps = cdiv(B * n_in, res.max_num_batched_tokens) if sc.enable_chunked_prefill else B
     pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
     ttft = pre.total_seconds + (steps - 1) * eff.step_overhead_seconds
-    dec = roofline(model, hw, sc, "decode", B, n_in + max(1, n_out // 2), eff)
+    decode_context = decode_context_len(n_in, n_out)
+    dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
     tpot = dec.total_seconds
     e2e = ttft + (n_out - 1) * tpot
     replicas = sc.replicas
@@ -80,7 +87,8 @@ def estimate_latency(
         plan = plan_memory(model, hw, sc, suggest=False)
         fits = plan.fits and plan.kv_cache_tokens >= B * (n_in + n_out)
     return LatencyEstimate(
-        batch_size=B, input_len=n_in, output_len=n_out, ttft_seconds=ttft, tpot_seconds=tpot, e2e_seconds=e2e,
+        batch_size=B, input_len=n_in, output_len=n_out, ttft_seconds=ttft, tpot_seconds=tpot,
+        decode_context_len=decode_context, e2e_seconds=e2e,
         throughput_tokens_per_s=tokens_per_s, throughput_tokens_per_s_per_gpu=tokens_per_s / sc.total_gpus,
         requests_per_s=B / e2e * replicas, prefill_steps=steps, prefill_bound=pre.bound, decode_bound=dec.bound,
         kind=prediction_kind(eff), fits_in_kv_cache=fits,
