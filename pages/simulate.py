@@ -1,0 +1,290 @@
+"""Simulate: the sidebar's deployment under a served load (P50/P90/P99 vs request rate, queue and KV over
+time), and the cheapest deployment that meets latency targets at that rate."""
+
+from urllib.parse import urlencode
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from planner.hardware import HardwareProfile, load_profiles
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
+from planner.serve.slo import (
+    SLO, UTILIZATION_CAP, CandidateSpace, CandidateResult, Probe, SearchSettings, SLOPlan, plan_slo, sweep_rates,
+)
+from planner.serve.workload import PoissonArrivals, Workload
+from ui.errors import shown_errors
+from ui.format import fmt_rate, fmt_seconds, fmt_usd, kind_badge
+from ui.params import BY_KEY, PARAMS, WEIGHT_DTYPES
+from ui.state import current_inputs, model_choice
+
+_JSON = lambda obj: obj.model_dump_json()  # noqa: E731
+_CACHE = {"hash_funcs": {ModelSpec: _JSON, HardwareProfile: _JSON, Scenario: _JSON, Workload: _JSON, SLO: _JSON,
+                         CandidateSpace: _JSON, SearchSettings: _JSON},
+          "show_spinner": "Simulating...", "max_entries": 64}
+STATS = ("p50", "p90", "p99")
+STAT_STYLE = {"p50": "dot", "p90": "dash", "p99": "solid"}
+KV_OPTIONS = ("auto", "fp8")
+TP_OPTIONS = (1, 2, 4, 8)
+
+
+@st.cache_data(**_CACHE)
+def simulated(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: Workload) -> ServingResult:
+    return simulate_scenario(model, hw, sc, workload)
+
+
+@st.cache_data(**_CACHE)
+def rate_sweep(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: Workload, slo: SLO | None):
+    return sweep_rates(model, hw, sc, workload, slo=slo)
+
+
+@st.cache_data(**_CACHE)
+def cheapest(model: ModelSpec, slo: SLO, workload: Workload, space: CandidateSpace,
+             settings: SearchSettings) -> SLOPlan:
+    return plan_slo(model, slo, workload, space, settings)
+
+
+def latency_vs_rate(probes: tuple[Probe, ...], metric: str, title: str, target: float | None, rate: float) -> go.Figure:
+    fig = go.Figure()
+    x = [p.request_rate_per_s for p in probes]
+    for stat in STATS:
+        y = [None if getattr(p, metric) is None else getattr(getattr(p, metric), stat) for p in probes]
+        fig.add_scatter(x=x, y=y, mode="lines+markers", name=stat.upper(), line={"dash": STAT_STYLE[stat]},
+                        hovertemplate=f"{stat.upper()} %{{y:.3s}}s at %{{x:.2f}} req/s<extra></extra>")
+    if target is not None:
+        fig.add_hline(y=target, line={"color": "#E45756", "dash": "dash"}, annotation_text="SLO",
+                      annotation_position="top left")
+    fig.add_vline(x=rate, line={"color": "#7F7F7F", "dash": "dot"}, annotation_text="your rate")
+    fig.update_layout(title=title, xaxis_title="request rate per replica (req/s)", yaxis_title="seconds",
+                      yaxis_tickformat=".2s", margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def timeline_chart(result: ServingResult) -> go.Figure:
+    line = result.timeline
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=line.time_seconds, y=line.running_requests, name="running", line={"color": "#4C78A8"})
+    fig.add_scatter(x=line.time_seconds, y=line.waiting_requests, name="waiting", line={"color": "#F58518"})
+    fig.add_scatter(x=line.time_seconds, y=line.kv_utilization, name="KV cache in use", secondary_y=True,
+                    line={"color": "#54A24B", "dash": "dot"})
+    fig.update_yaxes(title_text="requests", secondary_y=False)
+    fig.update_yaxes(title_text="KV blocks in use", tickformat=".0%", range=[0, 1.05], secondary_y=True)
+    fig.update_layout(xaxis_title="simulated time (s)", margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def pareto_chart(plan: SLOPlan) -> go.Figure:
+    fig = go.Figure()
+    for row in plan.candidates:
+        if not row.probes:
+            continue
+        fig.add_scatter(
+            x=[p.output_tokens_per_s_per_user for p in row.probes], y=[p.output_tokens_per_s_per_gpu for p in row.probes],
+            mode="markers", name=row.label, opacity=0.5,
+            marker={"symbol": ["circle" if p.passed else "x" for p in row.probes]},
+            hovertemplate="%{y:,.0f} tok/s per GPU, %{x:,.1f} tok/s per user<extra>" + row.label + "</extra>",
+        )
+    fig.add_scatter(x=[p.output_tokens_per_s_per_user for p in plan.pareto],
+                    y=[p.output_tokens_per_s_per_gpu for p in plan.pareto], mode="lines", name="Pareto front",
+                    line={"color": "black"})
+    fig.update_layout(xaxis_title="output tokens/s per user (1 / mean TPOT)", yaxis_title="output tokens/s per GPU",
+                      margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+def candidates_table(plan: SLOPlan) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "status": c.status, "replica": c.label, "GPUs/replica": c.gpus_per_replica,
+        "saturation req/s": c.saturation_rate_per_s, "max req/s per replica": c.max_rate_per_replica_per_s,
+        "limit": c.limiting_target, "replicas": c.replicas, "GPUs": c.total_gpus, "$/hour": c.usd_per_hour,
+        "$/1M input": c.usd_per_1m_input_tokens, "$/1M output": c.usd_per_1m_output_tokens,
+        "kWh/1M output (TDP bound)": c.energy_kwh_per_1m_output_tokens_upper_bound, "why": c.reason,
+    } for c in plan.candidates])
+
+
+def export_link(best: CandidateResult) -> str | None:
+    """A link to the Export page with the sidebar set to ``best`` (the URL carries every shared input)."""
+    values = {p.key: st.session_state.get(p.key, p.default) for p in PARAMS}
+    if model_choice(values)[0] == "upload":
+        return None
+    sc = best.scenario
+    values.update(gpu=sc.gpu, gpus=best.total_gpus, tp=sc.tp, pp=sc.pp, weights=sc.weight_dtype, mixed=False,
+                  kv=sc.kv_cache_dtype, len=sc.max_model_len, seqs=sc.max_num_seqs)
+    query = {k: BY_KEY[k].dump(v) for k, v in values.items() if v != BY_KEY[k].default}
+    return "./export?" + urlencode(query)
+
+
+inputs = current_inputs()
+model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
+
+st.title("Simulate serving")
+st.caption(f"{model.name} · one replica of {sc.tp * sc.pp} x {hw.name} (TP {sc.tp}, PP {sc.pp}) from the sidebar · "
+           "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
+           "latency model. Numbers are simulated, not measured.")
+
+with st.container(border=True):
+    traffic, lengths, targets = st.columns([1, 1.4, 1])
+    with traffic:
+        st.markdown("**Traffic**")
+        rate = st.number_input("Request rate (req/s)", min_value=0.01, value=10.0, step=1.0, key="simulate_rate",
+                               help="Poisson arrivals: the total rate to serve; the first chart simulates one replica at it.")
+        num_requests = st.number_input("Requests to simulate", min_value=50, max_value=20_000, value=1000, step=100,
+                                       key="simulate_requests", help=Workload.model_fields["num_requests"].description)
+        hit_rate = st.slider("Prefix-cache hit rate", 0.0, 0.95, 0.0, 0.05, key="simulate_hit",
+                             help=Workload.model_fields["prefix_cache_hit_rate"].description)
+        seed = st.number_input("Seed", min_value=0, value=0, step=1, key="simulate_seed",
+                               help=Workload.model_fields["seed"].description)
+    with lengths:
+        st.markdown("**Request lengths** (tokens)")
+        dist = st.segmented_control("Distribution", LENGTH_DISTRIBUTIONS, default="fixed", key="simulate_dist")
+        spread = dist not in (None, "fixed")
+        left, right = st.columns(2)
+        in_mean = left.number_input("Prompt, mean", min_value=1, value=sc.workload.input_len, step=128, key="simulate_in")
+        in_std = left.number_input("Prompt, std", min_value=0, value=0, step=64, key="simulate_in_std", disabled=not spread)
+        out_mean = right.number_input("Output, mean", min_value=1, value=sc.workload.output_len, step=64, key="simulate_out")
+        out_std = right.number_input("Output, std", min_value=0, value=0, step=32, key="simulate_out_std",
+                                     disabled=not spread)
+    with targets:
+        st.markdown("**Targets** (seconds; untick: none)")
+        statistic = st.segmented_control("Percentile", ("p99", "p90"), default="p99", key="simulate_stat")
+        chosen_targets = {}
+        for metric, label, default, step, on in (("ttft", "TTFT", 1.0, 0.1, True), ("tpot", "TPOT", 0.05, 0.01, True),
+                                                 ("e2e", "End to end", 20.0, 1.0, False)):
+            tick, value = st.columns([1, 2], vertical_alignment="bottom")
+            enabled = tick.checkbox(label, value=on, key=f"simulate_{metric}_on")
+            seconds = value.number_input(f"{label} target (s)", min_value=0.001, value=default, step=step,
+                                         format="%.3f", key=f"simulate_{metric}", disabled=not enabled,
+                                         label_visibility="collapsed")
+            chosen_targets[metric] = seconds if enabled else None
+
+stat = statistic or "p99"
+with shown_errors():
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=rate), num_requests=int(num_requests),
+        input_tokens=length_distribution(dist or "fixed", in_mean, in_std if spread else 0, "prompt length"),
+        output_tokens=length_distribution(dist or "fixed", out_mean, out_std if spread else 0, "output length"),
+        prefix_cache_hit_rate=hit_rate, seed=int(seed),
+    )
+    chosen = {f"{stat}_{metric}": seconds for metric, seconds in chosen_targets.items()}
+    slo = SLO.of(**chosen) if any(v is not None for v in chosen.values()) else None
+
+# ------------------------------------------------------------------ one replica at the rate
+
+st.subheader(f"One replica at {rate:g} req/s")
+with shown_errors("Simulating the sidebar's deployment"):
+    result = simulated(model, hw, sc, workload)
+head, *cols = st.columns([1.2, 1, 1, 1, 1])
+with head:
+    kind_badge(result.step_time_kind)
+    st.caption(result.label)
+ttft, tpot = result.ttft_seconds, result.tpot_seconds
+cols[0].metric(f"{stat.upper()} TTFT", fmt_seconds(None if ttft is None else getattr(ttft, stat)),
+               help=ServingResult.model_fields["ttft_seconds"].description)
+cols[1].metric(f"{stat.upper()} TPOT", fmt_seconds(None if tpot is None else getattr(tpot, stat)),
+               help=ServingResult.model_fields["tpot_seconds"].description)
+cols[2].metric("Output tokens/s", fmt_rate(result.throughput_tokens_per_s),
+               help=ServingResult.model_fields["throughput_tokens_per_s"].description)
+cols[3].metric("Preemptions", f"{result.preemptions:,}", help=ServingResult.model_fields["preemptions"].description)
+for reason in result.rejection_reasons:
+    st.error(f"Refused: {reason}", icon=":material/block:")
+
+stats_tab, time_tab = st.tabs(["Latency percentiles", "Queue and KV cache over time"])
+with stats_tab:
+    rows = []
+    for name, s in (("TTFT", ttft), ("TPOT", tpot), ("ITL", result.itl_seconds), ("end to end", result.e2e_seconds)):
+        rows.append({"metric": name, **{k: fmt_seconds(None if s is None else getattr(s, k)) for k in ("mean", *STATS)}})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="simulate_stats")
+    st.caption("As vllm bench serve defines them: TTFT from arrival (queueing included) to the first token; "
+               "TPOT per request = (E2E - TTFT) / (output tokens - 1); ITL = every gap between tokens.")
+with time_tab:
+    st.plotly_chart(timeline_chart(result), key="simulate_timeline")
+    st.caption(f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
+               f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} tokens "
+               "from the memory plan.")
+
+# ------------------------------------------------------------------ latency vs rate
+
+st.subheader("Latency vs request rate")
+with shown_errors("Sweeping the request rate"):
+    saturation, probes = rate_sweep(model, hw, sc, workload, slo)
+left, right = st.columns(2)
+targets_by_metric = {t.metric: t.seconds for t in slo.targets} if slo else {}
+left.plotly_chart(latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing included)", targets_by_metric.get("ttft"), rate),
+                  key="simulate_ttft_chart")
+right.plotly_chart(latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
+                   key="simulate_tpot_chart")
+st.caption(f"One replica kept full serves {saturation:,.2f} req/s (saturation); the sweep stops at "
+           f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
+           "requests that arrive after the batch has filled and before the load stops.")
+
+# ------------------------------------------------------------------ cheapest deployment
+
+st.subheader(f"Cheapest deployment for {rate:g} req/s")
+if slo is None:
+    st.info("Set at least one target above to search for the cheapest deployment.", icon=":material/info:")
+    st.stop()
+cards = sorted(load_profiles())
+opts = st.columns([2, 1.6, 1, 1, 0.9])
+gpus = opts[0].multiselect("Cards", cards, default=[hw.id] if hw.id in cards else [], key="simulate_gpus")
+tps = opts[1].multiselect("TP", TP_OPTIONS, default=list(TP_OPTIONS), key="simulate_tps")
+weights = opts[2].multiselect("Weights", WEIGHT_DTYPES, default=[sc.weight_dtype], key="simulate_weights")
+kvs = opts[3].multiselect("KV cache", KV_OPTIONS, default=[sc.kv_cache_dtype] if sc.kv_cache_dtype in KV_OPTIONS
+                          else ["auto"], key="simulate_kvs")
+exhaustive = opts[4].toggle("Search all", value=False, key="simulate_exhaustive",
+                            help=SearchSettings.model_fields["exhaustive"].description)
+if not (gpus and tps and weights and kvs):
+    st.info("Pick at least one card, TP size, weight and KV precision.", icon=":material/info:")
+    st.stop()
+base = sc.model_copy(update={"num_gpus": None})
+with shown_errors("Searching deployments"):
+    space = CandidateSpace(gpus=tuple(gpus), tp=tuple(tps), weight_dtypes=tuple(weights), kv_cache_dtypes=tuple(kvs),
+                           base=base)
+    plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive))
+
+best = plan.recommendation
+if best is None:
+    st.error("No candidate meets " + plan.slo.describe() + ". The table says which target fails first and by how much.",
+             icon=":material/block:")
+else:
+    with st.container(border=True):
+        st.markdown(f"**{best.replicas} replica(s) of {best.label}**: {best.total_gpus} GPU(s) in all · up to "
+                    f"{best.max_rate_per_replica_per_s:,.2f} req/s per replica (limit: {best.limiting_target})")
+        m = st.columns(5)
+        m[0].metric("$/hour", fmt_usd(best.usd_per_hour), help=CandidateResult.model_fields["usd_per_hour"].description)
+        m[1].metric("$ per 1M input tokens", fmt_usd(best.usd_per_1m_input_tokens),
+                    help=CandidateResult.model_fields["usd_per_1m_input_tokens"].description)
+        m[2].metric("$ per 1M output tokens", fmt_usd(best.usd_per_1m_output_tokens),
+                    help=CandidateResult.model_fields["usd_per_1m_output_tokens"].description)
+        energy = best.energy_kwh_per_1m_output_tokens_upper_bound
+        m[3].metric("kWh per 1M output tokens", "unknown" if energy is None else f"≤ {energy:,.3f}",
+                    help=CandidateResult.model_fields["energy_kwh_per_1m_output_tokens_upper_bound"].description)
+        op = best.operating_point
+        m[4].metric(f"P99 TTFT at {op.request_rate_per_s:,.2f} req/s", fmt_seconds(op.ttft_seconds.p99),
+                    help="Simulated at the operating point: the target rate shared by the replicas.")
+        link = export_link(best)
+        if link:
+            st.link_button("Open the Export page with this deployment", link, icon=":material/download:")
+            st.caption("Opens in a new tab with the sidebar set to this deployment (the rest of your inputs kept), "
+                       "where the Export page writes its vLLM, SGLang and Kubernetes files.")
+        else:
+            st.caption("An uploaded config.json cannot travel in a link: set the sidebar to this deployment by hand, "
+                       "then open the Export page.")
+st.caption(f"Ranked by {plan.ranked_by.replace('_', ' ')} · simulated ({plan.step_time_kind or 'no'} step times) · "
+           f"search took {plan.search_seconds:.1f} s. " + " ".join(plan.notes))
+table_tab, pareto_tab = st.tabs(["Candidates", "Throughput vs interactivity"])
+with table_tab:
+    number = st.column_config.NumberColumn
+    st.dataframe(candidates_table(plan), hide_index=True, key="simulate_candidates", column_config={
+        "saturation req/s": number(format="%.2f"), "max req/s per replica": number(format="%.2f"),
+        "$/hour": number(format="$%.2f"), "$/1M input": number(format="$%.3f"), "$/1M output": number(format="$%.3f"),
+        "kWh/1M output (TDP bound)": number(format="%.3f"),
+    })
+with pareto_tab:
+    st.plotly_chart(pareto_chart(plan), key="simulate_pareto")
+    st.caption("Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
+               "beats on both axes.")

@@ -1,0 +1,166 @@
+"""``simulate``: P50/P90/P99 TTFT, TPOT, ITL and end-to-end latency of one replica at a request rate.
+
+The workload flags (``--qps`` / ``--concurrency`` / ``--trace``, lengths and their distribution,
+prefix-cache hit rate, seed) are shared with the ``slo`` command, which imports them from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from planner.commands.common import (
+    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions, fmt_int,
+    fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table, to_jsonable,
+)
+from planner.errors import ScenarioError
+from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
+from planner.serve.workload import ConcurrencyArrivals, PoissonArrivals, TraceArrivals, Workload
+
+NAME = "simulate"
+HELP = ("Serve a workload on one replica in a discrete-event simulation of vLLM's continuous batching: "
+        "P50/P90/P99 TTFT, TPOT, ITL, end-to-end latency, throughput and preemptions at a request rate.")
+EXAMPLE = ("python -m planner simulate meta-llama/Llama-3.1-8B --qps 5 --num-requests 2000 --input-len 512 "
+           "--output-len 256 --format json")
+
+OUTPUT_KEYS = {
+    "model": "The model simulated (repo id, catalog name or path).",
+    "gpu_id": "Hardware profile id (--gpu).",
+    **field_descriptions(ServingResult),
+}
+
+_W = Workload.model_fields
+
+
+def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool = False) -> None:
+    """Traffic and request lengths; ``slo`` requires --qps (its target), ``simulate`` takes any one arrival flag."""
+    w = parser.add_argument_group("workload (as vllm bench serve)")
+    arrivals = w.add_mutually_exclusive_group(required=rate_required)
+    arrivals.add_argument(
+        "--qps", "--request-rate", dest="qps", metavar="R", type=float, default=None,
+        help="Poisson arrivals at R requests per second" + (" (the total rate to serve)." if rate_required else
+                                                           f". Default: {PoissonArrivals().request_rate_per_s:g}."),
+    )
+    if not rate_required:
+        arrivals.add_argument(
+            "--concurrency", "--max-concurrency", dest="concurrency", metavar="N", type=int, default=None,
+            help="Closed loop: N requests in flight, a new one as soon as one finishes.",
+        )
+    arrivals.add_argument(
+        "--trace", metavar="FILE", default=None,
+        help="Replay a CSV or JSONL trace with arrival_time_s, input_tokens, output_tokens per row"
+        + (" (time-scaled to each probed rate)." if rate_required else "."),
+    )
+    if not rate_required:
+        w.add_argument("--num-requests", "--num-prompts", dest="num_requests", metavar="N", type=int,
+                       default=_W["num_requests"].default,
+                       help="Requests to simulate (with --trace: its first N rows). Default: %(default)s.")
+    w.add_argument("--input-len", metavar="N", type=float, default=1024,
+                   help="Mean prompt length, in tokens. Default: %(default)s.")
+    w.add_argument("--output-len", metavar="N", type=float, default=256,
+                   help="Mean output length, in tokens. Default: %(default)s.")
+    w.add_argument("--length-dist", choices=LENGTH_DISTRIBUTIONS, default="fixed",
+                   help="Distribution of both lengths: fixed, uniform (mean +- sqrt(3) x std), normal or lognormal "
+                   "(with the given mean and standard deviation). Default: %(default)s.")
+    w.add_argument("--input-len-std", metavar="N", type=float, default=0.0,
+                   help="Standard deviation of the prompt length, in tokens (needs --length-dist other than fixed).")
+    w.add_argument("--output-len-std", metavar="N", type=float, default=0.0,
+                   help="Standard deviation of the output length, in tokens (needs --length-dist other than fixed).")
+    w.add_argument("--prefix-cache-hit-rate", metavar="F", type=float, default=0.0,
+                   help=_W["prefix_cache_hit_rate"].description)
+    w.add_argument("--seed", metavar="N", type=int, default=0, help=_W["seed"].description)
+
+
+def _lengths(args: argparse.Namespace, which: str):
+    flag = f"--{which}-len"
+    try:
+        return length_distribution(args.length_dist, getattr(args, f"{which}_len"), getattr(args, f"{which}_len_std"),
+                                   flag)
+    except ScenarioError as err:  # name the flags the user typed
+        raise ScenarioError(err.message.replace(f"{flag} spread", f"{flag}-std").replace(
+            "but it is fixed", "but --length-dist is fixed"), hint=err.hint) from None
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """The Workload the workload flags describe (pydantic and the core check the values)."""
+    if args.trace:
+        arrivals = TraceArrivals(path=args.trace)
+    elif getattr(args, "concurrency", None) is not None:
+        arrivals = ConcurrencyArrivals(concurrency=args.concurrency)
+    elif args.qps is not None:
+        if not (args.qps > 0 and math.isfinite(args.qps)):
+            raise ScenarioError(f"--qps {args.qps:g}: a request rate is a finite number > 0.",
+                                hint="For saturation use --concurrency N instead of an infinite rate.")
+        arrivals = PoissonArrivals(request_rate_per_s=args.qps)
+    else:
+        arrivals = PoissonArrivals()
+    num = getattr(args, "num_requests", _W["num_requests"].default)
+    if args.trace and num == _W["num_requests"].default:
+        num = None  # replay the whole trace unless a count was asked for
+    return Workload(
+        arrivals=arrivals,
+        num_requests=num,
+        input_tokens=_lengths(args, "input"),
+        output_tokens=_lengths(args, "output"),
+        prefix_cache_hit_rate=args.prefix_cache_hit_rate,
+        seed=args.seed,
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_argument(parser)
+    add_scenario_flags(parser, workload=False)
+    add_workload_flags(parser)
+    parser.add_argument("--static", action="store_true",
+                        help="Static batching instead of continuous: up to max_num_seqs requests per batch, "
+                        "decoded until the longest is done, nothing admitted meanwhile.")
+    add_efficiency_flag(parser)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    spec, _ = load_model(args)
+    workload = workload_from_args(args)
+    # The Scenario's own (static-batch) workload takes whole tokens: give it the rounded means.
+    whole = {key: max(1, round(getattr(args, key))) for key in ("input_len", "output_len")}
+    sc = scenario_from_args(argparse.Namespace(**{**vars(args), **whole}))
+    hw = hardware_from_args(args)
+    result = simulate_scenario(spec, hw, sc, workload, efficiency_from_args(args, hw),
+                               mode="static" if args.static else "continuous")
+    return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
+
+
+def render_table(r: dict[str, Any]) -> str:
+    res = ServingResult.model_validate({k: v for k, v in r.items() if k in ServingResult.model_fields})
+    kind = kind_text(res.step_time_kind)
+    rows = []
+    for label, stats in (("TTFT (queueing included)", res.ttft_seconds), ("TPOT", res.tpot_seconds),
+                         ("ITL", res.itl_seconds), ("end to end", res.e2e_seconds)):
+        if stats is None:
+            rows.append((label, "unknown", "", "", "", kind))
+        else:
+            rows.append((label, fmt_seconds(stats.mean), fmt_seconds(stats.p50), fmt_seconds(stats.p90),
+                         fmt_seconds(stats.p99), kind))
+    sched = res.scheduler
+    title = (f"{res.model_name} on {res.gpus_per_replica} x {res.gpu_name}, one replica, {res.mode} batching: "
+             f"{res.label}")
+    latency = table(["", "mean", "P50", "P90", "P99", "kind"], rows, title=title, right=(1, 2, 3, 4))
+    per_s = lambda v, unit: "unknown" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
+    served = table(["", "value"], [
+        ("requests completed / offered", f"{res.num_completed:,} / {res.num_requests:,}"),
+        ("output throughput", per_s(res.throughput_tokens_per_s, "tokens/s")),
+        ("total throughput (input + output)", per_s(res.total_throughput_tokens_per_s, "tokens/s")),
+        ("request throughput", "unknown" if res.requests_per_s is None else f"{res.requests_per_s:,.3f} req/s"),
+        ("duration (simulated)", fmt_seconds(res.duration_seconds)),
+        ("mean requests in the system", "unknown" if res.mean_requests_in_system is None
+         else f"{res.mean_requests_in_system:,.1f}"),
+        ("preemptions (recompute)", f"{res.preemptions:,} ({fmt_int(res.recomputed_tokens)} tokens recomputed)"),
+        ("engine steps", f"{res.num_steps:,}"),
+        ("KV cache", f"{sched.num_gpu_blocks:,} blocks of {sched.block_size_tokens} tokens"),
+        ("limits", f"max_num_seqs {sched.max_num_seqs:,}, max_num_batched_tokens {sched.max_num_batched_tokens:,}, "
+                   f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}"),
+    ])
+    parts: list[Any] = [latency, served]
+    for reason in res.rejection_reasons:
+        parts.append(heading(f"refused: {reason}"))
+    return render(*parts)

@@ -1,0 +1,206 @@
+"""Replica: one planned deployment (model, card, Scenario) served by the simulator.
+
+The bridge between the planner's static estimates and the serving simulator. For one replica of
+``sc`` (tp x pp GPUs) it reads the engine limits vLLM would start with from the memory plan
+(``plan_memory``: KV blocks, block size, max_num_seqs, max_num_batched_tokens, max_model_len,
+chunked prefill), times every engine step with the planner's own roofline
+(``StepTimeModel``: calibrated factors when the card has them, else the fitted defaults, or a
+pure bound), and runs ``simulate``. The numbers it returns are simulated, and say from what:
+``step_time_kind`` is "estimate", "calibrated" or "bound" like the latency model behind them.
+
+``static_vs_continuous`` runs the same requests twice, once with vLLM's continuous batching and
+once with static batches, to show what continuous batching buys on that workload.
+``length_distribution`` turns the faces' "mean and spread" inputs into a workload length spec.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.efficiency import Efficiency
+from planner.errors import ScenarioError
+from planner.estimate.latency import StepTimeModel
+from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.roofline import PredictionKind
+from planner.hardware import HardwareProfile
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+from planner.serve.simulate import SchedulerConfig, SimulationResult, simulate
+from planner.serve.workload import FixedLength, LognormalLength, NormalLength, UniformLength, Workload
+
+_SPEC = ConfigDict(frozen=True, extra="forbid")
+
+
+LENGTH_DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
+LengthSpec = Union[FixedLength, UniformLength, NormalLength, LognormalLength]
+
+
+def length_distribution(kind: str, mean_tokens: float, std_tokens: float = 0.0, name: str = "length") -> LengthSpec:
+    """A request-length distribution from its mean and standard deviation, in tokens.
+
+    fixed: every request ``mean_tokens`` long (a whole number, no spread); uniform: whole numbers in
+    mean +- sqrt(3) x std (that range has the given std); normal and lognormal: the given mean and
+    std (rounded, clipped to >= 1). ``name`` is how the caller calls the input, for the message.
+    Example: uniform, mean 512, std 100 -> 339 to 685 tokens.
+    """
+    if kind not in LENGTH_DISTRIBUTIONS:
+        raise ScenarioError(f"unknown length distribution {kind!r}.", hint=f"Use one of {', '.join(LENGTH_DISTRIBUTIONS)}.")
+    if kind == "fixed":
+        if std_tokens:
+            raise ScenarioError(f"{name} spread {std_tokens:g} needs a length distribution, but it is fixed.",
+                                hint="Pick lognormal (or uniform, normal), or set the spread to 0.")
+        if mean_tokens < 1 or mean_tokens != int(mean_tokens):
+            raise ScenarioError(f"{name} {mean_tokens:g}: a fixed length is a whole number of tokens >= 1.",
+                                hint=f"Use e.g. {max(1, round(mean_tokens))}.")
+        return FixedLength(tokens=int(mean_tokens))
+    if not mean_tokens > 0 or std_tokens < 0:
+        raise ScenarioError(f"{name} mean {mean_tokens:g} with spread {std_tokens:g}: the mean must be > 0 and the "
+                            "spread >= 0.", hint="For example a mean of 512 tokens and a spread of 128.")
+    if kind == "uniform":
+        half = math.sqrt(3.0) * std_tokens
+        return UniformLength(low_tokens=max(1, round(mean_tokens - half)), high_tokens=max(1, round(mean_tokens + half)))
+    if kind == "normal":
+        return NormalLength(mean_tokens=mean_tokens, std_tokens=std_tokens)
+    return LognormalLength(mean_tokens=mean_tokens, std_tokens=std_tokens)
+
+
+class ServingResult(SimulationResult):
+    """A simulated replica of a planned deployment: the simulator's metrics, labelled with their source.
+
+    Every field of ``SimulationResult`` (TTFT, TPOT, ITL, E2E as ``vllm bench serve`` defines them;
+    throughput; preemptions; timeline) plus what produced them. All numbers are per replica.
+    """
+
+    step_time_kind: PredictionKind = Field(
+        description="What timed each step: 'estimate' (roofline with factors fitted to public "
+        "measurements), 'calibrated' (factors measured on this card) or 'bound' (pure roofline, "
+        "no overheads: a lower bound on latency)."
+    )
+    label: str = Field(description="One-line label for the numbers, e.g. 'simulated (estimate step times)'.")
+    model_name: str = Field(description="Model the replica serves (repo id, catalog name or path).")
+    gpu_name: str = Field(description="Card of the replica, as its profile names it.")
+    gpus_per_replica: int = Field(description="GPUs of one replica: tp x pp, a count.")
+    scheduler: SchedulerConfig = Field(description="Engine limits the replica ran with (from the memory plan).")
+    memory_verdict: str = Field(description="The memory plan's one-line verdict for this scenario.")
+
+
+class StaticVsContinuous(BaseModel):
+    """The same requests served with continuous batching and with static batches."""
+
+    model_config = _SPEC
+
+    continuous: ServingResult = Field(description="vLLM V1 continuous batching.")
+    static: ServingResult = Field(
+        description="Static batching: up to max_num_seqs requests per batch, prefill, decode until the "
+        "longest is done, nothing admitted meanwhile."
+    )
+    throughput_gain: float | None = Field(
+        description="Continuous over static output throughput (tokens/s ratio, unitless); None when "
+        "either served nothing."
+    )
+    ttft_p50_ratio: float | None = Field(
+        description="Static over continuous median TTFT (unitless); None when unknown."
+    )
+
+
+def scheduler_config(
+    plan: MemoryPlan, sc: Scenario, mode: Literal["continuous", "static"] = "continuous"
+) -> SchedulerConfig:
+    """The engine limits vLLM would start with, read from the memory plan (not re-derived)."""
+    res = plan.resolved
+    return SchedulerConfig(
+        num_gpu_blocks=plan.num_gpu_blocks,
+        block_size_tokens=res.block_size,
+        max_num_seqs=res.max_num_seqs,
+        max_num_batched_tokens=res.max_num_batched_tokens,
+        enable_chunked_prefill=sc.enable_chunked_prefill,
+        max_model_len=res.max_model_len,
+        mode=mode,
+    )
+
+
+def planned_replica(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario
+) -> tuple[MemoryPlan, SchedulerConfig]:
+    """Memory plan and scheduler limits of one replica; ScenarioError when vLLM would not start."""
+    plan = plan_memory(model, hw, sc, suggest=False)
+    if not plan.fits or plan.num_gpu_blocks < 1:
+        hint = "Try a larger --tp, --weight-dtype fp8, --kv-cache-dtype fp8 or a smaller --max-model-len."
+        full = plan_memory(model, hw, sc, suggest=True)
+        if full.suggestions:
+            hint = "Options: " + "; ".join(full.suggestions) + "."
+        raise ScenarioError(f"{model.name} on {sc.tp * sc.pp} x {hw.name}: {plan.reason}.", hint=hint)
+    return plan, scheduler_config(plan, sc)
+
+
+def simulate_scenario(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: Workload,
+    efficiency: Efficiency | None = None,
+    *,
+    mode: Literal["continuous", "static"] = "continuous",
+    step_model: StepTimeModel | None = None,
+) -> ServingResult:
+    """Simulate ``workload`` on one replica of ``sc``; raises ScenarioError if the plan does not start.
+
+    ``step_model`` reuses a ``StepTimeModel`` built for this model, card and scenario (the SLO
+    search builds each once); by default one is built here with ``efficiency`` (None: the card's
+    calibration when it has one, else the fitted defaults).
+    """
+    plan, scheduler = planned_replica(model, hw, sc)
+    if mode != "continuous":
+        scheduler = scheduler.model_copy(update={"mode": mode})
+    step = step_model or StepTimeModel(model, hw, sc, efficiency)
+    return label_result(simulate(workload, scheduler, step), step, model, hw, sc, scheduler, plan.reason)
+
+
+def label_result(
+    result: SimulationResult,
+    step: StepTimeModel,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    scheduler: SchedulerConfig,
+    memory_verdict: str,
+) -> ServingResult:
+    """Attach what produced a simulation's numbers (step-time kind, deployment, limits)."""
+    fields = {name: getattr(result, name) for name in SimulationResult.model_fields}
+    return ServingResult(
+        **fields,
+        step_time_kind=step.kind,
+        label=f"simulated ({step.kind} step times)",
+        model_name=model.name,
+        gpu_name=hw.name,
+        gpus_per_replica=sc.tp * sc.pp,
+        scheduler=scheduler,
+        memory_verdict=memory_verdict,
+    )
+
+
+def static_vs_continuous(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: Workload,
+    efficiency: Efficiency | None = None,
+) -> StaticVsContinuous:
+    """Serve the same requests (same seed) with continuous and with static batching.
+
+    Static batching pads every batch to its longest answer and admits nothing until the batch
+    is done, so with varied output lengths continuous batching finishes the same work sooner.
+    """
+    step = StepTimeModel(model, hw, sc, efficiency)
+    cont = simulate_scenario(model, hw, sc, workload, mode="continuous", step_model=step)
+    stat = simulate_scenario(model, hw, sc, workload, mode="static", step_model=step)
+    gain = None
+    if cont.throughput_tokens_per_s and stat.throughput_tokens_per_s:
+        gain = cont.throughput_tokens_per_s / stat.throughput_tokens_per_s
+    ttft_ratio = None
+    if cont.ttft_seconds and stat.ttft_seconds and cont.ttft_seconds.p50 > 0:
+        ttft_ratio = stat.ttft_seconds.p50 / cont.ttft_seconds.p50
+    return StaticVsContinuous(continuous=cont, static=stat, throughput_gain=gain, ttft_p50_ratio=ttft_ratio)
