@@ -74,6 +74,7 @@ PARAMS = (
     Param("gemm_fraction_small", 0.05, 1.0),
     Param("gemm_m_knee_tokens", 16, 16384, log=True, integer=True),
     Param("attention_fraction", 0.15, 1.0),
+    Param("grouped_gemm_fraction", 0.2, 1.0),
     Param("step_overhead_seconds", 1e-5, 0.03, log=True),
     Param("kernel_launch_seconds", 1e-7, 3e-5, log=True),
     Param("graph_launch_seconds", 1e-8, 1e-5, log=True),

@@ -4,7 +4,7 @@ A roofline says the least time an operation can take; engines reach a fraction o
 bandwidth and FLOP/s, pay a launch cost per kernel (eager) or per step (CUDA graphs), and lose
 time in all-reduce. These factors turn a bound into an estimate. The defaults are fitted to the
 published measurements in ``shared/reference/measured_public.json`` (see
-``planner/estimate/fit.py`` and ``docs/calibration.md``); a card's own micro-benchmarks replace
+``benchmarks/fit_efficiency.py`` and ``docs/calibration.md``); a card's own micro-benchmarks replace
 them (``kind="calibrated"``).
 """
 
@@ -36,6 +36,10 @@ class Efficiency(BaseModel):
     )
     gemm_m_knee_tokens: int = Field(
         1024, ge=1, description="Rows (tokens) of a GEMM at which it reaches gemm_fraction_large."
+    )
+    grouped_gemm_fraction: float = Field(
+        1.0, gt=0, le=1, description="Fused-MoE grouped GEMMs reach this fraction of what a dense GEMM of the same "
+        "rows achieves, in both FLOP/s and bandwidth (unitless)."
     )
     attention_fraction: float = Field(
         0.6, gt=0, le=1, description="Achieved fraction of peak (FLOP/s and bandwidth) for attention kernels (unitless)."

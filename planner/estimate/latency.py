@@ -136,7 +136,7 @@ def step_work(model: ModelSpec, res) -> StepWork:
         layer, n = model.layers[idx[0]], len(idx)
         for op in layer.ops(one):
             kernels += op.kernels * n
-            if op.kind == "gemm" and op.name.startswith("moe.experts"):
+            if op.kind == "grouped_gemm":
                 row = moe.setdefault((layer.ffn.num_experts, layer.ffn.experts_per_token), [0.0, 0.0, 0.0])
                 row[0] += n * op.weight_bytes / layer.ffn.expected_distinct_experts(1)
                 row[1] += n * op.flops
@@ -214,8 +214,9 @@ class StepTimeModel:
         for E, k, per_expert, flops, act in w.moe:
             touched = E * (1.0 - (1.0 - k / E) ** T)
             rows = max(1, round(T * k / max(touched, 1.0)))  # tokens per touched expert: the GEMMs' M
-            t_lin += max(T * flops / (self.peak * gemm_fraction(eff, rows)),
-                         (per_expert * touched + T * act) / (self.bw * eff.bandwidth_fraction))
+            g = eff.grouped_gemm_fraction
+            t_lin += max(T * flops / (self.peak * gemm_fraction(eff, rows) * g),
+                         (per_expert * touched + T * act) / (self.bw * eff.bandwidth_fraction * g))
         pairs = prefill_attention_pairs + decode_kv_tokens
         kv_read = (decode_kv_tokens + prefill_tokens) * w.kv_bytes_per_token + T * w.kv_write_per_token
         t_attn = max(pairs * w.attn_flops_per_pair / (self.peak * eff.attention_fraction),

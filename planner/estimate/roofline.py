@@ -111,8 +111,10 @@ def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool) ->
         t = eff.allreduce_latency_seconds + 2 * (tp - 1) / tp * op.comm_bytes / (link * eff.allreduce_fraction)
         return max(t, launch), "interconnect" if t >= launch else "overhead", 0.0, 0.0, launch, compute_dtype
     peak = hw.peak_flops_per_s[compute_dtype]
-    frac = {"gemm": gemm_fraction(eff, op.gemm_m_tokens), "attention": eff.attention_fraction}.get(op.kind, eff.gemm_fraction_large)
-    bw_frac = eff.attention_fraction if op.kind == "attention" else eff.bandwidth_fraction
+    grouped = eff.grouped_gemm_fraction if op.kind == "grouped_gemm" else 1.0
+    frac = {"gemm": gemm_fraction(eff, op.gemm_m_tokens), "grouped_gemm": gemm_fraction(eff, op.gemm_m_tokens) * grouped,
+            "attention": eff.attention_fraction}.get(op.kind, eff.gemm_fraction_large)
+    bw_frac = eff.attention_fraction if op.kind == "attention" else eff.bandwidth_fraction * grouped
     t_c = op.flops / (peak * frac)
     t_m = op.bytes / (hw.hbm_bandwidth_bytes_per_s * bw_frac)
     t = max(t_c, t_m, launch)

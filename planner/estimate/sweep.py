@@ -60,7 +60,8 @@ def decode_seconds(w: StepWork, peak, bw, link, eff: dict[str, np.ndarray], grap
         touched = E * (1.0 - (1.0 - k / E) ** T)
         rows = np.maximum(1, np.round(T * k / np.maximum(touched, 1.0)))
         mfrac = _gemm_fraction(eff["gemm_fraction_small"], eff["gemm_fraction_large"], eff["gemm_m_knee_tokens"], rows)
-        t_lin = t_lin + np.maximum(T * flops / (peak * mfrac), (per_expert * touched + T * act) / (bw * eff["bandwidth_fraction"]))
+        g = eff["grouped_gemm_fraction"]
+        t_lin = t_lin + np.maximum(T * flops / (peak * mfrac * g), (per_expert * touched + T * act) / (bw * eff["bandwidth_fraction"] * g))
     kv_tokens = batch * context
     t_attn = np.maximum(kv_tokens * w.attn_flops_per_pair / (peak * eff["attention_fraction"]),
                         (kv_tokens * w.kv_bytes_per_token + T * w.kv_write_per_token) / (bw * eff["attention_fraction"]))

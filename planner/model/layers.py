@@ -347,7 +347,7 @@ class MoE(_Block):
                activation_bytes=T * (h + E) * shape.act_bytes, gemm_m_tokens=T),
             Op(
                 name=f"moe.experts ({touched:.1f} of {E} touched)",
-                kind="gemm",
+                kind="grouped_gemm",
                 flops=2.0 * routed_tokens * 3 * h * I / shape.tp,
                 weight_bytes=expert_weights,
                 activation_bytes=routed_tokens * (2 * h + 3 * I / shape.tp) * shape.act_bytes,

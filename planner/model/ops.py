@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-OpKind = Literal["gemm", "attention", "elementwise", "scan", "allreduce"]
+OpKind = Literal["gemm", "grouped_gemm", "attention", "elementwise", "scan", "allreduce"]
 
 
 class Op(BaseModel):

@@ -298,7 +298,7 @@ class StepOps:
         return ops + eff.step_overhead_seconds
 
 
-_KINDS = {"gemm": 0, "attention": 1, "allreduce": 3}
+_KINDS = {"gemm": 0, "attention": 1, "allreduce": 3, "grouped_gemm": 4}
 
 
 class StepOpsBatch:
@@ -342,8 +342,10 @@ class StepOpsBatch:
         x = np.log(a["m"].clip(1, knee)) / math.log(knee)
         ramp = eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
         gemm_frac = np.where(a["m"] >= eff.gemm_m_knee_tokens, eff.gemm_fraction_large, ramp)
-        frac = np.where(kind == 0, gemm_frac, np.where(kind == 1, eff.attention_fraction, eff.gemm_fraction_large))
-        bw_frac = np.where(kind == 1, eff.attention_fraction, eff.bandwidth_fraction)
+        grouped = np.where(kind == 4, eff.grouped_gemm_fraction, 1.0)
+        frac = np.where(kind == 0, gemm_frac, np.where(kind == 4, gemm_frac * grouped,
+                        np.where(kind == 1, eff.attention_fraction, eff.gemm_fraction_large)))
+        bw_frac = np.where(kind == 1, eff.attention_fraction, eff.bandwidth_fraction * grouped)
         launch = a["kernels"] * np.where(a["graphs"] > 0, eff.graph_launch_seconds, eff.kernel_launch_seconds)
         t = np.maximum(np.maximum(a["flops"] / (a["peak"] * frac), a["bytes"] / (a["bw"] * bw_frac)), launch)
         reduce = eff.allreduce_latency_seconds + a["ring"] * a["comm"] / (a["link"] * eff.allreduce_fraction)
