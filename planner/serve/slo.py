@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.efficiency import Efficiency
 from planner.errors import HardwareProfileError, PlannerError, ScenarioError
+from planner.estimate.cost import gpu_hours_per_million_tokens, kwh_per_million_tokens_upper_bound, usd_per_million_tokens
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import plan_memory
 from planner.estimate.roofline import PredictionKind
@@ -77,8 +78,6 @@ MIN_REQUESTS_PER_PROBE = 200
 (down to this) because each costs many more steps per request and its requests barely interact."""
 SATURATION_WAVES = 4
 """The saturation run sends this many times the requests in flight (the first wave is not counted)."""
-SECONDS_PER_HOUR = 3600.0
-TOKENS_PER_MILLION = 1e6
 
 Metric = Literal["ttft", "tpot", "e2e"]
 Statistic = Literal["mean", "p50", "p90", "p99"]
@@ -785,16 +784,16 @@ def _costed(cand: _Candidate, target: float, best: float, replicas: int, saturat
     traffic = cand.traffic
     in_per_s = target * float(np.mean(traffic.inputs))
     out_per_s = target * float(np.mean(traffic.outputs))
-    gh_in = total_gpus * share / (in_per_s * SECONDS_PER_HOUR) * TOKENS_PER_MILLION if in_per_s else None
-    gh_out = total_gpus * (1 - share) / (out_per_s * SECONDS_PER_HOUR) * TOKENS_PER_MILLION
-    times = lambda gh, k: None if gh is None or k is None else gh * k  # noqa: E731
-    kw = hw.tdp_watts / 1000 if hw.tdp_watts else None
+    gh_in = gpu_hours_per_million_tokens(total_gpus, in_per_s, share)
+    gh_out = gpu_hours_per_million_tokens(total_gpus, out_per_s, 1 - share)
+    tdp = hw.tdp_watts
     return dict(
         replicas=replicas, total_gpus=total_gpus, usd_per_hour=total_gpus * price if price else None,
         operating_point=op, gpu_hours_per_1m_input_tokens=gh_in, gpu_hours_per_1m_output_tokens=gh_out,
-        usd_per_1m_input_tokens=times(gh_in, price), usd_per_1m_output_tokens=times(gh_out, price),
-        energy_kwh_per_1m_input_tokens_upper_bound=times(gh_in, kw),
-        energy_kwh_per_1m_output_tokens_upper_bound=times(gh_out, kw),
+        usd_per_1m_input_tokens=usd_per_million_tokens(price, total_gpus, in_per_s, share),
+        usd_per_1m_output_tokens=usd_per_million_tokens(price, total_gpus, out_per_s, 1 - share),
+        energy_kwh_per_1m_input_tokens_upper_bound=kwh_per_million_tokens_upper_bound(tdp, total_gpus, in_per_s, share),
+        energy_kwh_per_1m_output_tokens_upper_bound=kwh_per_million_tokens_upper_bound(tdp, total_gpus, out_per_s, 1 - share),
     )
 
 
