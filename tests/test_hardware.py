@@ -185,7 +185,7 @@ def test_a100_has_no_fp8_tensor_cores_and_falls_back_to_bf16():
 
 def test_fp4_is_native_only_on_blackwell():
     native = {p.id for p in load_profiles().values() if p.has_native("fp4")}
-    assert native == {"b200", "gb200", "rtx-5090"}
+    assert native == {"b200", "gb200", "rtx-5090", "rtx-pro-6000"}
     h100 = get_profile("h100-sxm")
     assert h100.compute_dtype_for("nvfp4") == "bf16"  # W4A16 weight-only kernels
 
@@ -288,7 +288,7 @@ def test_unknown_id_lists_the_known_ids():
         ("NVIDIA H100 80GB HBM3", 10 * GiB, None),
         ("NVIDIA A100 80GB PCIe", 81_920 * MiB, None),
         ("NVIDIA L40", None, None),
-        ("NVIDIA GeForce RTX 3090", 24_576 * MiB, None),
+        ("NVIDIA GeForce RTX 3090", 24_576 * MiB, "rtx-3090"),
     ],
 )
 def test_match_profile(device_name, memory_bytes, expected):

@@ -150,9 +150,8 @@ def test_ttft_record_is_a_prefill(records):
 
 UNEXPRESSED_CASES = [
     # (conditions, expected reason category, phrase of the reason)
-    (dict(model="Llama-2-70B", metric="output_throughput_total"), "model not in catalog", "Llama-2-70B"),
-    (dict(gpu="GH200-120GB"), "GPU not profiled", "GH200"),
-    (dict(gpu="RTX-3090-24GB", metric="num_gpu_blocks"), "GPU not profiled", "RTX-3090"),
+    (dict(model="GPT-J-6B", metric="output_throughput_total"), "model not in catalog", "GPT-J-6B"),
+    (dict(model="Llama-4-Scout-17B-16E (MoE)"), "model not in catalog", "Llama-4-Scout"),
     (dict(notes__has="Parallelism: DEP4", model="DeepSeek-R1*"), "parallelism not modelled", "DEP4"),
     (dict(engine="vLLM v0.5.4 (chunked prefill on, scheduler steps N/A)"), "flagged INCOMPLETE/AMBIGUOUS", "GPU type inferred"),
     (dict(metric="median_itl", engine="vLLM v0.6.0 (--num-scheduler-steps 10, max_model_len 4096, gpu_memory_utilization 0.9)"),
@@ -160,8 +159,8 @@ UNEXPRESSED_CASES = [
     (dict(model="Llama-2-70B", tp="max TP/PP/DP config (not specified)"), "flagged INCOMPLETE/AMBIGUOUS", "parallelism"),
     (dict(model="neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8", metric="num_gpu_blocks"),
      "flagged INCOMPLETE/AMBIGUOUS", "GPU model not stated"),
-    (dict(model="Llama-3.3-70B-Instruct", notes__has="Parallelism: TP1,PP2"), "GPU not profiled", "RTX-PRO-6000"),
-    # The same pipeline-parallel row as if measured on a profiled card: the parallelism is the reason.
+    (dict(model="Llama-3.3-70B-Instruct", notes__has="Parallelism: TP1,PP2"), "parallelism not modelled", "PP2"),
+    # The same pipeline-parallel row moved to another profiled card: the parallelism is still the reason.
     (dict(model="Llama-3.3-70B-Instruct", notes__has="Parallelism: TP1,PP2", _as_gpu="B200-180GB"),
      "parallelism not modelled", "PP2"),
 ]

@@ -56,8 +56,8 @@ def test_v0_single_line_format_rtx3090_20k():
     """vllm-project/vllm#10517, 20k: V0 0.6.4 key=value line; Llama-3.1-8B on a 23.58 GiB card."""
     rec = reconcile(parse_vllm_log(load("v0_issue10517_llama8b_rtx3090_20k.log")), model="meta-llama/Llama-3.1-8B")
     t = terms(rec)
-    # the card: no RTX 3090 profile; the RTX 4090 has the same CUDA total within 0.5%; the printed total is used
-    assert rec.card == "rtx-4090" and "23.58 GiB" in rec.card_how
+    # the card: the rtx-3090 profile's CUDA total is the 23.58 GiB this log printed
+    assert rec.card == "rtx-3090" and "23.58 GiB" in rec.card_how
     assert rec.engine == "V0"
     # scenario as read: max_model_len from the concurrency line, utilization from the profiling line
     assert rec.scenario.max_model_len == 20000 and rec.scenario.gpu_memory_utilization == 0.90

@@ -165,7 +165,8 @@ class ModelMatch:
 #: re-uploads share their base model's architecture; a ``note`` says when the catalog entry is an
 #: architecture-identical stand-in. ``repo_id=None``: not in the catalog (the reason says so).
 MODEL_TABLE: tuple[ModelMatch, ...] = (
-    ModelMatch(r"405b", None, "Llama-3.1-405B (and its FP8 / Hermes-3 fine-tunes)"),
+    ModelMatch(r"405b", "meta-llama/Llama-3.1-405B",
+               "stand-in: -Instruct, -FP8 and Hermes-3-Llama-3.1-405B keep Llama-3.1-405B's shapes"),
     ModelMatch(r"llama-3\.1-8b", "meta-llama/Llama-3.1-8B"),
     ModelMatch(r"llama-3\.1-70b", "meta-llama/Llama-3.1-70B"),
     ModelMatch(r"llama-3\.3-70b", "meta-llama/Llama-3.3-70B-Instruct"),
@@ -173,8 +174,8 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ModelMatch(r"(^|/)(meta-)?llama-3-70b", "meta-llama/Llama-3.1-70B",
                "stand-in: Llama-3-70B has Llama-3.1-70B's shapes (80 x 8192, GQA 64/8, FFN 28672, vocab 128256)"),
     ModelMatch(r"llama-2-7b", "meta-llama/Llama-2-7b-hf"),
-    ModelMatch(r"llama-2-13b", None, "Llama-2-13B"),
-    ModelMatch(r"llama-2-70b", None, "Llama-2-70B"),
+    ModelMatch(r"llama-2-13b", "meta-llama/Llama-2-13b-hf"),
+    ModelMatch(r"llama-2-70b", "meta-llama/Llama-2-70b-hf"),
     ModelMatch(r"llama-4-maverick", None, "Llama-4-Maverick-17B-128E"),
     ModelMatch(r"llama-4-scout", None, "Llama-4-Scout-17B-16E"),
     ModelMatch(r"mistral-7b-instruct-v0\.3", "mistralai/Mistral-7B-Instruct-v0.3"),
@@ -183,28 +184,30 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
                "stand-in: Mistral-Nemo-Instruct-2407 is the base model's architecture"),
     ModelMatch(r"mistral-large", None, "Mistral-Large-Instruct-2407"),
     ModelMatch(r"mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1"),
-    ModelMatch(r"mixtral-8x22b", None, "Mixtral-8x22B"),
+    ModelMatch(r"mixtral-8x22b-instruct", "mistralai/Mixtral-8x22B-Instruct-v0.1"),
+    ModelMatch(r"mixtral-8x22b", "mistralai/Mixtral-8x22B-Instruct-v0.1",
+               "stand-in: the base Mixtral-8x22B-v0.1 differs only in vocabulary (32000 vs 32768 tokens)"),
     ModelMatch(r"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"),
     ModelMatch(r"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"),
     ModelMatch(r"deepseek-r1", "deepseek-ai/DeepSeek-R1", "stand-in: DeepSeek-R1-0528 keeps R1's architecture"),
     ModelMatch(r"gpt-oss-120b", "openai/gpt-oss-120b"),
     ModelMatch(r"gpt-oss-20b", "openai/gpt-oss-20b"),
     ModelMatch(r"gpt-j-6b", None, "GPT-J-6B"),
-    ModelMatch(r"falcon-180b", None, "Falcon-180B"),
+    ModelMatch(r"falcon-180b", "tiiuae/falcon-180B"),
     ModelMatch(r"granite-4\.0-micro", None, "ibm-granite/granite-4.0-micro"),
 )
 
 #: Published card name (lowercase, searched) -> hardware profile id; None: no profile yet.
 GPU_TABLE: tuple[tuple[str, str | None], ...] = (
-    (r"^gh200", None),
+    (r"^gh200", "gh200"),
     (r"^h200", "h200"),
     (r"^h100", "h100-sxm"),
     (r"^a100", "a100-80gb"),
     (r"^gb200", "gb200"),
     (r"^b200", "b200"),
     (r"^l40s", "l40s"),
-    (r"rtx-pro-6000", None),
-    (r"rtx-3090", None),
+    (r"rtx-pro-6000", "rtx-pro-6000"),
+    (r"rtx-3090", "rtx-3090"),
 )
 
 #: Quantization label (quant + dtype, lowercase, searched) -> (weight_dtype, kv_cache_dtype).
