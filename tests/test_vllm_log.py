@@ -18,10 +18,11 @@ import pytest
 
 from planner.errors import ConfigError
 from planner.units import GiB
+from planner.verify.public_records import reference_dir
 from planner.verify.vllm_log import VllmStartupReport, _process_label, parse_vllm_log
 
 LOGS = Path(__file__).parent / "data" / "logs"
-REFERENCE = Path("/work/shared/reference/measured_public.json")
+REFERENCE = reference_dir() / "measured_public.json"  # ../shared/reference, else the bundled copy
 
 GIB_TOLERANCE = 0.00005
 """Printed GiB values carry 2-4 decimals; 5e-5 GiB accepts the 4-decimal ones exactly."""

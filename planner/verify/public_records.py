@@ -102,12 +102,18 @@ class PublicRecord(BaseModel):
     notes: str = Field(description="Conditions, caveats and INCOMPLETE / AMBIGUOUS flags.")
 
 
+#: A verbatim copy of shared/reference/measured_public.json, for clones without ../shared (see its README).
+BUNDLED_REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+
+
 def reference_dir() -> Path:
-    """The shared reference folder: ``$PLANNER_REFERENCE_DIR``, else ``<repo>/../shared/reference``."""
+    """The reference folder: ``$PLANNER_REFERENCE_DIR``, else ``<repo>/../shared/reference`` when it
+    exists, else the copy bundled in ``planner/verify/reference``."""
     env = os.environ.get("PLANNER_REFERENCE_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+    return shared if (shared / REFERENCE_FILE).is_file() else BUNDLED_REFERENCE_DIR
 
 
 def load_records(path: str | os.PathLike[str] | None = None) -> list[PublicRecord]:
