@@ -819,6 +819,8 @@ def _express_memory(record: PublicRecord, family: str) -> Prediction:
     if "max_model_len" in conditions:
         conditions["max_model_len"] = min(conditions["max_model_len"], model.max_position_embeddings)
     v0 = "V0" in record.engine or "0.5" in record.engine
+    if v0:  # V0 sized the KV cache before capturing CUDA graphs: the graph pool was not subtracted
+        conditions["cuda_graph_memory_bytes"] = 0
     sc = _scenario(record, model, hw, enable_chunked_prefill=not v0, **conditions)
     plan = plan_memory(model, hw, sc, suggest=False)
     value = MEMORY_METRICS[record.metric](plan)

@@ -352,6 +352,9 @@ def scenario_from_report(
         chunked = length > V0_CHUNKED_PREFILL_ABOVE_TOKENS
         defaults["enable_chunked_prefill"] = chunked
         defaults["max_num_seqs"] = V0_MAX_NUM_SEQS
+        defaults["cuda_graph_memory_bytes"] = 0
+        notes.append("V0 engine: the KV cache was sized before CUDA graphs were captured, so the graph pool is not "
+                     "subtracted from it (planned as 0)")
         if report.max_num_batched_tokens is None:
             notes.append(
                 f"V0 engine: chunked prefill {'on' if chunked else 'off'} (V0 enabled it only above "
