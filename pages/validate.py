@@ -20,7 +20,7 @@ from ui.format import fmt_bytes, fmt_count, fmt_seconds, kind_badge
 from ui.state import current_inputs
 from ui.validate import (
     SMALL_CATALOG_MODEL, GpuScan, chart_points, checks_table, default_time_limit_s, device_options, expected_kind,
-    factors_table, progress_fraction, progress_label, report_file_name, scan_gpus, slow_on_cpu, utilization_table,
+    factors_table, group_progress_label, progress_fraction, progress_label, report_file_name, scan_gpus, slow_on_cpu, utilization_table,
 )
 
 REPORT_KEY = "validate_report_json"
@@ -94,15 +94,23 @@ if kind == "cpu" and slow_on_cpu(model):
 
 if st.button("Run the benchmarks", type="primary", key="validate_start", icon=":material/play_arrow:"):
     bar = st.progress(0.0, text="Starting: importing torch and detecting the device")
+    group_area = st.container(key="validate_group_bars")
+    group_bars: dict = {}
 
     def progress(name: str, done: int, total: int) -> None:
         bar.progress(progress_fraction(done, total), text=progress_label(name, done, total))
+
+    def group_progress(group: str, done: int, total: int) -> None:  # one bar per benchmark
+        if group not in group_bars:
+            group_bars[group] = group_area.progress(0.0)
+        group_bars[group].progress(progress_fraction(done, total), text=group_progress_label(group, done, total))
 
     try:
         from planner.bench import run_validation
 
         report = run_validation(model, None, device, time_limit_s=time_limit_s, memory_fraction=memory_fraction,
-                                quick=quick, calibrate=True, write_calibration=write, progress=progress)
+                                quick=quick, calibrate=True, write_calibration=write, progress=progress,
+                                group_progress=group_progress)
     except NoGPUError as err:
         bar.empty()
         st.error(f"The benchmarks did not run: {describe(err)} On this page: choose **cpu** or **auto** above.",

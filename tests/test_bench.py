@@ -284,6 +284,15 @@ def test_progress_reports_every_check(tiny_spec):
     assert {n for _, _, n in seen} == {len(report.checks)}
 
 
+def test_group_progress_counts_each_benchmark_on_its_own(tiny_spec):
+    seen: dict[str, list] = {}
+    report = validate(tiny_spec, benchmarks=["memory_bandwidth", "launch_overhead"], calibrate=False,
+                      group_progress=lambda group, i, n: seen.setdefault(group, []).append((i, n)))
+    for group in {c.benchmark for c in report.checks}:
+        total = sum(c.benchmark == group for c in report.checks)
+        assert seen[group] == [(i, total) for i in range(1, total + 1)], group
+
+
 # ------------------------------------------------------------------------- no GPU, no NVML
 
 

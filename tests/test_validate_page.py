@@ -192,6 +192,11 @@ def test_quick_cpu_run_shows_predicted_vs_measured_and_the_calibration(page, tmp
         assert row["error (%)"] == pytest.approx(check.error_pct)
     progress = at.get("progress")
     assert progress and progress[0].proto.value == 100 and progress[0].proto.text.startswith(f"Done: {report.summary.checks} checks")
+    # one more bar per benchmark, each full: "gemm: 12 of 12 checks"
+    groups = {c.benchmark: sum(x.benchmark == c.benchmark for x in report.checks) for c in report.checks}
+    per_group = {bar.proto.text for bar in progress[1:]}
+    assert per_group == {f"{g}: {n} of {n} checks" for g, n in groups.items()}
+    assert all(bar.proto.value == 100 for bar in progress[1:])
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["yaxis"]["type"] == "log"
     assert chart["data"][0]["name"] == "y = x (exact)"

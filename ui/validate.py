@@ -164,6 +164,11 @@ def progress_label(name: str, done: int, total: int) -> str:
     return f"{done} of {total} checks: {name}"
 
 
+def group_progress_label(group: str, done: int, total: int) -> str:
+    """One benchmark's bar: 'gemm: 5 of 12 checks'."""
+    return f"{group}: {done} of {total} checks"
+
+
 # ------------------------------------------------------------------------------ tables
 
 

@@ -90,9 +90,12 @@ class Runner:
     """Runs checks one by one, turning every failure into a status with its reason."""
 
     def __init__(self, ctx: Ctx, suite: Deadline, benchmark_limit_s: float, progress: ProgressFn | None, total: int,
-                 sampler: UtilizationSampler):
+                 sampler: UtilizationSampler, group_progress: ProgressFn | None = None,
+                 group_totals: dict[str, int] | None = None):
         self.ctx, self.suite, self.limit = ctx, suite, benchmark_limit_s
         self.progress, self.total, self.done = progress, total, 0
+        self.group_progress, self.group_totals = group_progress, group_totals or {}
+        self.group_done: dict[str, int] = {}
         self.sampler = sampler
         self.outcomes: dict[str, Outcome] = {}
 
@@ -105,6 +108,10 @@ class Runner:
         if plan.name not in self.outcomes:
             self.outcomes[plan.name] = outcome
             self._tick(plan.name)
+            group = plan.benchmark
+            self.group_done[group] = self.group_done.get(group, 0) + 1
+            if self.group_progress is not None:
+                self.group_progress(group, self.group_done[group], self.group_totals.get(group, self.group_done[group]))
 
     def check(self, plan: CheckPlan, fn: Callable[[], Outcome]) -> None:
         """Run one check under the group's deadline; every exception becomes a row."""
@@ -214,6 +221,7 @@ def run_validation(
     write_calibration: bool = True,
     calibration_dir: str | None = None,
     progress: ProgressFn | None = None,
+    group_progress: ProgressFn | None = None,
     sampler_interval_s: float = 0.05,
     cpu_threads: int | None = None,
     nvml=None,
@@ -225,7 +233,8 @@ def run_validation(
     ``time_limit_s`` / ``benchmark_time_limit_s``: suite and per-group budgets (defaults by device).
     ``memory_fraction``: the most of the free memory one allocation step may take.
     ``models_scale`` < 1 shrinks widths and heads (labelled in the report) for big models on small devices.
-    ``progress(name, i, n)`` is called after each check. ``calibrate`` fits efficiency factors and,
+    ``progress(name, i, n)`` is called after each check, and ``group_progress(benchmark, i, n)`` with
+    the count within that check's benchmark group (one progress bar per benchmark). ``calibrate`` fits efficiency factors and,
     with ``write_calibration``, saves ``<card>-calibrated.yaml`` (``planner.bench.calibrate``).
     ``cpu_threads`` sets torch's CPU threads for the run (restored after); 1 gives steadier times on
     a shared machine. ``nvml`` and ``free_bytes`` replace pynvml and the free-memory reader (tests).
@@ -239,13 +248,14 @@ def run_validation(
     try:
         return _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, memory_fraction, models_scale, dtype,
                     quick, sizes, benchmarks, calibrate, write_calibration, calibration_dir, progress, sampler_interval_s, nvml,
-                    free_bytes)
+                    free_bytes, group_progress)
     finally:
         torch.set_num_threads(threads_before)
 
 
 def _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, memory_fraction, models_scale, dtype, quick, sizes,
-         benchmarks, calibrate, write_calibration, calibration_dir, progress, sampler_interval_s, nvml, free_bytes) -> ValidationReport:
+         benchmarks, calibrate, write_calibration, calibration_dir, progress, sampler_interval_s, nvml, free_bytes,
+         group_progress=None) -> ValidationReport:
     import torch
 
     from planner.bench.calibrate import calibrate_report
@@ -284,7 +294,11 @@ def _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, m
     total = sum(len(p) for _, p in groups)
 
     sampler = UtilizationSampler(kind, dev.index or 0, sampler_interval_s, nvml=nvml, pci_bus_id=dev.pci_bus_id).start()
-    runner = Runner(ctx, suite, group_s, progress, total, sampler)
+    group_totals: dict[str, int] = {}
+    for _, plans in groups:
+        for plan in plans:
+            group_totals[plan.benchmark] = group_totals.get(plan.benchmark, 0) + 1
+    runner = Runner(ctx, suite, group_s, progress, total, sampler, group_progress, group_totals)
     try:
         for name, plans in groups:
             runner.run_group(name, plans, GROUPS[name][1])
