@@ -169,3 +169,16 @@ def test_unknown_model_type_with_usual_keys_is_a_labelled_generic_estimate():
     assert spec.generic and spec.family == "generic"
     assert any("generic" in w for w in spec.warnings)
     assert spec.total_params == 8_030_261_248  # llama-shaped keys give the llama count
+
+
+def test_each_cache_kind_writes_its_own_formula():
+    """The KV formula shown on the Plan page comes from the spec classes, one per kind."""
+    text, _ = spec_for("meta-llama/Meta-Llama-3-8B").kv_specs(1, 2.0)[0].describe(32)
+    assert text == "2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 2 B = 131,072 B/token"
+    text, note = spec_for("deepseek-ai/DeepSeek-V3").kv_specs(8, 2.0)[0].describe(61)
+    assert "1 latent x 576" in text and text.endswith("= 70,272 B/token") and "not split" in note
+    sliding = next(s for s in spec_for("google/gemma-2-9b").kv_specs(1, 2.0) if s.token_cap)
+    assert "4,096 tokens" in sliding.describe(21)[1]
+    state = spec_for("state-spaces/mamba-130m-hf").kv_specs(1, 2.0)[0]
+    assert state.describe(24)[0] == f"24 layers x {1536 * 19 * 2:,} B of recurrent state"
+    assert state.sequence_bytes(10_000) == state.fixed_bytes == 1536 * 19 * 2

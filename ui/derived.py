@@ -19,7 +19,6 @@ from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, Resolved, plan_memory
 from planner.estimate.roofline import Roofline
 from planner.hardware import HardwareProfile
-from planner.model.kv import FullAttentionKV, MambaStateKV, SlidingWindowKV
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.units import GiB
@@ -45,10 +44,6 @@ def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
          "what": TERM_NOTES.get(t.name, "")}
         for t in plan.terms
     ])
-
-
-def _bytes_text(value: float) -> str:
-    return f"{value:g} B"
 
 
 @dataclass(frozen=True)
@@ -83,29 +78,8 @@ def kv_formula(model: ModelSpec, resolved: Resolved) -> KVFormula:
     lines = []
     for key, count in groups.items():
         spec = by_json[key]
-        layers = f"{count} layer{'s' if count != 1 else ''}"
-        if isinstance(spec, MambaStateKV):
-            lines.append(KVFormulaLine(
-                f"{layers} x {spec.state_bytes:,} B of recurrent state", 0, count * spec.state_bytes,
-                "per sequence, whatever its length (Mamba conv + SSM state)"))
-            continue
-        assert isinstance(spec, FullAttentionKV)
-        size = _bytes_text(spec.dtype_bytes)
-        if spec.head_dim_v == 0:
-            text = f"{layers} x 1 latent x {spec.head_dim} (kv_lora_rank + rope dims) x {size}"
-            note = "MLA: one compressed latent per token, not split by tensor parallelism"
-        elif spec.head_dim_v == spec.head_dim:
-            heads = f"{spec.kv_heads} KV head{'s' if spec.kv_heads != 1 else ''}"
-            text = f"2 (K and V) x {layers} x {heads} x {spec.head_dim} head_dim x {size}"
-            note = ""
-        else:
-            text = (f"{layers} x {spec.kv_heads} KV heads x ({spec.head_dim} K + {spec.head_dim_v} V) "
-                    f"head_dim x {size}")
-            note = ""
-        if isinstance(spec, SlidingWindowKV):
-            note = f"sliding window: a sequence keeps at most {spec.window_tokens:,} tokens here"
-        per_token = count * spec.bytes_per_token
-        lines.append(KVFormulaLine(f"{text} = {per_token:,} B/token", per_token, 0, note))
+        text, note = spec.describe(count)
+        lines.append(KVFormulaLine(text, count * spec.bytes_per_token, count * spec.fixed_bytes, note))
     total_token = model.kv_bytes_per_token(resolved.kv_bytes_per_element, resolved.tp)
     per_sequence = (model.kv_bytes_per_sequence(resolved.max_model_len, resolved.kv_bytes_per_element, resolved.tp)
                     + model.state_bytes_per_sequence(resolved.tp))

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
 from planner.hardware import HardwareProfile
-from planner.model.kv import KVSpec, MambaStateKV
+from planner.model.kv import KVSpec
 from planner.model.layers import Attention
 from planner.model.quantization import WeightFormat, normalize_dtype, resolve_formats
 from planner.model.spec import ModelSpec, dtype_bytes
@@ -308,8 +308,8 @@ class _KVGroups:
         for spec in specs:
             counts.setdefault(spec.group_key, [spec, 0])[1] += 1
         self.buckets = [(spec, n) for spec, n in counts.values()]
-        attn = [s for s, _ in self.buckets if not isinstance(s, MambaStateKV)]
-        mamba = [s for s, _ in self.buckets if isinstance(s, MambaStateKV)]
+        attn = [s for s, _ in self.buckets if not s.is_recurrent]
+        mamba = [s for s, _ in self.buckets if s.is_recurrent]
         if attn and mamba:
             mamba_page = max(s.page_size_bytes(self.block) for s in mamba)
             attn_token = max(s.bytes_per_token for s in attn)

@@ -19,7 +19,6 @@ from planner.estimate.latency import StepWork, step_work
 from planner.estimate.memory import activation_peak_bytes, cuda_graph_bytes, non_torch_bytes, resolve, stage_weight_bytes
 from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile
-from planner.model.kv import FullAttentionKV, SlidingWindowKV
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 
@@ -79,14 +78,11 @@ def decode_seconds(w: StepWork, peak, bw, link, eff: dict[str, np.ndarray], grap
 
 
 def _kv_per_sequence(model: ModelSpec, tp: int, kv_bytes: float, context: np.ndarray) -> np.ndarray:
+    """``KVSpec.sequence_bytes`` over an array of contexts: min(context, cap) x bytes/token + fixed."""
     out = np.zeros_like(context, dtype=float)
     for spec in model.kv_specs(tp, kv_bytes):
-        if isinstance(spec, SlidingWindowKV):
-            out += np.minimum(context, spec.window_tokens) * spec.bytes_per_token
-        elif isinstance(spec, FullAttentionKV):
-            out += context * spec.bytes_per_token
-        else:
-            out += spec.sequence_bytes(0)
+        cap = np.inf if spec.token_cap is None else spec.token_cap
+        out += np.minimum(context, cap) * spec.bytes_per_token + spec.fixed_bytes
     return out
 
 

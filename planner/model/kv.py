@@ -33,13 +33,42 @@ class KVSpec(BaseModel):
         raise NotImplementedError
 
     def sequence_bytes(self, context_len: int) -> int:
-        """Bytes one sequence of ``context_len`` tokens keeps in this layer (no block rounding)."""
-        raise NotImplementedError
+        """Bytes one sequence of ``context_len`` tokens keeps in this layer (no block rounding):
+        min(context, token_cap) x bytes_per_token + fixed_bytes."""
+        tokens = context_len if self.token_cap is None else min(context_len, self.token_cap)
+        return tokens * self.bytes_per_token + self.fixed_bytes
 
     @property
     def bytes_per_token(self) -> int:
         """Bytes per cached token below every window (0 for recurrent state)."""
         return 0
+
+    @property
+    def token_cap(self) -> int | None:
+        """Most tokens a sequence keeps (the sliding window); None when unbounded."""
+        return None
+
+    @property
+    def fixed_bytes(self) -> int:
+        """Bytes a sequence holds whatever its length (recurrent state)."""
+        return 0
+
+    @property
+    def is_recurrent(self) -> bool:
+        """True for a per-sequence state (one page per request, padded to the attention page)."""
+        return False
+
+    def describe(self, layers: int) -> tuple[str, str]:
+        """(the formula of ``layers`` such layers with their numbers, a note on what it means)."""
+        raise NotImplementedError
+
+
+def _layers(n: int) -> str:
+    return f"{n} layer{'s' if n != 1 else ''}"
+
+
+def _elt(dtype_bytes: float) -> str:
+    return f"{dtype_bytes:g} B"
 
     @property
     def group_key(self) -> tuple:
@@ -70,14 +99,25 @@ class FullAttentionKV(KVSpec):
     def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
         return cdiv(max_model_len, block_size)
 
-    def sequence_bytes(self, context_len: int) -> int:
-        return context_len * self.bytes_per_token
+    def describe(self, layers: int) -> tuple[str, str]:
+        heads = f"{self.kv_heads} KV head{'s' if self.kv_heads != 1 else ''}"
+        if self.head_dim_v == self.head_dim:
+            text = f"2 (K and V) x {_layers(layers)} x {heads} x {self.head_dim} head_dim x {_elt(self.dtype_bytes)}"
+        else:
+            text = (f"{_layers(layers)} x {heads} x ({self.head_dim} K + {self.head_dim_v} V) head_dim x "
+                    f"{_elt(self.dtype_bytes)}")
+        return f"{text} = {layers * self.bytes_per_token:,} B/token", ""
 
 
 class MLAKV(FullAttentionKV):
     """Multi-head latent attention: one 'head' of kv_lora_rank + qk_rope_head_dim, no V, no TP split."""
 
     kind: Literal["mla"] = "mla"
+
+    def describe(self, layers: int) -> tuple[str, str]:
+        text = f"{_layers(layers)} x 1 latent x {self.head_dim} (kv_lora_rank + rope dims) x {_elt(self.dtype_bytes)}"
+        return (f"{text} = {layers * self.bytes_per_token:,} B/token",
+                "MLA: one compressed latent per token, not split by tensor parallelism")
 
 
 class SlidingWindowKV(FullAttentionKV):
@@ -99,8 +139,13 @@ class SlidingWindowKV(FullAttentionKV):
         span = min(self.window_tokens - 1 + max_in_flight_tokens, max_model_len)
         return cdiv(span, block_size) + 1
 
-    def sequence_bytes(self, context_len: int) -> int:
-        return min(context_len, self.window_tokens) * self.bytes_per_token
+    @property
+    def token_cap(self) -> int | None:
+        return self.window_tokens
+
+    def describe(self, layers: int) -> tuple[str, str]:
+        text, _ = super().describe(layers)
+        return text, f"sliding window: a sequence keeps at most {self.window_tokens:,} tokens here"
 
 
 class MambaStateKV(KVSpec):
@@ -119,5 +164,14 @@ class MambaStateKV(KVSpec):
     def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
         return 1
 
-    def sequence_bytes(self, context_len: int) -> int:
+    @property
+    def fixed_bytes(self) -> int:
         return self.state_bytes
+
+    @property
+    def is_recurrent(self) -> bool:
+        return True
+
+    def describe(self, layers: int) -> tuple[str, str]:
+        return (f"{_layers(layers)} x {self.state_bytes:,} B of recurrent state",
+                "per sequence, whatever its length (Mamba conv + SSM state)")
