@@ -33,7 +33,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.errors import ScenarioError
 from planner.hardware import HardwareProfile
 from planner.model.kv import KVSpec
-from planner.model.layers import Attention
 from planner.model.quantization import WeightFormat, normalize_dtype, resolve_formats
 from planner.model.spec import ModelSpec, dtype_bytes
 from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, Scenario, default_batch_limits
@@ -149,9 +148,8 @@ def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> No
             f"--tp {sc.tp} does not divide the {heads} attention heads of {model.name}.",
             hint=f"Use --tp {' or '.join(str(t) for t in divisors)}, or add --pp to split layers instead.",
         )
-    kv = model.num_kv_heads
-    first = model.attention_layers[0] if model.attention_layers else None
-    if isinstance(first, Attention) and kv and sc.tp > kv and sc.tp % kv:
+    kv = model.num_kv_heads  # 1 for MLA: any TP replicates its latent
+    if kv and sc.tp > kv and sc.tp % kv:
         raise ScenarioError(
             f"--tp {sc.tp} neither divides nor is a multiple of the {kv} KV heads.",
             hint=f"Use a --tp that is a multiple of {kv} or divides it.",

@@ -81,6 +81,16 @@ class Attention(_Block):
         other += H if self.sinks else 0
         return [ParamGroup(component="attention", sharded_linear=2 * h * H * d + 2 * h * K * d, other=other)]
 
+    @property
+    def cache_kv_heads(self) -> int:
+        """KV heads vLLM caches (before TP): K."""
+        return self.num_kv_heads
+
+    @property
+    def cache_head_size(self) -> int:
+        """vLLM's head size: head_dim."""
+        return self.head_dim
+
     def kv_heads_per_rank(self, tp: int) -> int:
         """vLLM ``get_num_kv_heads``: max(1, K // tp); heads are replicated when tp > K."""
         return max(1, self.num_kv_heads // tp)
@@ -169,6 +179,16 @@ class MLA(_Block):
         if self.bias:
             other += h
         return [ParamGroup(component="attention", sharded_linear=sharded, replicated_linear=replicated, other=other)]
+
+    @property
+    def cache_kv_heads(self) -> int:
+        """vLLM caches one latent 'head' for MLA."""
+        return 1
+
+    @property
+    def cache_head_size(self) -> int:
+        """vLLM's head size for MLA: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek V2/V3)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
 
     def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
         return MLAKV(kv_heads=1, head_dim=self.kv_lora_rank + self.qk_rope_head_dim, head_dim_v=0, dtype_bytes=kv_bytes)

@@ -151,8 +151,7 @@ class ModelSpec(BaseModel):
         layers = self.attention_layers
         if not layers:
             return None
-        first = layers[0]
-        return first.num_kv_heads if isinstance(first, Attention) else 1
+        return layers[0].cache_kv_heads
 
     @property
     def head_dim(self) -> int | None:
@@ -160,8 +159,7 @@ class ModelSpec(BaseModel):
         layers = self.attention_layers
         if not layers:
             return None
-        first = layers[0]
-        return first.head_dim if isinstance(first, Attention) else first.kv_lora_rank + first.qk_rope_head_dim
+        return layers[0].cache_head_size
 
     @property
     def padded_vocab_size(self) -> int:
