@@ -369,3 +369,16 @@ def test_docs_cli_md_matches_the_generator():
     assert current == expected, "docs/cli.md is stale: run python tools/gen_cli_docs.py"
     for name in ("models", "inspect", "plan", "roofline", "latency", "hardware", "export"):
         assert f"## {name}" in current
+
+
+def test_overhead_estimates_can_be_given_in_gib(capsys: pytest.CaptureFixture[str]) -> None:
+    """The memory plan's non-torch and CUDA-graph estimates are adjustable from the command line."""
+    code, out, _ = run_cli(capsys, ["plan", "meta-llama/Llama-3.1-8B", "--non-torch-memory-gib", "2.5",
+                                    "--cuda-graph-memory-gib", "0", "--format", "json"])
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["non_torch_bytes_per_gpu"] == int(2.5 * 2**30) and plan["cuda_graph_bytes_per_gpu"] == 0
+    default = json.loads(run_cli(capsys, ["plan", "meta-llama/Llama-3.1-8B", "--format", "json"])[1])
+    # 2.1 GiB more non-torch and 0.63 GiB less graph pool move the KV budget by exactly their difference
+    moved = default["kv_cache_bytes_per_gpu"] - plan["kv_cache_bytes_per_gpu"]
+    assert moved == plan["non_torch_bytes_per_gpu"] - default["non_torch_bytes_per_gpu"] - default["cuda_graph_bytes_per_gpu"]

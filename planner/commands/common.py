@@ -31,7 +31,7 @@ from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario, Workload
-from planner.units import fmt_bytes, fmt_count, fmt_gib, fmt_seconds
+from planner.units import GiB, fmt_bytes, fmt_count, fmt_gib, fmt_seconds
 
 FORMATS = ("table", "json", "yaml")
 
@@ -148,6 +148,10 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
     s.add_argument("--enforce-eager", action="store_true", help="Same as --engine eager (vLLM's flag).")
     s.add_argument("--no-chunked-prefill", action="store_true",
                    help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.")
+    s.add_argument("--non-torch-memory-gib", metavar="GIB", type=float, default=None,
+                   help=_described(Scenario, "non_torch_memory_bytes", "Given in GiB here (2**30 bytes)."))
+    s.add_argument("--cuda-graph-memory-gib", metavar="GIB", type=float, default=None,
+                   help=_described(Scenario, "cuda_graph_memory_bytes", "Given in GiB here (2**30 bytes)."))
     if workload:
         w = parser.add_argument_group("workload")
         w.add_argument("--batch", "--batch-size", dest="batch_size", metavar="N", type=int,
@@ -196,8 +200,15 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         max_num_batched_tokens=args.max_num_batched_tokens,
         engine="eager" if args.enforce_eager else args.engine,
         enable_chunked_prefill=not args.no_chunked_prefill,
+        non_torch_memory_bytes=_gib_to_bytes(getattr(args, "non_torch_memory_gib", None)),
+        cuda_graph_memory_bytes=_gib_to_bytes(getattr(args, "cuda_graph_memory_gib", None)),
         workload=workload,
     )
+
+
+def _gib_to_bytes(gib: float | None) -> int | None:
+    """A GiB figure from the command line in bytes (the core's unit); None stays None."""
+    return None if gib is None else int(round(gib * GiB))
 
 
 def hardware_from_args(args: argparse.Namespace) -> HardwareProfile:
