@@ -20,11 +20,11 @@ from planner.verify.diagnose import (
     symptom_table, what_if, where_time_goes,
 )
 from planner.verify.history import append, entries_from_reconciliation, entries_from_score, history_path, summarize
-from planner.verify.reconcile import adopt_overheads, overheads_path, reconcile
+from planner.verify.reconcile import adopt_overheads, format_term_value, overheads_path, reconcile
 from planner.verify.scoring import score
 from planner.verify.vllm_log import parse_vllm_log
 from ui.errors import ShownError, describe
-from ui.format import fmt_gib, fmt_seconds, kind_badge
+from ui.format import fmt_seconds, kind_badge
 from ui.state import current_inputs
 
 #: Scenario field -> the sidebar's session-state key (ui.params.PARAMS), for "apply to the sidebar".
@@ -50,16 +50,6 @@ def _error(err: BaseException, context: str) -> None:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f}%"
-
-
-def _term_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "bytes":
-        return fmt_gib(value, 2)
-    if unit == "requests":
-        return f"{value:,.2f}x"
-    return f"{value:,.0f}"
 
 
 def _metric_value(value: float | None, unit: str) -> str:
@@ -114,8 +104,8 @@ with log_tab:
                         f"{rec.engine_version or 'version not printed'}")
             st.caption(rec.card_how)
             st.dataframe(
-                [{"term (per GPU)": t.name, "planner": _term_value(t.predicted, t.unit),
-                  "vLLM printed": _term_value(t.reported, t.unit), "difference": _pct(t.difference_pct),
+                [{"term (per GPU)": t.name, "planner": format_term_value(t.predicted, t.unit),
+                  "vLLM printed": format_term_value(t.reported, t.unit), "difference": _pct(t.difference_pct),
                   "planner is": t.predicted_kind, "from the log": t.reported_how} for t in rec.terms],
                 hide_index=True, key="diagnose_log_terms",
             )

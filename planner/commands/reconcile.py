@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from planner.commands.common import (
-    add_model_argument, add_scenario_flags, field_descriptions, fmt_gib, heading, hf_token, load_model,
+    add_model_argument, add_scenario_flags, field_descriptions, heading, hf_token, load_model,
     parse_precision, render, table,
 )
 from planner.errors import ConfigError
 from planner.verify.history import append, entries_from_reconciliation
-from planner.verify.reconcile import Reconciliation, adopt_overheads, reconcile
+from planner.verify.reconcile import Reconciliation, adopt_overheads, format_term_value, reconcile
 from planner.verify.vllm_log import parse_vllm_log
 
 NAME = "reconcile"
@@ -123,16 +123,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {**rec.model_dump(mode="json"), "adopted_to": adopted, "recorded_to": recorded}
 
 
-def _value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "bytes":
-        return fmt_gib(value, 2)
-    if unit == "requests":
-        return f"{value:,.2f}x"
-    return f"{value:,.0f}"
-
-
 def render_table(r: dict[str, Any]) -> str:
     rec = Reconciliation.model_validate({k: v for k, v in r.items() if k in Reconciliation.model_fields})
     sc = rec.scenario
@@ -143,7 +133,7 @@ def render_table(r: dict[str, Any]) -> str:
                 f"max-num-batched-tokens {rec.resolved.max_num_batched_tokens:,}, engine {sc.engine}")
     terms = table(
         ["term (per GPU)", "planner", "vLLM printed", "difference", "planner is", "vLLM line"],
-        [(t.name, _value(t.predicted, t.unit), _value(t.reported, t.unit),
+        [(t.name, format_term_value(t.predicted, t.unit), format_term_value(t.reported, t.unit),
           "-" if t.difference_pct is None else f"{t.difference_pct:+.1f}%", t.predicted_kind, t.reported_how)
          for t in rec.terms],
         right=(1, 2, 3),

@@ -72,7 +72,7 @@ from planner.model.quantization import normalize_dtype
 from planner.model.sources import load_config
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from planner.units import GiB
+from planner.units import GiB, fmt_gib
 from planner.verify.vllm_log import VllmStartupReport
 
 __all__ = [
@@ -699,3 +699,14 @@ def apply_overheads(sc: Scenario, cal: OverheadCalibration | None) -> Scenario:
         return sc
     updates = {k: v for k, v in cal.scenario_updates().items() if getattr(sc, k) is None}
     return Scenario.model_validate({**sc.model_dump(), **updates}) if updates else sc
+
+
+def format_term_value(value: float | None, unit: str) -> str:
+    """A term as the CLI table and the Diagnose page print it: GiB for bytes, 'x' for requests, '-' if absent."""
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return fmt_gib(value, 2)
+    if unit == "requests":
+        return f"{value:,.2f}x"
+    return f"{value:,.0f}"
