@@ -45,9 +45,6 @@ class Cfg:
                     return source[key]
         return default
 
-    def has(self, key: str) -> bool:
-        return key in self.raw or key in self.defaults
-
     def require(self, *names: tuple[str, ...] | str) -> None:
         """Raise one ConfigError naming every missing key (each name may list aliases)."""
         missing = []

@@ -241,7 +241,7 @@ def resolve_formats(
                 f"{quantization.method}-quantized ({quantization.weight_format.name}).",
                 hint="Use --weight-dtype auto for this checkpoint, or pick the unquantized repo.",
             )
-        if quantization is not None and wd not in ("auto",) and fmt.name != quantization.weight_format.name:
+        if quantization is not None and fmt.name != quantization.weight_format.name:
             raise ScenarioError(
                 f"--weight-dtype {weight_dtype} conflicts with the checkpoint's {quantization.method} quantization "
                 f"({quantization.weight_format.name}): vLLM cannot re-quantize a quantized checkpoint.",
