@@ -5,7 +5,7 @@ import streamlit as st
 from ui import charts
 from ui.derived import roofline_table
 from ui.errors import shown_errors
-from ui.format import fmt_bytes, fmt_flops, fmt_seconds, kind_badge
+from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, kind_badge
 from ui.state import current_inputs
 from ui.sweeps import roofline_stages
 
@@ -37,7 +37,7 @@ for stage in (prefill, decode):
         left.markdown(f"**{stage.stage.capitalize()}**: {stage.verdict}")
         with right:
             kind_badge(stage.kind)
-            st.caption(f"step {fmt_seconds(stage.total_seconds)} · {fmt_flops(stage.total_flops)} · "
+            st.caption(f"step {fmt_seconds(stage.total_seconds)} · {fmt_flop_count(stage.total_flops)} · "
                        f"{fmt_bytes(stage.total_bytes)} moved")
 
 st.plotly_chart(charts.roofline_chart(hw, (prefill, decode), table), key="roofline_chart")

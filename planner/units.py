@@ -66,3 +66,18 @@ def fmt_count(value: float | None) -> str:
         if abs(value) >= size:
             return f"{value / size:,.2f} {unit}"
     return f"{value:,.0f}"
+
+
+def fmt_int(value: float | None) -> str:
+    """'131,072'; 'unknown' for None."""
+    return "unknown" if value is None else f"{value:,.0f}"
+
+
+def fmt_flop_count(flops: float | None) -> str:
+    """'1.23 TFLOP', '456 MFLOP' (decimal SI prefixes, as FLOP counts are quoted)."""
+    if flops is None:
+        return "unknown"
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if abs(flops) >= size:
+            return f"{flops / size:,.2f} {unit}"
+    return f"{flops:,.0f} FLOP"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from planner.units import GiB, fmt_bytes, fmt_count, fmt_gib, fmt_seconds
+from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
-__all__ = ["GiB", "fmt_bytes", "fmt_count", "fmt_gib", "fmt_seconds", "fmt_flops", "fmt_rate", "fmt_usd", "fmt_int",
+__all__ = ["GiB", "fmt_bytes", "fmt_count", "fmt_gib", "fmt_seconds", "fmt_flop_count", "fmt_rate", "fmt_usd", "fmt_int",
            "KIND_HELP", "kind_badge", "kind_legend"]
 
 KIND_HELP: dict[str, str] = {
@@ -30,26 +30,11 @@ def fmt_rate(tokens_per_s: float | None, unit: str = "tok/s") -> str:
     return f"{tokens_per_s:,.{digits}f} {unit}".rstrip()
 
 
-def fmt_flops(flops: float | None) -> str:
-    """'1.23 TFLOP', '456 MFLOP' (decimal SI prefixes, as FLOP counts are quoted)."""
-    if flops is None:
-        return "unknown"
-    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if abs(flops) >= size:
-            return f"{flops / size:,.2f} {unit}"
-    return f"{flops:,.0f} FLOP"
-
-
 def fmt_usd(dollars: float | None) -> str:
     """'$0.42'; 'no price' for None (the card has no price_per_hour_usd)."""
     if dollars is None:
         return "no price"
     return f"${dollars:,.3f}" if dollars < 1 else f"${dollars:,.2f}"
-
-
-def fmt_int(value: float | None) -> str:
-    """'131,072'; 'unknown' for None."""
-    return "unknown" if value is None else f"{value:,.0f}"
 
 
 def kind_badge(kind: str) -> None:

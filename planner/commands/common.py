@@ -31,7 +31,7 @@ from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario, Workload
-from planner.units import GiB, fmt_bytes, fmt_count, fmt_gib, fmt_seconds
+from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 FORMATS = ("table", "json", "yaml")
 
@@ -305,10 +305,6 @@ def heading(text: str) -> Text:
     return Text(text, style="bold")
 
 
-def fmt_int(value: int | float | None) -> str:
-    return "unknown" if value is None else f"{value:,.0f}"
-
-
 def fmt_bandwidth(bytes_per_s: float | None) -> str:
     """'3.35 TB/s', '900 GB/s' (decimal, as datasheets quote bandwidth)."""
     if bytes_per_s is None:
@@ -321,16 +317,6 @@ def fmt_bandwidth(bytes_per_s: float | None) -> str:
 def fmt_flops(flops_per_s: float | None) -> str:
     """'989.4 TFLOP/s' (decimal)."""
     return "unknown" if flops_per_s is None else f"{flops_per_s / 1e12:,.1f} TFLOP/s"
-
-
-def fmt_flop_count(flops: float | None) -> str:
-    """'12.3 GFLOP' (decimal)."""
-    if flops is None:
-        return "unknown"
-    for unit, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("KFLOP", 1e3)):
-        if abs(flops) >= size:
-            return f"{flops / size:,.2f} {unit}"
-    return f"{flops:,.0f} FLOP"
 
 
 __all__ = [
