@@ -196,6 +196,137 @@ def test_hub_failure_modes(
         assert fragment in message, f"{fragment!r} not in {message!r}"
 
 
+# ---- repos without a root config.json: Mistral params.json, subfolders --------------------------
+
+# A params.json with the values of the catalog's Mistral-7B-Instruct-v0.3 config.json, in the layout
+# Mistral publishes (dim, n_layers, head_dim, hidden_dim, n_heads, n_kv_heads, norm_eps, vocab_size, rope_theta).
+MISTRAL_PARAMS = {"dim": 4096, "n_layers": 32, "head_dim": 128, "hidden_dim": 14336, "n_heads": 32,
+                  "n_kv_heads": 8, "norm_eps": 1e-05, "vocab_size": 32768, "rope_theta": 1000000.0}
+MIXTRAL_PARAMS = {**MISTRAL_PARAMS, "vocab_size": 32000, "moe": {"num_experts": 8, "num_experts_per_tok": 2}}
+
+
+def _spec_numbers(config: dict, name: str) -> tuple:
+    from planner.model.families import build_spec
+
+    spec = build_spec(config, name)
+    return spec.total_params, spec.active_params, spec.hidden_size, spec.vocab_size, len(spec.layers)
+
+
+@pytest.mark.parametrize(
+    ("params", "catalog_id"),
+    [(MISTRAL_PARAMS, "mistralai/Mistral-7B-Instruct-v0.3"), (MIXTRAL_PARAMS, "mistralai/Mixtral-8x7B-v0.1")],
+    ids=["dense", "moe"],
+)
+def test_params_json_only_repo_plans_like_its_config_json(hub: HubStandin, params: dict, catalog_id: str) -> None:
+    repo = hub.add_repo("acme/Params-Only", {"params.json": params, "consolidated.safetensors": b"\x00"})
+    loaded = load_config("acme/Params-Only")
+    assert (loaded.origin, loaded.name) == ("hub", "acme/Params-Only")
+    assert loaded.source == f"{hub.url}/acme/Params-Only/blob/{repo.commit}/params.json"
+    assert "no config.json; read its Mistral params.json" in loaded.warnings[0]
+    assert "128,000 tokens" in loaded.warnings[1]  # params.json states no context length
+    reference = load_config(catalog_id, prefer="catalog").config
+    assert _spec_numbers(loaded.config, "p") == _spec_numbers(reference, "c")
+    assert hub.count("GET", "/resolve/main/params.json") == 1
+
+
+def test_config_json_wins_over_params_json(hub: HubStandin) -> None:
+    hub.add_repo("acme/Both", {"config.json": FRESH_CONFIG, "params.json": MISTRAL_PARAMS})
+    loaded = load_config("acme/Both")
+    assert loaded.config == FRESH_CONFIG and loaded.warnings == []
+    assert hub.count(path_contains="/tree/") == 0 and hub.count(path_contains="params.json") == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({**MISTRAL_PARAMS, "qk_nope_head_dim": 128}, "has 'qk_nope_head_dim': multi-head latent attention"),
+        ({**MISTRAL_PARAMS, "moe": {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1}},
+         "'moe.num_shared_experts' is 1: Mistral Large 3"),
+        ({**MISTRAL_PARAMS, "moe": {"num_experts": 8}}, "'moe' has no 'num_experts_per_tok'"),
+        ({**MISTRAL_PARAMS, "quantization": {"qformat_weight": "int3"}}, "'quantization' {'qformat_weight': 'int3'}"),
+        ({**MISTRAL_PARAMS, "vision_encoder": {"dim": 1024}}, "has 'vision_encoder': a vision encoder"),
+    ],
+    ids=["mla", "shared experts", "moe without top-k", "unknown quantization", "vision"],
+)
+def test_params_json_variants_that_are_refused(hub: HubStandin, params: dict, fragment: str) -> None:
+    hub.add_repo("acme/Params-Odd", {"params.json": params})
+    with pytest.raises(ConfigError) as caught:
+        load_config("acme/Params-Odd")
+    assert "params.json of acme/Params-Odd from http://127.0.0.1:" in str(caught.value)
+    assert fragment in str(caught.value)
+
+
+def test_params_json_fp8_and_window_pattern_translate() -> None:
+    from planner.model.sources import mistral_params_to_config
+
+    params = {**MISTRAL_PARAMS, "n_layers": 4, "sliding_window": [4096, None], "max_seq_len": 32768,
+              "quantization": {"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"}}
+    config, notes = mistral_params_to_config(params, "params.json")
+    assert config["quantization_config"] == {"quant_method": "fp8", "activation_scheme": "static"}
+    assert config["layer_types"] == ["sliding_attention", "full_attention"] * 2 and config["sliding_window"] == 4096
+    assert config["max_position_embeddings"] == 32768 and notes == []
+
+
+def test_configs_in_subfolders_are_named_and_loadable(hub: HubStandin, tiny_catalog: Path) -> None:
+    repo = hub.add_repo(
+        "acme/Multi",
+        {"README.md": "# two models", "base/config.json": FRESH_CONFIG, "instruct/config.json": TINY_LLAMA_CONFIG},
+    )
+    with pytest.raises(ModelNotFoundError) as caught:
+        load_config("acme/Multi", catalog_dir=tiny_catalog)
+    message = str(caught.value)
+    assert "repo 'acme/Multi' on the Hub has no config.json; it has 2 config.json file(s) elsewhere: " \
+           "base/config.json, instruct/config.json." in message
+    assert "'org/name/subfolder', e.g. 'acme/Multi/base'" in message
+
+    loaded = load_config("acme/Multi/instruct", catalog_dir=tiny_catalog)
+    assert (loaded.name, loaded.origin, loaded.config) == ("acme/Multi/instruct", "hub", TINY_LLAMA_CONFIG)
+    assert loaded.source == f"{hub.url}/acme/Multi/blob/{repo.commit}/instruct/config.json"
+    again = load_config("acme/Multi/instruct", catalog_dir=tiny_catalog)  # from the HF cache: no second GET
+    assert again.config == TINY_LLAMA_CONFIG and hub.count("GET", "/resolve/main/instruct/config.json") == 1
+    hub.stop()
+    cached = load_config("acme/Multi/instruct", catalog_dir=tiny_catalog, timeout_s=FAST_TIMEOUT_S)
+    assert cached.origin == "hub-cache" and repo.commit in cached.source
+
+
+@pytest.mark.parametrize("name", ["acme/Multi/../x", "acme/Multi/.hidden", "acme/Multi//base"])
+def test_subfolder_names_stay_inside_the_repo(hub: HubStandin, tiny_catalog: Path, name: str) -> None:
+    with pytest.raises(ModelNotFoundError, match="is not a local path, a catalog name or a Hub repo id"):
+        load_config(name, catalog_dir=tiny_catalog)
+    assert hub.requests == []
+
+
+def test_a_repo_without_any_config_lists_what_it_holds(hub: HubStandin, tiny_catalog: Path) -> None:
+    hub.add_repo("acme/Model-GGUF", GGUF_ONLY)
+    with pytest.raises(ModelNotFoundError, match=r"Its files: README\.md, model-Q4_K_M\.gguf\."):
+        load_config("acme/Model-GGUF", catalog_dir=tiny_catalog)
+
+
+# ---- allow_local=False: what the app passes ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "./config.json", "../x", "~/.ssh/id_rsa", "C:\\x\\config.json",
+                                  "file:///etc/passwd", "config.json", "."])
+def test_no_local_reads_when_not_allowed(hub: HubStandin, tiny_catalog: Path, name: str) -> None:
+    with pytest.raises(ModelNotFoundError, match="looks like a file path; local files are not read here"):
+        load_config(name, catalog_dir=tiny_catalog, allow_local=False)
+    assert hub.requests == []
+
+
+def test_a_repo_id_that_is_also_a_local_folder_goes_to_the_hub(
+    hub: HubStandin, tiny_catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "acme" / "Fresh-7B").mkdir(parents=True)
+    (tmp_path / "acme" / "Fresh-7B" / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
+    monkeypatch.chdir(tmp_path)
+    hub.add_repo("acme/Fresh-7B", {"config.json": FRESH_CONFIG})
+    assert load_config("acme/Fresh-7B", catalog_dir=tiny_catalog).origin == "file"
+    loaded = load_config("acme/Fresh-7B", catalog_dir=tiny_catalog, allow_local=False)
+    assert (loaded.origin, loaded.config) == ("hub", FRESH_CONFIG)
+    with pytest.raises(ModelNotFoundError, match="is not a catalog name or a Hub repo id"):
+        load_config("not a repo!!", catalog_dir=tiny_catalog, allow_local=False)
+
+
 # ---- tokens --------------------------------------------------------------------------------------
 
 

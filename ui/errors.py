@@ -3,10 +3,16 @@
 ``PlannerError`` already says what is wrong and what would make it work; a pydantic
 ``ValidationError`` (an input the Scenario rejects) is turned into one line per field with the
 field's description, so the reader learns what the field means as well as what was wrong.
+
+Messages quote what the user typed (a repo id from a link, an upload's file name, a config key),
+and Streamlit renders ``st.error``/``st.warning`` bodies as Markdown: ``?repo=[text](http://...)``
+would become a link inside the app's own error box. :func:`plain` escapes user text so it shows
+as typed; :func:`describe` returns text already escaped, ready for any Markdown body.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,17 +25,47 @@ ShownError = (PlannerError, ValidationError)
 """The exception types a page turns into an ``st.error``."""
 
 
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_\[\]<>$|~])")
+"""Characters that open Markdown (or Streamlit's ``:color[...]``, ``$math$``) syntax anywhere in a line."""
+_BARE_LINK = re.compile(r"(?i)(?<=[a-z0-9])(:)(?=//)|(?<=\bwww)(\.)|(@)")
+"""What GitHub-flavoured Markdown turns into a link by itself: 'http://', 'www.', 'name@host'."""
+_LINE_START = re.compile(r"(?m)^(\s*)(?:([-+]|#{1,6})(?=\s|$)|(\d{1,9})([.)])(?=\s|$)|([-=])(?=[-=\s]*$))")
+"""What opens a list item, heading, ordered item or setext underline / rule at the start of a line."""
+
+
+def _escape_line_start(match: re.Match[str]) -> str:
+    indent, marker, number, delimiter, rule = match.groups()
+    if number is not None:
+        return f"{indent}{number}\\{delimiter}"  # a backslash before a digit is no escape: escape the '.'
+    return f"{indent}\\{marker or rule}"
+
+
+def plain(text: object, *, max_chars: int = 2000) -> str:
+    """``text`` escaped so that Streamlit's Markdown shows it as typed (no link, no emphasis, no code, no math).
+
+    Backslash escapes are CommonMark's own (any ASCII punctuation may be escaped), so what is shown
+    is exactly ``text``; cut to ``max_chars`` with a note, so a hostile link cannot fill the page.
+    """
+    shown = str(text)
+    if len(shown) > max_chars:
+        shown = f"{shown[:max_chars]}... ({len(shown) - max_chars:,} more characters)"
+    shown = re.sub(r"(?m)^[ \t]+", "", shown)  # four spaces would open a code block
+    shown = _MARKDOWN_SYNTAX.sub(r"\\\1", shown)
+    shown = _BARE_LINK.sub(lambda m: "\\" + m.group(0), shown)
+    return _LINE_START.sub(_escape_line_start, shown)
+
+
 def describe(err: BaseException) -> str:
-    """One readable message for an error from the core or from validating the inputs."""
+    """One readable message for an error from the core or from validating the inputs, escaped for Markdown."""
     if isinstance(err, PlannerError):
-        return str(err)
+        return plain(err)
     if isinstance(err, ValidationError):
         lines = []
         for problem in err.errors():
             where = ".".join(str(part) for part in problem["loc"]) or err.title
             lines.append(f"{where}: {problem['msg']} (got {problem.get('input')!r}).")
-        return "Invalid input: " + " ".join(lines) + " Change it in the sidebar."
-    return f"{type(err).__name__}: {err}"
+        return plain("Invalid input: " + " ".join(lines) + " Change it in the sidebar.")
+    return plain(f"{type(err).__name__}: {err}")
 
 
 @contextmanager

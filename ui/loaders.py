@@ -17,13 +17,18 @@ from planner.errors import HubUnavailableError, PlannerError
 from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config, load_uploaded
 from planner.model.spec import ModelSpec
+from ui.errors import plain
 
 CACHE_TTL = "1h"
 
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a config came from, for the caption under the model picker."""
+    """Where a config came from, for the caption under the model picker.
+
+    ``citation`` and ``warnings`` are Markdown-escaped (``ui.errors.plain``): they quote what a
+    config or a link said, and pages show them in ``st.warning`` bodies and tooltips.
+    """
 
     name: str
     origin: str
@@ -51,15 +56,19 @@ def _finish(loaded: LoadedConfig) -> LoadedModel | LoadFailure:
         spec = build_spec(loaded.config, loaded.name)
     except PlannerError as err:
         return LoadFailure(str(err), type(err).__name__)
-    warnings = tuple(loaded.warnings) + tuple(spec.warnings)
-    return LoadedModel(spec, ModelSource(loaded.name, loaded.origin, loaded.source, warnings), loaded)
+    warnings = tuple(plain(w) for w in (*loaded.warnings, *spec.warnings))
+    return LoadedModel(spec, ModelSource(loaded.name, loaded.origin, plain(loaded.source), warnings), loaded)
 
 
 @st.cache_data(show_spinner="Loading config.json ...", ttl=CACHE_TTL, max_entries=256)
 def load_named(name: str, token: str | None = None) -> LoadedModel | LoadFailure:
-    """A catalog name or Hub repo id -> spec (the catalog answers offline; the Hub only for others)."""
+    """A catalog name or Hub repo id -> spec (the catalog answers offline; the Hub only for others).
+
+    Local paths are refused (``allow_local=False``): the name comes from a link or a text box, and
+    the app's users must not read the server's files; a local config.json comes in by upload.
+    """
     try:
-        loaded = load_config(name, token=token or None)
+        loaded = load_config(name, token=token or None, allow_local=False)  # never the server's own files
     except HubUnavailableError:
         raise  # not the user's to fix and may pass: not cached, the next rerun asks again
     except PlannerError as err:

@@ -21,11 +21,13 @@ from typing import Any
 
 import streamlit as st
 
+from planner.errors import PlannerError
 from planner.estimate.memory import KV_DTYPES
 from planner.hardware import load_profiles
 from planner.model.quantization import NAMED_FORMATS
-from planner.model.sources import catalog_entries
+from planner.model.sources import catalog_entries, check_remote_name
 from planner.scenario import Scenario, Workload
+from ui.errors import plain
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -110,6 +112,17 @@ def gpu_ids() -> tuple[str, ...]:
     return tuple(sorted(load_profiles()))
 
 
+def _remote_name(text: str) -> str:
+    """A catalog name or Hub repo id from the link; never a path on the server (those come by upload)."""
+    text = text.strip()
+    if not text:
+        return text
+    try:
+        return check_remote_name(text)
+    except PlannerError as err:
+        raise ValueError(err.message) from None
+
+
 def _block(text: str) -> int | None:
     return _one_of(lambda: BLOCK_SIZES, lambda t: None if t in ("", "auto") else int(t))(text)
 
@@ -122,7 +135,7 @@ _S, _W = Scenario.model_fields, Workload.model_fields
 
 PARAMS: tuple[Param, ...] = (
     Param("model", DEFAULT_MODEL, _one_of(catalog_ids), "A model from the bundled catalog (type to search)."),
-    Param("repo", "", lambda t: t.strip(), "Any Hugging Face Hub repo id, e.g. 'Qwen/Qwen2.5-7B'; overrides the catalog pick."),
+    Param("repo", "", _remote_name, "Any Hugging Face Hub repo id, e.g. 'Qwen/Qwen2.5-7B' (or 'org/name/subfolder'); overrides the catalog pick."),
     Param("gpu", _S["gpu"].default, _one_of(gpu_ids), _help(Scenario, "gpu")),
     Param("gpus", _S["num_gpus"].default, _optional_int(), _help(Scenario, "num_gpus")),
     Param("tp", _S["tp"].default, _int(1, 1024), _help(Scenario, "tp")),
@@ -165,7 +178,9 @@ def seed_from_url() -> None:
         try:
             st.session_state[param.key] = param.parse(text)
         except ValueError as err:
-            warnings.append(f"Ignored `{param.key}={text}` from the link: {err}.")
+            # no backticks around the value: inside a code span a backslash does not escape, so `x` could end it
+            shown = plain(f"{param.key}={text}", max_chars=200)
+            warnings.append(f"Ignored {shown} from the link: {plain(str(err).rstrip('.'))}.")
             del st.query_params[param.key]
     st.session_state[URL_WARNINGS_KEY] = warnings
 

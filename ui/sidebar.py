@@ -10,6 +10,7 @@ import streamlit as st
 
 from planner.hardware import get_profile
 from ui import params
+from ui.errors import plain
 from ui.format import fmt_count, fmt_gib, kind_legend
 from ui.params import BY_KEY
 from ui.state import TOKEN_KEY, UPLOAD_KEY, effective_max_model_len, load_model, model_choice, sidebar_values
@@ -42,13 +43,13 @@ def _model_section() -> None:
     try:
         loaded = load_model(values)
     except Exception:  # noqa: BLE001 (the page shows the error with what to do)
-        st.caption(f":red[{kind}: {name} could not be loaded; see the page.]")
+        st.caption(f":red[{kind}: {plain(name)} could not be loaded; see the page.]")
         return
     spec, source = loaded.spec, loaded.source
     params_text = fmt_count(spec.total_params)
     if spec.active_params != spec.total_params:
         params_text += f" ({fmt_count(spec.active_params)} active)"
-    st.caption(f"{source.name} · {params_text} params · from {source.origin}")
+    st.caption(f"{plain(source.name)} · {params_text} params · from {source.origin}")
 
 
 def _hardware_section() -> None:
@@ -82,7 +83,7 @@ def _memory_section() -> None:
     except Exception:  # noqa: BLE001 (the page shows the error)
         model = None
     if model is not None and effective_max_model_len(values, model) != values.get("len"):
-        st.caption(f"{model.name} allows at most {model.max_position_embeddings:,} tokens; planning with that.")
+        st.caption(f"{plain(model.name)} allows at most {model.max_position_embeddings:,} tokens; planning with that.")
     st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, key="util", help=_help("util"))
     with st.expander("vLLM limits and engine"):
         st.selectbox("block_size", params.BLOCK_SIZES, key="block", format_func=lambda b: "auto" if b is None else str(b),
