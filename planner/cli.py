@@ -4,23 +4,43 @@ Commands are the modules of ``planner.commands`` (found with pkgutil, sorted by 
 package's docstring for the four names a module defines). Each returns a JSON-able result, which
 this module prints as a table (rich on a terminal, plain text otherwise), JSON or YAML.
 
-Errors: the core raises ``PlannerError`` with the numbers and the fix; bad flags and values that
-pydantic rejects are the user's too. Each becomes one ``error: ...`` line on stderr and exit
-status 2, never a traceback. An unexpected exception is a planner bug: exit status 1 with a
-one-line message (``PLANNER_DEBUG=1`` shows the traceback). A Hugging Face token given on the
-command line or in ``HF_TOKEN`` is masked in everything this module writes.
+Errors become one ``error: ...`` line on stderr, never a traceback, and an exit status from the
+table ``EXIT_CODES`` (error class -> status; the first class of the error's MRO listed there
+decides; docs/cli.md prints the table):
+
+- 0: the command ran. A plan that does not fit is a result (``fits: false``), not an error.
+- 2, usage: bad flags or values (argparse's ``UsageError``, pydantic's ``ValidationError``) and
+  bad input (``PlannerError``: malformed config.json, impossible scenario, unknown model or GPU).
+- 1, runtime: the network (``HubUnavailableError``), the file system (``OSError``), or a planner
+  bug (any other exception; ``PLANNER_DEBUG=1`` prints the traceback).
+- 130: interrupted (Ctrl-C).
+
+Secrets are masked (``***``) in everything written to stdout and stderr while a command runs,
+warnings included: the value of ``--hf-token`` (and of a mistyped ``--hf_token`` argparse quotes
+back), ``$HF_TOKEN`` and ``$HUGGING_FACE_HUB_TOKEN``, the saved Hugging Face login, any
+``hf_...``-shaped token, and the user:password part of a URL (e.g. in ``$HF_ENDPOINT``). Only
+strings of at least 8 characters that are not numbers are masked as literals, so ``2048`` in
+``--max-num-batched-tokens 2048`` stays ``2048``.
 """
 
 from __future__ import annotations
 
 import argparse
+import configparser
+import contextlib
 import importlib
 import json
 import os
 import pkgutil
+import re
 import sys
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
+from urllib.parse import unquote, urlsplit
 
 import yaml
 from pydantic import ValidationError
@@ -28,11 +48,12 @@ from pydantic import ValidationError
 import planner
 import planner.commands
 from planner.commands.common import FORMATS, describe_validation_error, render, table, to_jsonable
-from planner.errors import PlannerError
+from planner.errors import HubUnavailableError, PlannerError
 
 EXIT_OK = 0
-EXIT_BUG = 1
+EXIT_RUNTIME = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 REQUIRED = ("NAME", "HELP", "add_arguments", "run")
 SKIP = ("common",)
 MASK = "***"
@@ -51,6 +72,225 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.format_usage(), message)
+
+
+# ------------------------------------------------------------------------- errors -> exit status
+
+
+def _usage_text(err: UsageError) -> str:
+    return f"{err.usage.rstrip()}\nerror: {err.message}"
+
+
+def _os_text(err: OSError) -> str:
+    if isinstance(err, FileNotFoundError):
+        return f"error: no such file: {err.filename or err}"
+    if isinstance(err, IsADirectoryError):
+        return f"error: {err.filename} is a folder, not a file"
+    return f"error: {err.strerror or err}: {err.filename or ''}".rstrip(": ")
+
+
+def _bug_text(err: BaseException) -> str:
+    return (f"error: internal error ({type(err).__name__}: {err}); this is a planner bug, please report it "
+            "(PLANNER_DEBUG=1 shows the traceback).")
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    """How the command line answers one class of error: its exit status, its one-line message, and what it
+    means (for docs/cli.md)."""
+
+    exit_code: int
+    message: Callable[[Any], str]
+    meaning: str
+
+
+#: Error class -> exit status and message; the first class of an error's MRO listed here decides
+#: (so HubUnavailableError is found before PlannerError, FileNotFoundError goes to OSError).
+EXIT_CODES: dict[type[BaseException], ErrorRule] = {
+    UsageError: ErrorRule(EXIT_USAGE, _usage_text, "a bad command line: unknown flag, missing argument, a value "
+                          "that is not a number or out of its range"),
+    ValidationError: ErrorRule(EXIT_USAGE, lambda err: f"error: {describe_validation_error(err)}",
+                               "a value the scenario's fields refuse (named by its flag)"),
+    HubUnavailableError: ErrorRule(EXIT_RUNTIME, lambda err: f"error: {err}",
+                                   "the Hub cannot be reached (network, proxy, timeout) and no copy is cached"),
+    PlannerError: ErrorRule(EXIT_USAGE, lambda err: f"error: {err}", "bad input: a malformed config.json, an "
+                            "impossible scenario, an unknown model or GPU, a gated repo without a token"),
+    OSError: ErrorRule(EXIT_RUNTIME, _os_text, "the file system: a file that cannot be read, a folder that cannot "
+                       "be written"),
+    KeyboardInterrupt: ErrorRule(EXIT_INTERRUPTED, lambda err: "error: interrupted", "interrupted (Ctrl-C)"),
+    Exception: ErrorRule(EXIT_RUNTIME, _bug_text, "anything else: a planner bug (PLANNER_DEBUG=1 prints the "
+                         "traceback)"),
+}
+
+
+def error_rule(err: BaseException) -> ErrorRule:
+    """The EXIT_CODES row of ``err``: the first class of its MRO in the table (a bug if none is)."""
+    return next((EXIT_CODES[cls] for cls in type(err).__mro__ if cls in EXIT_CODES), EXIT_CODES[Exception])
+
+
+# --------------------------------------------------------------------------------- secrets
+
+#: A Hugging Face user access token: "hf_" and 34 letters and digits today; 20 or more are masked.
+HF_TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{20,}")
+#: The user[:password] part of a URL: "https://user:secret@host" -> "https://***@host".
+URL_USERINFO_PATTERN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@\"']+@")
+#: Flags whose value is a token, compared without dashes, underscores and case, so that a mistyped
+#: --hf_token or --HF-TOKEN (which argparse quotes back as unrecognized) is masked too.
+SECRET_FLAG_NAMES = frozenset({"hftoken", "token", "huggingfacetoken", "huggingfacehubtoken", "hubtoken",
+                               "hfapitoken", "accesstoken", "authtoken"})
+TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+MIN_SECRET_CHARS = 8
+MAX_TOKEN_FILE_BYTES = 64 * 1024
+_NUMBER = re.compile(r"[+-]?(\d[\d_,]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def _is_secret_flag(flag: str) -> bool:
+    """--hf-token, --hf_token, --HF-TOKEN, --token ... (and an hf-prefixed misspelling such as --hf-tokn)."""
+    name = re.sub(r"[-_]", "", flag.lower())
+    return name in SECRET_FLAG_NAMES or (name.startswith("hf") and "tok" in name)
+
+
+def _flag_values(argv: list[str]) -> list[str]:
+    """Values given to secret flags, as ``--hf-token X`` or ``--hf-token=X``."""
+    found = []
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag.startswith("-") and _is_secret_flag(flag):
+            found.append(value if eq else (argv[i + 1] if i + 1 < len(argv) else ""))
+    return found
+
+
+def _hf_home() -> Path:
+    """huggingface_hub's HF_HOME: $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface."""
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(cache, "huggingface").expanduser()
+
+
+def _read_small(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(MAX_TOKEN_FILE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _saved_logins() -> list[str]:
+    """The saved Hugging Face login(s), read from huggingface_hub's files without importing it.
+
+    ``$HF_TOKEN_PATH`` (default HF_HOME/token) holds the active token; ``$HF_STORED_TOKENS_PATH``
+    (default HF_HOME/stored_tokens) is an INI file with one ``hf_token = ...`` per saved login
+    (huggingface_hub/constants.py). When huggingface_hub is already imported, its own ``get_token()``
+    answers too (it may be configured differently); it is never imported just for this.
+    """
+    home = _hf_home()
+    found = [_read_small(Path(os.environ.get("HF_TOKEN_PATH") or home / "token").expanduser()).strip()]
+    stored = _read_small(Path(os.environ.get("HF_STORED_TOKENS_PATH") or home / "stored_tokens").expanduser())
+    if stored:
+        parser = configparser.ConfigParser(interpolation=None)
+        with contextlib.suppress(configparser.Error):
+            parser.read_string(stored)
+            found += [section.get("hf_token", "") for section in parser.values()]
+    hub = sys.modules.get("huggingface_hub")
+    if hub is not None:
+        with contextlib.suppress(Exception):  # a broken login must not stop the command
+            found.append(hub.get_token() or "")
+    return found
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The secret of a URL's userinfo, raw and decoded: the password of https://user:secret@host, or the
+    whole of https://token@host (a user name beside a password is not secret)."""
+    try:
+        parts = urlsplit(url)
+        secret = parts.password if parts.password is not None else parts.username
+    except ValueError:
+        return []
+    return [secret, unquote(secret)] if secret else []
+
+
+def _plausible_secret(text: str) -> bool:
+    """At least 8 characters and not a number: '2048' or '16777216' is never masked."""
+    return len(text) >= MIN_SECRET_CHARS and not _NUMBER.fullmatch(text)
+
+
+def collect_secrets(argv: list[str]) -> list[str]:
+    """Every literal secret this run may echo, longest first: flag values, token variables, saved logins,
+    the userinfo of $HF_ENDPOINT."""
+    found = [*_flag_values(argv), *(os.environ.get(name, "") for name in TOKEN_ENV), *_saved_logins(),
+             *_url_secrets(os.environ.get("HF_ENDPOINT", ""))]
+    unique = {s.strip() for s in found if _plausible_secret(s.strip())}
+    return sorted(unique, key=len, reverse=True)
+
+
+def mask(text: str, secrets: list[str]) -> str:
+    """``text`` with each secret, each hf_... token and each URL's user:password replaced by ***."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    text = HF_TOKEN_PATTERN.sub(MASK, text)
+    return URL_USERINFO_PATTERN.sub(rf"\1{MASK}@", text)
+
+
+class MaskedStream:
+    """A text stream that masks secrets in what is written to it, a line at a time.
+
+    Whole lines are masked and passed on as they come; a partial line waits for its newline or a
+    flush, so a secret written in two pieces within one line is still masked. Everything else
+    (isatty, encoding, fileno ...) is the wrapped stream's.
+    """
+
+    def __init__(self, stream: Any, secrets: list[str]):
+        self._stream, self._secrets, self._pending = stream, secrets, ""
+
+    def write(self, text: str) -> int:
+        head, newline, self._pending = (self._pending + text).rpartition("\n")
+        if newline:
+            self._pass_on(head + newline)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, ""
+        if pending:
+            self._pass_on(pending)
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            self._stream.flush()
+
+    def _pass_on(self, text: str) -> None:
+        try:
+            self._stream.write(mask(text, self._secrets))
+        except BrokenPipeError:  # e.g. piped into `head`: the reader has all it wanted
+            _silence(self._stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence(stream: Any) -> None:
+    """After a broken pipe, point the stream's descriptor at /dev/null so the exit flush stays quiet."""
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+
+
+@contextlib.contextmanager
+def masked_output(secrets: list[str]) -> Iterator[None]:
+    """sys.stdout and sys.stderr masked while the block runs (prints, warnings, logging's last resort)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(saved[0], secrets), MaskedStream(saved[1], secrets)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = saved
+
+
+# -------------------------------------------------------------------------------- commands
 
 
 def discover_commands() -> list[ModuleType]:
@@ -80,6 +320,8 @@ def build_parser(commands: list[ModuleType] | None = None) -> Parser:
         prog="python -m planner",
         description="LLM-inference capacity planner: will a model fit on a GPU under vLLM, how fast will it "
         "run, and how to deploy it. Every predicted number says whether it is a bound, an estimate or calibrated.",
+        epilog="exit status: 0 ok (a plan that does not fit included), 2 bad flags, values or config, "
+        "1 network, file system or planner bug.",
         allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"planner {planner.__version__}")
@@ -128,38 +370,8 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _secrets(argv: list[str]) -> list[str]:
-    """Values that must never be echoed: $HF_TOKEN and $HUGGING_FACE_HUB_TOKEN, the value after any flag
-    with 'token' in its name (also a mistyped --hf_token that argparse would quote back), and any
-    argument that looks like a Hugging Face token (hf_...)."""
-    found = [os.environ.get("HF_TOKEN", ""), os.environ.get("HUGGING_FACE_HUB_TOKEN", "")]
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag.startswith("-") and "token" in flag.lower():
-            found.append(value if eq else (argv[i + 1] if i + 1 < len(argv) else ""))
-        elif arg.startswith("hf_"):
-            found.append(arg)
-    return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
-
-
-def _mask(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
-
-
-def _emit(stream: Any, text: str, secrets: list[str]) -> None:
-    try:
-        print(_mask(text, secrets), file=stream)
-        stream.flush()
-    except BrokenPipeError:  # e.g. piped into `head`: the reader has all it wanted
-        pass
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns the exit status (0 ok, 2 user error, 1 planner bug)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    secrets = _secrets(argv)
+def _run(argv: list[str]) -> int:
+    """Parse, run one command and print its result; an error is answered by its EXIT_CODES row."""
     try:
         parser = build_parser()
         try:
@@ -168,29 +380,21 @@ def main(argv: list[str] | None = None) -> int:
             return stop.code if isinstance(stop.code, int) else EXIT_OK
         module = args.command_module
         result = module.run(args)
-        _emit(sys.stdout, format_result(module, result, args.format), secrets)
+        print(format_result(module, result, args.format))
         return EXIT_OK
-    except UsageError as err:
-        _emit(sys.stderr, f"{err.usage.rstrip()}\nerror: {err.message}", secrets)
-    except PlannerError as err:
-        _emit(sys.stderr, f"error: {err}", secrets)
-    except ValidationError as err:
-        _emit(sys.stderr, f"error: {describe_validation_error(err)}", secrets)
-    except FileNotFoundError as err:
-        _emit(sys.stderr, f"error: no such file: {err.filename or err}", secrets)
-    except IsADirectoryError as err:
-        _emit(sys.stderr, f"error: {err.filename} is a folder, not a file", secrets)
-    except OSError as err:  # e.g. --output-dir not writable
-        _emit(sys.stderr, f"error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), secrets)
-    except KeyboardInterrupt:
-        _emit(sys.stderr, "error: interrupted", secrets)
-    except Exception as err:  # noqa: BLE001 (last line of defence: no tracebacks for users)
-        if os.environ.get("PLANNER_DEBUG"):
-            raise
-        _emit(sys.stderr, f"error: internal error ({type(err).__name__}: {err}); this is a planner bug, "
-              "please report it (PLANNER_DEBUG=1 shows the traceback).", secrets)
-        return EXIT_BUG
-    return EXIT_USAGE
+    except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 (last line of defence: no tracebacks for users)
+        rule = error_rule(err)
+        if rule is EXIT_CODES[Exception] and os.environ.get("PLANNER_DEBUG"):
+            traceback.print_exc()  # to the masked stderr
+        print(rule.message(err), file=sys.stderr)
+        return rule.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command with secrets masked in its output; returns the exit status (see EXIT_CODES)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    with masked_output(collect_secrets(argv)):
+        return _run(argv)
 
 
 if __name__ == "__main__":

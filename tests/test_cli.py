@@ -251,7 +251,6 @@ BAD_INPUTS = [
      "exceeds the model's maximum context of 131,072 tokens"),
     ("malformed config.json", ["inspect", "{bad}"], "is not valid JSON"),
     ("unknown catalog name", ["inspect", "no-such-model-xyz", "--source", "catalog"], "is not in the bundled catalog"),
-    ("unknown repo, Hub unreachable", ["inspect", "acme/no-such-model"], "cannot get 'acme/no-such-model' from the Hub"),
     ("missing keys", ["inspect", "{missing}"], "config.json lacks 'hidden_size"),
     ("unknown model_type without keys", ["inspect", "{weird}"], "unknown model_type 'weird-arch'"),
     ("no such file", ["inspect", "{nothere}"], "no file at"),
@@ -267,11 +266,11 @@ BAD_INPUTS = [
     ("batch 0", ["latency", "llama3.1-8b", "--batch", "0"], "--batch must be greater than or equal to 1 (got 0)"),
     ("fewer GPUs than tp x pp", ["plan", "llama3.1-8b", "--num-gpus", "1", "--tp", "2"], "--num-gpus 1 is fewer than"),
     ("not an integer", ["plan", "llama3.1-8b", "--tp", "abc"], "invalid int value: 'abc'"),
-    ("context-len 0", ["inspect", "llama3.1-8b", "--context-len", "0"], "--context-len must be at least 1"),
+    ("context-len 0", ["inspect", "llama3.1-8b", "--context-len", "0"],
+     "--context-len must be greater than or equal to 1 (got 0)"),
     ("unknown command", ["frobnicate"], "invalid choice: 'frobnicate'"),
     ("unknown export target", ["export", "llama3.1-8b", "--target", "helm"], "invalid choice: 'helm'"),
     ("no command", [], "the following arguments are required: COMMAND"),
-    ("output folder inside a file", ["export", "llama3.1-8b", "--output-dir", "{notadir}"], "Not a directory"),
 ]
 
 
@@ -279,6 +278,24 @@ BAD_INPUTS = [
 def test_bad_input_is_one_error_line_and_exit_2(capsys, files, argv, fragment):
     code, out, err = run_cli(capsys, fill(argv, files))
     assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: ")
+    assert fragment in err
+
+
+#: Failures of the run, not of the command line: exit status 1 (planner.cli.EXIT_CODES).
+RUNTIME_FAILURES = [
+    ("unknown repo, Hub unreachable", ["inspect", "acme/no-such-model"], "cannot get 'acme/no-such-model' from the Hub"),
+    ("output folder inside a file", ["export", "llama3.1-8b", "--output-dir", "{notadir}"], "Not a directory"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [(b[1], b[2]) for b in RUNTIME_FAILURES],
+                         ids=[b[0] for b in RUNTIME_FAILURES])
+def test_runtime_failure_is_one_error_line_and_exit_1(capsys, files, argv, fragment):
+    code, out, err = run_cli(capsys, fill(argv, files))
+    assert code == 1
     assert out == ""
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("error: ")

@@ -130,7 +130,7 @@ def test_slo_infeasible_is_a_result_not_an_error(capsys):
     ("argv", "message"),
     [
         (["simulate", MODEL, "--qps", "5", "--concurrency", "4"], "not allowed with argument"),
-        (["simulate", MODEL, "--qps", "0"], "--qps 0: a request rate is a finite number > 0"),
+        (["simulate", MODEL, "--qps", "0"], "--qps must be greater than 0 (got 0); allowed: > 0"),
         (["simulate", MODEL, "--qps", "inf"], "--concurrency N instead of an infinite rate"),
         (["simulate", MODEL, "--input-len-std", "100"], "needs a length distribution, but --length-dist is fixed"),
         (["simulate", MODEL, "--input-len", "512.5"], "a fixed length is a whole number of tokens"),

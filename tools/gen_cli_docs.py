@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
 
 def render() -> str:
     """The full text of docs/cli.md."""
-    from planner.cli import build_parser, discover_commands
+    from planner.cli import EXIT_CODES, build_parser, discover_commands
 
     commands = discover_commands()
     parser = build_parser(commands)
@@ -39,9 +39,18 @@ def render() -> str:
         "`python -m planner COMMAND [flags]`. `MODEL` is a Hub repo id, a path to a config.json or to a folder",
         "holding one, or a catalog name or alias. Every command takes `--format table|json|yaml` (table is",
         "rich on a terminal and plain text otherwise; JSON and YAML carry the keys listed under each command).",
-        "Errors print one `error: ...` line on stderr and exit with status 2; a plan that does not fit is a",
-        "normal result (`fits: false`, exit 0). Every predicted number is labelled `bound` (pure roofline),",
-        "`estimate` (factors fitted to public measurements) or `calibrated` (measured on the card).",
+        "Every predicted number is labelled `bound` (pure roofline), `estimate` (factors fitted to public",
+        "measurements) or `calibrated` (measured on the card). Hugging Face tokens (`--hf-token`, `$HF_TOKEN`,",
+        "the saved login, any `hf_...` string) and the password of a URL are printed as `***`.",
+        "",
+        "Errors print one `error: ...` line on stderr. Exit status: 0 when the command ran (a plan that does",
+        "not fit is a normal result, `fits: false`), 2 for usage (bad flags, values or config), 1 for runtime",
+        "failures (network, file system, a planner bug), 130 when interrupted. The first class of the error's",
+        "MRO in this table (`planner.cli.EXIT_CODES`) decides:",
+        "",
+        "| error class | exit status | meaning |",
+        "| --- | --- | --- |",
+        *(f"| `{cls.__name__}` | {rule.exit_code} | {rule.meaning} |" for cls, rule in EXIT_CODES.items()),
         "",
         "Commands: " + ", ".join(f"[`{m.NAME}`](#{m.NAME})" for m in commands) + ".",
         "",

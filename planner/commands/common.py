@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 from rich import box
@@ -55,6 +55,70 @@ FIELD_FLAGS: dict[str, str] = {
     "output_len": "--output-len",
     "batch_size": "--batch",
 }
+
+
+# ---------------------------------------------------------------------------- numbers
+
+
+class Number:
+    """argparse type of a numeric flag: an int or a finite float within a range, else a usage error naming the flag.
+
+    The range is given, or read from a pydantic field's constraints (``Number.of(int, "--tp", Scenario, "tp")``),
+    so a flag and the field it fills cannot disagree. NaN and infinity are refused for every float flag;
+    an integer of more than 30 digits is refused without being converted. Messages read like the ones
+    ``describe_validation_error`` makes from pydantic: "--tp must be greater than or equal to 1 (got 0)".
+    """
+
+    MAX_DIGITS = 30
+
+    def __init__(self, kind: type, flag: str, *, ge: float | None = None, gt: float | None = None,
+                 le: float | None = None, lt: float | None = None, scale: float = 1.0, hint: str = ""):
+        self.kind, self.flag, self.hint, self.scale = kind, flag, hint, scale
+        self.ge, self.gt, self.le, self.lt = ge, gt, le, lt
+        self.__name__ = kind.__name__  # argparse's "invalid int value: 'abc'"
+
+    @classmethod
+    def of(cls, kind: type, flag: str, model: type[BaseModel], field: str, *, scale: float = 1.0,
+           **overrides: Any) -> "Number":
+        """The range of ``model.field`` (annotated_types Ge/Gt/Le/Lt), divided by ``scale`` (e.g. bytes -> GiB)."""
+        bounds: dict[str, Any] = {}
+        for item in model.model_fields[field].metadata:
+            for name in ("ge", "gt", "le", "lt"):
+                if getattr(item, name, None) is not None:
+                    bounds[name] = getattr(item, name) / scale if scale != 1.0 else getattr(item, name)
+        return cls(kind, flag, **{**bounds, **overrides}, scale=scale)
+
+    def describe(self) -> str:
+        """'>= 1 and <= 1,024', '> 0 and <= 1', '>= 0'."""
+        parts = [f"{op} {_num(v)}" for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
+                 if v is not None]
+        return " and ".join(parts) or "any finite number"
+
+    def __call__(self, text: str) -> int | float:
+        shown = text.strip()
+        digits = shown.lstrip("+-")
+        if self.kind is int and digits.isdigit() and len(digits) > self.MAX_DIGITS:
+            self._refuse(f"must be {self.describe()} (got a {len(digits):,}-digit number)")
+        value = self.kind(shown)  # ValueError: argparse's "invalid int value"
+        if isinstance(value, float) and not math.isfinite(value):
+            self._refuse(f"must be a finite number {self.describe()} (got {shown!r})")
+        for op, bound, ok in (("greater than or equal to", self.ge, lambda v, b: v >= b),
+                              ("greater than", self.gt, lambda v, b: v > b),
+                              ("less than or equal to", self.le, lambda v, b: v <= b),
+                              ("less than", self.lt, lambda v, b: v < b)):
+            if bound is not None and not ok(value, bound):
+                self._refuse(f"must be {op} {_num(bound)} (got {shown}); allowed: {self.describe()}")
+        return value
+
+    def _refuse(self, message: str) -> NoReturn:
+        # ArgumentError without an action: argparse prints the message as it is, so it can name the flag
+        # first ("--tp must be ..."), as describe_validation_error does for the same field.
+        raise argparse.ArgumentError(None, f"{self.flag} {message}." + (f" {self.hint}" if self.hint else ""))
+
+
+def _num(value: float) -> str:
+    """1024 -> '1,024', 0.5 -> '0.5', 16.0 -> '16'."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 # ----------------------------------------------------------------------------- the model
@@ -122,10 +186,13 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
     s = parser.add_argument_group("scenario (flags named as vLLM names them)")
     s.add_argument("--gpu", metavar="ID", default=_default(Scenario, "gpu"),
                    help=_described(Scenario, "gpu", "Default: %(default)s."))
-    s.add_argument("--num-gpus", metavar="N", type=int, default=None, help=_described(Scenario, "num_gpus"))
-    s.add_argument("--tp", "--tensor-parallel-size", dest="tp", metavar="N", type=int, default=_default(Scenario, "tp"),
+    s.add_argument("--num-gpus", metavar="N", type=Number.of(int, "--num-gpus", Scenario, "num_gpus"), default=None,
+                   help=_described(Scenario, "num_gpus"))
+    s.add_argument("--tp", "--tensor-parallel-size", dest="tp", metavar="N",
+                   type=Number.of(int, "--tp", Scenario, "tp"), default=_default(Scenario, "tp"),
                    help=_described(Scenario, "tp", "Default: %(default)s."))
-    s.add_argument("--pp", "--pipeline-parallel-size", dest="pp", metavar="N", type=int,
+    s.add_argument("--pp", "--pipeline-parallel-size", dest="pp", metavar="N",
+                   type=Number.of(int, "--pp", Scenario, "pp"),
                    default=_default(Scenario, "pp"), help=_described(Scenario, "pp", "Default: %(default)s."))
     s.add_argument("--weight-dtype", metavar="D", default=_default(Scenario, "weight_dtype"),
                    help=_described(Scenario, "weight_dtype", "Default: %(default)s."))
@@ -135,31 +202,41 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
     s.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_cache_dtype", metavar="D",
                    default=_default(Scenario, "kv_cache_dtype"),
                    help=_described(Scenario, "kv_cache_dtype", "Default: %(default)s."))
-    s.add_argument("--max-model-len", metavar="N", type=int, default=None, help=_described(Scenario, "max_model_len"))
-    s.add_argument("--gpu-memory-utilization", metavar="F", type=float,
+    s.add_argument("--max-model-len", metavar="N", type=Number.of(int, "--max-model-len", Scenario, "max_model_len"),
+                   default=None, help=_described(Scenario, "max_model_len"))
+    s.add_argument("--gpu-memory-utilization", metavar="F",
+                   type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
                    default=_default(Scenario, "gpu_memory_utilization"),
                    help=_described(Scenario, "gpu_memory_utilization", "Default: %(default)s (vLLM 0.33.0)."))
-    s.add_argument("--block-size", metavar="N", type=int, default=None, help=_described(Scenario, "block_size"))
-    s.add_argument("--max-num-seqs", metavar="N", type=int, default=None, help=_described(Scenario, "max_num_seqs"))
-    s.add_argument("--max-num-batched-tokens", metavar="N", type=int, default=None,
+    s.add_argument("--block-size", metavar="N", type=Number.of(int, "--block-size", Scenario, "block_size"),
+                   default=None, help=_described(Scenario, "block_size"))
+    s.add_argument("--max-num-seqs", metavar="N", type=Number.of(int, "--max-num-seqs", Scenario, "max_num_seqs"),
+                   default=None, help=_described(Scenario, "max_num_seqs"))
+    s.add_argument("--max-num-batched-tokens", metavar="N",
+                   type=Number.of(int, "--max-num-batched-tokens", Scenario, "max_num_batched_tokens"), default=None,
                    help=_described(Scenario, "max_num_batched_tokens"))
     s.add_argument("--engine", choices=("eager", "cuda-graphs"), default=_default(Scenario, "engine"),
                    help=_described(Scenario, "engine", "Default: %(default)s."))
     s.add_argument("--enforce-eager", action="store_true", help="Same as --engine eager (vLLM's flag).")
     s.add_argument("--no-chunked-prefill", action="store_true",
                    help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.")
-    s.add_argument("--non-torch-memory-gib", metavar="GIB", type=float, default=None,
+    s.add_argument("--non-torch-memory-gib", metavar="GIB", default=None,
+                   type=Number.of(float, "--non-torch-memory-gib", Scenario, "non_torch_memory_bytes", scale=GiB),
                    help=_described(Scenario, "non_torch_memory_bytes", "Given in GiB here (2**30 bytes)."))
-    s.add_argument("--cuda-graph-memory-gib", metavar="GIB", type=float, default=None,
+    s.add_argument("--cuda-graph-memory-gib", metavar="GIB", default=None,
+                   type=Number.of(float, "--cuda-graph-memory-gib", Scenario, "cuda_graph_memory_bytes", scale=GiB),
                    help=_described(Scenario, "cuda_graph_memory_bytes", "Given in GiB here (2**30 bytes)."))
     if workload:
         w = parser.add_argument_group("workload")
-        w.add_argument("--batch", "--batch-size", dest="batch_size", metavar="N", type=int,
+        w.add_argument("--batch", "--batch-size", dest="batch_size", metavar="N",
+                       type=Number.of(int, "--batch", Workload, "batch_size"),
                        default=_default(Workload, "batch_size"),
                        help=_described(Workload, "batch_size", "Default: %(default)s."))
-        w.add_argument("--input-len", metavar="N", type=int, default=_default(Workload, "input_len"),
+        w.add_argument("--input-len", metavar="N", type=Number.of(int, "--input-len", Workload, "input_len"),
+                       default=_default(Workload, "input_len"),
                        help=_described(Workload, "input_len", "Default: %(default)s."))
-        w.add_argument("--output-len", metavar="N", type=int, default=_default(Workload, "output_len"),
+        w.add_argument("--output-len", metavar="N", type=Number.of(int, "--output-len", Workload, "output_len"),
+                       default=_default(Workload, "output_len"),
                        help=_described(Workload, "output_len", "Default: %(default)s."))
 
 
@@ -320,7 +397,7 @@ def fmt_flops(flops_per_s: float | None) -> str:
 
 
 __all__ = [
-    "FORMATS", "add_efficiency_flag", "add_model_argument", "add_scenario_flags", "describe_validation_error",
+    "FORMATS", "Number", "add_efficiency_flag", "add_model_argument", "add_scenario_flags", "describe_validation_error",
     "efficiency_from_args", "fmt_bandwidth", "fmt_bytes", "fmt_count", "fmt_flop_count", "fmt_flops", "fmt_gib",
     "field_descriptions", "fmt_int", "fmt_seconds", "hardware_from_args", "heading", "hf_token", "kind_text", "load_model",
     "parse_precision", "render", "scenario_from_args", "table", "to_jsonable", "warn",

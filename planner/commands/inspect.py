@@ -8,12 +8,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.commands.common import (
-    add_model_argument, field_descriptions, fmt_bytes, fmt_count, heading, load_model, render, table, warn,
+    Number, add_model_argument, field_descriptions, fmt_bytes, fmt_count, heading, load_model, render, table, warn,
 )
 from planner.errors import ScenarioError
 from planner.estimate.memory import kv_bytes_per_element, weight_bytes
 from planner.model.layers import Attention, MoE
 from planner.model.spec import ModelSpec
+from planner.scenario import MAX_TOKENS
 
 NAME = "inspect"
 HELP = "Show a model's architecture, exact parameter counts, weight bytes and KV-cache bytes per token and sequence."
@@ -64,8 +65,10 @@ OUTPUT_KEYS = field_descriptions(Inspection)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
-    parser.add_argument("--context-len", metavar="N", type=int, default=None,
-                        help="Tokens in one sequence for kv_bytes_per_sequence. Default: the model's maximum context.")
+    parser.add_argument("--context-len", metavar="N", type=Number(int, "--context-len", ge=1, le=MAX_TOKENS),
+                        default=None,
+                        help=f"Tokens in one sequence for kv_bytes_per_sequence, 1 to {MAX_TOKENS:,}. Default: the model's "
+                        "maximum context.")
     parser.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_cache_dtype", metavar="D", default="auto",
                         help="KV-cache dtype: auto (the model dtype), bf16, fp16, fp8, int8. Default: %(default)s.")
     parser.add_argument("--weight-dtype", metavar="D", default="auto",

@@ -83,6 +83,8 @@ def read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     file = Path(path).expanduser()
+    if not file.exists():  # a path the user named: bad input (exit 2), as for score's and simulate's files
+        raise ConfigError(f"no such file: {path}.", hint="Check the path, or pass '-' to read the log from stdin.")
     if file.is_file() and file.stat().st_size > MAX_LOG_BYTES:
         raise ConfigError(f"{path} is {file.stat().st_size / 2**20:,.0f} MiB; a startup log is a few MiB at most.",
                           hint="Pass the part of the log from the server's start, e.g. `head -c 5M server.log > start.log`.")

@@ -6,11 +6,12 @@ import argparse
 from typing import Any
 
 from planner.commands.common import (
-    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
+    Number, add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
     fmt_bytes, fmt_flop_count, fmt_seconds, hardware_from_args, heading, kind_text, load_model, render,
     scenario_from_args, table, to_jsonable,
 )
 from planner.estimate.roofline import OpTime, Roofline, roofline
+from planner.scenario import MAX_TOKENS
 
 NAME = "roofline"
 HELP = "Per-layer roofline of one prefill or decode step: FLOPs, bytes, intensity, the binding ceiling and time per op."
@@ -29,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stage", choices=("prefill", "decode"), default="decode",
                         help="prefill (batch x seq-len prompt tokens) or decode (one token for each of batch sequences "
                         "at context seq-len). Default: %(default)s.")
-    parser.add_argument("--seq-len", metavar="N", type=int, default=None,
-                        help="Prompt length (prefill) or context length (decode), tokens. Default: --input-len.")
+    parser.add_argument("--seq-len", metavar="N", type=Number(int, "--seq-len", ge=1, le=MAX_TOKENS), default=None,
+                        help=f"Prompt length (prefill) or context length (decode), tokens (1 to {MAX_TOKENS:,}). "
+                        "Default: --input-len.")
     add_scenario_flags(parser)
     add_efficiency_flag(parser)
 

@@ -14,12 +14,13 @@ import statistics
 from typing import Any
 
 from planner.commands.common import (
-    add_efficiency_flag, efficiency_from_args, fmt_seconds, heading, load_model, render, table, warn,
+    Number, add_efficiency_flag, efficiency_from_args, fmt_seconds, heading, load_model, render, table, warn,
 )
 from planner.commands.reconcile import add_override_flags, optional_model_argument, overrides_from_args, read_text
 from planner.errors import ScenarioError
 from planner.hardware import get_profile
-from planner.scenario import Scenario
+from planner.scenario import MAX_TOKENS, Scenario
+from planner.serve.workload import MAX_REQUESTS
 from planner.verify.bench_results import load_bench_results
 from planner.verify.history import append, entries_from_score
 from planner.verify.reconcile import apply_overheads, load_overheads
@@ -46,17 +47,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     optional_model_argument(parser, "the result file")
     add_override_flags(parser, "the Scenario's (the result file does not say)")
     w = parser.add_argument_group("the run (default: what the file says)")
-    w.add_argument("--request-rate", dest="bench_rate", metavar="R", type=float, default=None,
-                   help="Request rate of the run, requests/s (Poisson).")
-    w.add_argument("--max-concurrency", dest="bench_concurrency", metavar="N", type=int, default=None,
-                   help="Requests in flight of the run (closed loop).")
-    w.add_argument("--input-len", dest="bench_input_len", metavar="N", type=float, default=None,
-                   help="Mean prompt length of the run, tokens.")
-    w.add_argument("--output-len", dest="bench_output_len", metavar="N", type=float, default=None,
-                   help="Mean output length of the run, tokens.")
-    w.add_argument("--num-prompts", dest="bench_num_prompts", metavar="N", type=int, default=None,
-                   help="Requests the run sent.")
-    w.add_argument("--index", metavar="N", type=int, default=None,
+    w.add_argument("--request-rate", dest="bench_rate", metavar="R", type=Number(float, "--request-rate", gt=0),
+                   default=None, help="Request rate of the run, requests/s (Poisson; finite, > 0).")
+    w.add_argument("--max-concurrency", dest="bench_concurrency", metavar="N", default=None,
+                   type=Number(int, "--max-concurrency", ge=1, le=MAX_REQUESTS),
+                   help=f"Requests in flight of the run (closed loop), 1 to {MAX_REQUESTS:,}.")
+    w.add_argument("--input-len", dest="bench_input_len", metavar="N", default=None,
+                   type=Number(float, "--input-len", gt=0, le=MAX_TOKENS),
+                   help=f"Mean prompt length of the run, tokens (at most {MAX_TOKENS:,}).")
+    w.add_argument("--output-len", dest="bench_output_len", metavar="N", default=None,
+                   type=Number(float, "--output-len", gt=0, le=MAX_TOKENS),
+                   help=f"Mean output length of the run, tokens (at most {MAX_TOKENS:,}).")
+    w.add_argument("--num-prompts", dest="bench_num_prompts", metavar="N", default=None,
+                   type=Number(int, "--num-prompts", ge=1, le=MAX_REQUESTS),
+                   help=f"Requests the run sent, 1 to {MAX_REQUESTS:,} (the most one simulation takes).")
+    w.add_argument("--index", metavar="N", type=Number(int, "--index", ge=-MAX_REQUESTS, le=MAX_REQUESTS), default=None,
                    help="Score only run N of a file holding several (0-based; -1 is the last). Default: every run.")
     w.add_argument("--engine-version", metavar="V", default=None,
                    help="vLLM version of the run: filed in the history, and the memory overheads adopted for this "

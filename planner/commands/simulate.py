@@ -7,16 +7,17 @@ prefix-cache hit rate, seed) are shared with the ``slo`` command, which imports 
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from planner.commands.common import (
-    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions, fmt_int,
-    fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table, to_jsonable,
+    Number, add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
+    fmt_int, fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table,
+    to_jsonable,
 )
 from planner.errors import ScenarioError
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
-from planner.serve.workload import ConcurrencyArrivals, PoissonArrivals, TraceArrivals, Workload
+from planner.scenario import MAX_TOKENS
+from planner.serve.workload import MAX_REQUESTS, ConcurrencyArrivals, PoissonArrivals, TraceArrivals, Workload
 
 NAME = "simulate"
 HELP = ("Serve a workload on one replica in a discrete-event simulation of vLLM's continuous batching: "
@@ -31,6 +32,7 @@ OUTPUT_KEYS = {
 }
 
 _W = Workload.model_fields
+_RATE_HINT = "A request rate is requests per second; for saturation use --concurrency N instead of an infinite rate."
 
 
 def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool = False) -> None:
@@ -38,14 +40,17 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
     w = parser.add_argument_group("workload (as vllm bench serve)")
     arrivals = w.add_mutually_exclusive_group(required=rate_required)
     arrivals.add_argument(
-        "--qps", "--request-rate", dest="qps", metavar="R", type=float, default=None,
+        "--qps", "--request-rate", dest="qps", metavar="R", default=None,
+        type=Number.of(float, "--qps", PoissonArrivals, "request_rate_per_s", hint=_RATE_HINT),
         help="Poisson arrivals at R requests per second" + (" (the total rate to serve)." if rate_required else
                                                            f". Default: {PoissonArrivals().request_rate_per_s:g}."),
     )
     if not rate_required:
         arrivals.add_argument(
-            "--concurrency", "--max-concurrency", dest="concurrency", metavar="N", type=int, default=None,
-            help="Closed loop: N requests in flight, a new one as soon as one finishes.",
+            "--concurrency", "--max-concurrency", dest="concurrency", metavar="N", default=None,
+            type=Number.of(int, "--concurrency", ConcurrencyArrivals, "concurrency"),
+            help="Closed loop: N requests in flight, a new one as soon as one finishes. "
+            + (ConcurrencyArrivals.model_fields["concurrency"].description or ""),
         )
     arrivals.add_argument(
         "--trace", metavar="FILE", default=None,
@@ -53,23 +58,30 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
         + (" (time-scaled to each probed rate)." if rate_required else "."),
     )
     if not rate_required:
-        w.add_argument("--num-requests", "--num-prompts", dest="num_requests", metavar="N", type=int,
+        w.add_argument("--num-requests", "--num-prompts", dest="num_requests", metavar="N",
+                       type=Number.of(int, "--num-requests", Workload, "num_requests"),
                        default=_W["num_requests"].default,
-                       help="Requests to simulate (with --trace: its first N rows). Default: %(default)s.")
-    w.add_argument("--input-len", metavar="N", type=float, default=1024,
-                   help="Mean prompt length, in tokens. Default: %(default)s.")
-    w.add_argument("--output-len", metavar="N", type=float, default=256,
-                   help="Mean output length, in tokens. Default: %(default)s.")
+                       help=f"Requests to simulate (with --trace: its first N rows), at most {MAX_REQUESTS:,}: each "
+                       "costs the simulator memory and time. Default: %(default)s.")
+    tokens = dict(gt=0, le=MAX_TOKENS)
+    w.add_argument("--input-len", metavar="N", type=Number(float, "--input-len", **tokens), default=1024,
+                   help=f"Mean prompt length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.")
+    w.add_argument("--output-len", metavar="N", type=Number(float, "--output-len", **tokens), default=256,
+                   help=f"Mean output length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.")
     w.add_argument("--length-dist", choices=LENGTH_DISTRIBUTIONS, default="fixed",
                    help="Distribution of both lengths: fixed, uniform (mean +- sqrt(3) x std), normal or lognormal "
                    "(with the given mean and standard deviation). Default: %(default)s.")
-    w.add_argument("--input-len-std", metavar="N", type=float, default=0.0,
+    w.add_argument("--input-len-std", metavar="N", type=Number(float, "--input-len-std", ge=0, le=MAX_TOKENS),
+                   default=0.0,
                    help="Standard deviation of the prompt length, in tokens (needs --length-dist other than fixed).")
-    w.add_argument("--output-len-std", metavar="N", type=float, default=0.0,
+    w.add_argument("--output-len-std", metavar="N", type=Number(float, "--output-len-std", ge=0, le=MAX_TOKENS),
+                   default=0.0,
                    help="Standard deviation of the output length, in tokens (needs --length-dist other than fixed).")
-    w.add_argument("--prefix-cache-hit-rate", metavar="F", type=float, default=0.0,
+    w.add_argument("--prefix-cache-hit-rate", metavar="F", default=0.0,
+                   type=Number.of(float, "--prefix-cache-hit-rate", Workload, "prefix_cache_hit_rate"),
                    help=_W["prefix_cache_hit_rate"].description)
-    w.add_argument("--seed", metavar="N", type=int, default=0, help=_W["seed"].description)
+    w.add_argument("--seed", metavar="N", type=Number.of(int, "--seed", Workload, "seed"), default=0,
+                   help=_W["seed"].description)
 
 
 def _lengths(args: argparse.Namespace, which: str):
@@ -88,10 +100,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         arrivals = TraceArrivals(path=args.trace)
     elif getattr(args, "concurrency", None) is not None:
         arrivals = ConcurrencyArrivals(concurrency=args.concurrency)
-    elif args.qps is not None:
-        if not (args.qps > 0 and math.isfinite(args.qps)):
-            raise ScenarioError(f"--qps {args.qps:g}: a request rate is a finite number > 0.",
-                                hint="For saturation use --concurrency N instead of an infinite rate.")
+    elif args.qps is not None:  # finite and > 0: the flag's type checks it
         arrivals = PoissonArrivals(request_rate_per_s=args.qps)
     else:
         arrivals = PoissonArrivals()

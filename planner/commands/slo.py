@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from planner.commands.common import (
-    add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
+    Number, add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
 )
 from planner.commands.simulate import add_workload_flags, workload_from_args
 from planner.efficiency import BOUND
 from planner.scenario import Scenario
-from planner.serve.slo import SLO, CandidateSpace, SearchSettings, SLOPlan, plan_slo
+from planner.serve.slo import SLO, CandidateSpace, SearchSettings, SLOPlan, SLOTarget, plan_slo
+from planner.serve.workload import MAX_REQUESTS
 
 NAME = "slo"
 HELP = ("Cheapest deployment (card, TP/PP, precision, replicas) whose simulated P99/P90 TTFT, TPOT and E2E meet "
@@ -26,14 +27,24 @@ STATISTICS = ("p99", "p90", "p50", "mean")
 METRICS = {"ttft": "time to first token (queueing included)", "tpot": "time per output token",
            "e2e": "end-to-end latency"}
 _S = Scenario.model_fields
+#: Most items in one candidate list: the search tries every combination, so 32 x 32 x ... is already a lot.
+MAX_LIST_ITEMS = 32
+#: Longest latency target: a day (86,400 s); a target beyond that is no latency target.
+MAX_TARGET_SECONDS = 86_400.0
 
 
 def comma_list(convert: Callable[[str], Any], what: str) -> Callable[[str], tuple]:
-    """argparse type: 'a,b,c' -> (convert(a), ...); a bad item is a usage error naming it."""
+    """argparse type: 'a,b,c' -> (convert(a), ...); a bad item is a usage error naming it.
+
+    At most MAX_LIST_ITEMS items; ``convert`` may be a ``Number``, whose range errors pass through.
+    """
     def parse(text: str) -> tuple:
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
+        if len(items) > MAX_LIST_ITEMS:
+            raise argparse.ArgumentTypeError(f"{len(items)} items; a candidate list takes at most {MAX_LIST_ITEMS} "
+                                             "(every combination of the lists is simulated)")
         out = []
         for item in items:
             try:
@@ -44,8 +55,12 @@ def comma_list(convert: Callable[[str], Any], what: str) -> Callable[[str], tupl
     return parse
 
 
+_MAX_NUM_SEQS = Number.of(int, "--max-num-seqs", Scenario, "max_num_seqs")
+
+
 def _optional_int(text: str) -> int | None:
-    return None if text.lower() in ("auto", "default") else int(text)
+    """'auto' (vLLM's default) -> None, else a max_num_seqs within the Scenario field's range."""
+    return None if text.lower() in ("auto", "default") else _MAX_NUM_SEQS(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,15 +69,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("targets (seconds; give at least one, any subset)")
     for metric, meaning in METRICS.items():
         for stat in STATISTICS:
-            s.add_argument(f"--{stat}-{metric}", dest=f"{stat}_{metric}", metavar="S", type=float, default=None,
+            s.add_argument(f"--{stat}-{metric}", dest=f"{stat}_{metric}", metavar="S", default=None,
+                           type=Number.of(float, f"--{stat}-{metric}", SLOTarget, "seconds", le=MAX_TARGET_SECONDS),
                            help=f"{stat.upper() if stat != 'mean' else 'Mean'} {meaning} at most S seconds."
                            if stat in ("p99", "p90") else argparse.SUPPRESS)
     c = parser.add_argument_group("candidates (comma-separated lists; every combination is tried)")
     c.add_argument("--gpus", type=comma_list(str, "a hardware profile id"), default=("h100-sxm",), metavar="IDS",
                    help="Cards to try, e.g. h100-sxm,l40s (python -m planner hardware lists them). Default: h100-sxm.")
-    c.add_argument("--tp", "--tensor-parallel-size", dest="tp", type=comma_list(int, "an integer"), default=(1, 2, 4, 8),
+    c.add_argument("--tp", "--tensor-parallel-size", dest="tp", default=(1, 2, 4, 8),
+                   type=comma_list(Number.of(int, "--tp", Scenario, "tp"), "an integer"),
                    metavar="LIST", help="Tensor-parallel sizes to try. Default: 1,2,4,8.")
-    c.add_argument("--pp", "--pipeline-parallel-size", dest="pp", type=comma_list(int, "an integer"), default=(1,),
+    c.add_argument("--pp", "--pipeline-parallel-size", dest="pp", default=(1,),
+                   type=comma_list(Number.of(int, "--pp", Scenario, "pp"), "an integer"),
                    metavar="LIST", help="Pipeline-parallel sizes to try. Default: 1.")
     c.add_argument("--weight-dtypes", type=comma_list(str, "a dtype"), default=("auto",), metavar="LIST",
                    help="Weight precisions to try, e.g. auto,fp8. " + (_S["weight_dtype"].description or ""))
@@ -71,20 +89,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--max-num-seqs", type=comma_list(_optional_int, "an integer or auto"), default=(None,),
                    metavar="LIST", help="max_num_seqs values to try (auto: vLLM's default), e.g. auto,256.")
     b = parser.add_argument_group("every candidate (flags named as vLLM names them)")
-    b.add_argument("--max-model-len", metavar="N", type=int, default=None,
+    b.add_argument("--max-model-len", metavar="N", type=Number.of(int, "--max-model-len", Scenario, "max_model_len"),
+                   default=None,
                    help="Longest request, in tokens. Default: the workload's longest request, rounded up to 256.")
-    b.add_argument("--gpu-memory-utilization", metavar="F", type=float, default=_S["gpu_memory_utilization"].default,
+    b.add_argument("--gpu-memory-utilization", metavar="F", default=_S["gpu_memory_utilization"].default,
+                   type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
                    help=f"{_S['gpu_memory_utilization'].description} Default: %(default)s.")
-    b.add_argument("--max-num-batched-tokens", metavar="N", type=int, default=None,
+    b.add_argument("--max-num-batched-tokens", metavar="N", default=None,
+                   type=Number.of(int, "--max-num-batched-tokens", Scenario, "max_num_batched_tokens"),
                    help=_S["max_num_batched_tokens"].description)
-    b.add_argument("--block-size", metavar="N", type=int, default=None, help=_S["block_size"].description)
+    b.add_argument("--block-size", metavar="N", type=Number.of(int, "--block-size", Scenario, "block_size"),
+                   default=None, help=_S["block_size"].description)
     b.add_argument("--enforce-eager", action="store_true", help="Eager mode, no CUDA graphs (vLLM's flag).")
     b.add_argument("--no-chunked-prefill", action="store_true", help="Turn chunked prefill off.")
     q = parser.add_argument_group("search")
     defaults = SearchSettings()
-    q.add_argument("--requests-per-probe", metavar="N", type=int, default=defaults.requests_per_probe,
-                   help=f"{SearchSettings.model_fields['requests_per_probe'].description} Default: %(default)s.")
-    q.add_argument("--tolerance", metavar="F", type=float, default=defaults.rate_tolerance,
+    q.add_argument("--requests-per-probe", metavar="N", default=defaults.requests_per_probe,
+                   type=Number.of(int, "--requests-per-probe", SearchSettings, "requests_per_probe", le=MAX_REQUESTS),
+                   help=f"{SearchSettings.model_fields['requests_per_probe'].description} At most {MAX_REQUESTS:,}. "
+                   "Default: %(default)s.")
+    q.add_argument("--tolerance", metavar="F", default=defaults.rate_tolerance,
+                   type=Number.of(float, "--tolerance", SearchSettings, "rate_tolerance"),
                    help=f"{SearchSettings.model_fields['rate_tolerance'].description} Default: %(default)s.")
     q.add_argument("--exhaustive", action="store_true", help=SearchSettings.model_fields["exhaustive"].description)
     q.add_argument("--bound", action="store_true",

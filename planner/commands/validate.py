@@ -13,10 +13,13 @@ from typing import Any
 from planner.bench.report import ValidationReport
 from planner.bench.suite import BENCHMARKS
 from planner.commands.common import (
-    add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
+    Number, add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
 )
-from planner.errors import PlannerError
 from planner.hardware import get_profile
+
+#: Longest time limit, seconds: a day. Most CPU threads: 4,096 (more than any machine's cores).
+MAX_TIME_LIMIT_S = 86_400.0
+MAX_CPU_THREADS = 4096
 
 NAME = "validate"
 HELP = ("Benchmark the model's shapes on this GPU (or CPU): predicted vs measured per operation, NVML utilization, "
@@ -35,21 +38,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu", metavar="ID", default=None,
                    help="Hardware profile to predict with. Default: the profile matching the detected card ('cpu' on CPU).")
     g.add_argument("--quick", action="store_true", help="Fewer shapes and repeats (a smoke test).")
-    g.add_argument("--time-limit", metavar="S", type=float, default=None,
-                   help="Whole-suite time limit in seconds; later benchmarks are skipped. Default: 240 on a GPU, 120 on CPU.")
-    g.add_argument("--benchmark-time-limit", metavar="S", type=float, default=None,
-                   help="Time limit of one benchmark group in seconds; its later checks time out. Default: 90 on a GPU, 40 on CPU.")
-    g.add_argument("--memory-fraction", metavar="F", type=float, default=0.5,
-                   help="Largest fraction of the free memory one allocation step may take. Default: %(default)s.")
-    g.add_argument("--models-scale", metavar="F", type=float, default=1.0,
+    g.add_argument("--time-limit", metavar="S", type=Number(float, "--time-limit", gt=0, le=MAX_TIME_LIMIT_S),
+                   default=None, help="Whole-suite time limit in seconds (> 0, at most a day); later benchmarks are "
+                   "skipped. Default: 240 on a GPU, 120 on CPU.")
+    g.add_argument("--benchmark-time-limit", metavar="S", default=None,
+                   type=Number(float, "--benchmark-time-limit", gt=0, le=MAX_TIME_LIMIT_S),
+                   help="Time limit of one benchmark group in seconds (> 0, at most a day); its later checks time out. "
+                   "Default: 90 on a GPU, 40 on CPU.")
+    g.add_argument("--memory-fraction", metavar="F", type=Number(float, "--memory-fraction", gt=0, le=1), default=0.5,
+                   help="Largest fraction of the free memory one allocation step may take (> 0 and <= 1). "
+                   "Default: %(default)s.")
+    g.add_argument("--models-scale", metavar="F", type=Number(float, "--models-scale", gt=0, le=1), default=1.0,
                    help="Multiply widths and head counts by F (0 < F <= 1) to fit a big model on a small device; the report "
                    "labels the shapes as scaled. Default: %(default)s (the real model).")
     g.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
                    help="Benchmark dtype. Default: the checkpoint's on a GPU, fp32 on CPU.")
     g.add_argument("--benchmarks", metavar="LIST", default=None,
                    help=f"Comma-separated subset of: {', '.join(BENCHMARKS)}. Default: all.")
-    g.add_argument("--cpu-threads", metavar="N", type=int, default=None,
-                   help="torch CPU threads for a CPU run (1 gives steadier times on a shared machine). Default: torch's.")
+    g.add_argument("--cpu-threads", metavar="N", type=Number(int, "--cpu-threads", ge=1, le=MAX_CPU_THREADS),
+                   default=None, help=f"torch CPU threads for a CPU run, 1 to {MAX_CPU_THREADS:,} (1 gives steadier "
+                   "times on a shared machine). Default: torch's.")
     g.add_argument("--no-calibrate", action="store_true", help="Do not fit efficiency factors.")
     g.add_argument("--no-write", action="store_true", help="Fit the factors but do not write the calibrated profile.")
     g.add_argument("--calibration-dir", metavar="DIR", default=None,
@@ -69,8 +77,6 @@ def run(args: argparse.Namespace) -> ValidationReport:
     benchmarks = None
     if args.benchmarks:
         benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
-    if not 0 < args.models_scale <= 1:
-        raise PlannerError(f"--models-scale must be in (0, 1], got {args.models_scale};", hint="use e.g. 0.25.")
     return run_validation(
         spec, get_profile(args.gpu) if args.gpu else None, args.device, time_limit_s=args.time_limit,
         benchmark_time_limit_s=args.benchmark_time_limit, memory_fraction=args.memory_fraction, models_scale=args.models_scale,

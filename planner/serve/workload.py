@@ -25,8 +25,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import ConfigError, ScenarioError
+from planner.scenario import MAX_TOKENS
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
+
+#: Most requests one simulation takes: 1,000,000. Memory and time grow with the requests: measured on a
+#: 2-core machine, 100,000 requests (Llama-3.1-8B, 50 req/s, 256 in / 64 out) took 83 s and 58 MB above
+#: the 77 MB of a 100-request run, so the bound is ~15 minutes and ~0.6 GB; 10^9 would be gigabytes before
+#: the first step. A longer run is a longer trace or several seeds.
+MAX_REQUESTS = 1_000_000
+#: Largest seed: numpy's generators take any integer >= 0; 2^64 - 1 bounds the text a seed can be.
+MAX_SEED = 2**64 - 1
 
 # ---------------------------------------------------------------------------------------------
 # Length distributions: each variant draws ``n`` whole token counts >= 1 from a numpy Generator.
@@ -38,7 +47,9 @@ class FixedLength(BaseModel):
 
     model_config = _SPEC
     kind: Literal["fixed"] = Field("fixed", description="Distribution name.")
-    tokens: int = Field(..., ge=1, description="Length of every request, in tokens.")
+    tokens: int = Field(
+        ..., ge=1, le=MAX_TOKENS, description=f"Length of every request, in tokens (1 to {MAX_TOKENS:,})."
+    )
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` copies of ``tokens`` (the generator is not advanced)."""
@@ -50,8 +61,10 @@ class UniformLength(BaseModel):
 
     model_config = _SPEC
     kind: Literal["uniform"] = Field("uniform", description="Distribution name.")
-    low_tokens: int = Field(..., ge=1, description="Shortest length, in tokens (included).")
-    high_tokens: int = Field(..., ge=1, description="Longest length, in tokens (included).")
+    low_tokens: int = Field(..., ge=1, le=MAX_TOKENS, description="Shortest length, in tokens (included).")
+    high_tokens: int = Field(
+        ..., ge=1, le=MAX_TOKENS, description=f"Longest length, in tokens (included; at most {MAX_TOKENS:,})."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:
@@ -71,8 +84,13 @@ class NormalLength(BaseModel):
 
     model_config = _SPEC
     kind: Literal["normal"] = Field("normal", description="Distribution name.")
-    mean_tokens: float = Field(..., gt=0, description="Mean length before rounding and clipping, in tokens.")
-    std_tokens: float = Field(..., ge=0, description="Standard deviation of the length, in tokens.")
+    mean_tokens: float = Field(
+        ..., gt=0, le=MAX_TOKENS, allow_inf_nan=False,
+        description=f"Mean length before rounding and clipping, in tokens (at most {MAX_TOKENS:,}).",
+    )
+    std_tokens: float = Field(
+        ..., ge=0, le=MAX_TOKENS, allow_inf_nan=False, description="Standard deviation of the length, in tokens."
+    )
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         draws = rng.normal(self.mean_tokens, self.std_tokens, size=n)
@@ -90,8 +108,12 @@ class LognormalLength(BaseModel):
 
     model_config = _SPEC
     kind: Literal["lognormal"] = Field("lognormal", description="Distribution name.")
-    mean_tokens: float = Field(..., gt=0, description="Mean length, in tokens.")
-    std_tokens: float = Field(..., ge=0, description="Standard deviation of the length, in tokens.")
+    mean_tokens: float = Field(
+        ..., gt=0, le=MAX_TOKENS, allow_inf_nan=False, description=f"Mean length, in tokens (at most {MAX_TOKENS:,})."
+    )
+    std_tokens: float = Field(
+        ..., ge=0, le=MAX_TOKENS, allow_inf_nan=False, description="Standard deviation of the length, in tokens."
+    )
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         sigma2 = math.log1p((self.std_tokens / self.mean_tokens) ** 2)
@@ -105,8 +127,9 @@ class EmpiricalLength(BaseModel):
 
     model_config = _SPEC
     kind: Literal["empirical"] = Field("empirical", description="Distribution name.")
-    values_tokens: tuple[Annotated[int, Field(ge=1)], ...] = Field(
-        ..., min_length=1, description="Observed lengths to draw from, in tokens (each >= 1)."
+    values_tokens: tuple[Annotated[int, Field(ge=1, le=MAX_TOKENS)], ...] = Field(
+        ..., min_length=1, max_length=MAX_REQUESTS,
+        description=f"Observed lengths to draw from, in tokens (each 1 to {MAX_TOKENS:,}; at most {MAX_REQUESTS:,}).",
     )
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -139,7 +162,10 @@ class ConcurrencyArrivals(BaseModel):
 
     model_config = _SPEC
     kind: Literal["concurrency"] = Field("concurrency", description="Arrival process name.")
-    concurrency: int = Field(8, ge=1, description="Requests in flight at once (queued or running), a count.")
+    concurrency: int = Field(
+        8, ge=1, le=MAX_REQUESTS,
+        description=f"Requests in flight at once (queued or running), a count from 1 to {MAX_REQUESTS:,}.",
+    )
 
 
 class TraceArrivals(BaseModel):
@@ -175,8 +201,9 @@ class Workload(BaseModel):
     num_requests: int | None = Field(
         1000,
         ge=1,
-        description="Requests to simulate, a count. With a trace: its first num_requests rows, or every "
-        "row when None (None needs a trace).",
+        le=MAX_REQUESTS,
+        description=f"Requests to simulate, a count from 1 to {MAX_REQUESTS:,} (each costs the simulator memory and "
+        "time). With a trace: its first num_requests rows, or every row when None (None needs a trace).",
     )
     input_tokens: LengthDistribution = Field(
         default_factory=lambda: FixedLength(tokens=1024),
@@ -190,10 +217,13 @@ class Workload(BaseModel):
         0.0,
         ge=0.0,
         le=1.0,
+        allow_inf_nan=False,
         description="Fraction of each prompt's tokens already in the prefix cache (0 to 1, unitless); "
         "they are not recomputed but still occupy KV blocks.",
     )
-    seed: int = Field(0, ge=0, description="Seed of the numpy random generator (an integer).")
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="Seed of the numpy random generator, an integer from 0 to 2^64 - 1."
+    )
 
     @model_validator(mode="after")
     def _count_known(self) -> Workload:
@@ -320,6 +350,7 @@ def _read_csv_rows(path: Path) -> list[tuple[int, dict]]:
                     hint="Give every row a value for each column.",
                 )
             rows.append((line_no, {c: fields[j].strip() for c, j in index.items()}))
+            _check_row_count(path, len(rows))
         return rows
 
 
@@ -348,7 +379,17 @@ def _read_jsonl_rows(path: Path) -> list[tuple[int, dict]]:
                     hint=f"Every line needs {', '.join(TRACE_COLUMNS)}.",
                 )
             rows.append((line_no, row))
+            _check_row_count(path, len(rows))
     return rows
+
+
+def _check_row_count(path: Path, rows: int) -> None:
+    """A trace holds at most MAX_REQUESTS requests: refused while reading, before the arrays are built."""
+    if rows > MAX_REQUESTS:
+        raise ConfigError(
+            f"trace file {path} has more than {MAX_REQUESTS:,} requests, the most one simulation takes.",
+            hint="Split the trace, or replay its first rows (head -n 1000001 trace.csv > part.csv).",
+        )
 
 
 def _parse_time(path: Path, line_no: int, raw: object) -> float:
@@ -369,9 +410,9 @@ def _parse_tokens(path: Path, line_no: int, column: str, raw: object) -> int:
         value = float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         value = math.nan
-    if isinstance(raw, bool) or not math.isfinite(value) or value < 1 or value != int(value):
+    if isinstance(raw, bool) or not math.isfinite(value) or not 1 <= value <= MAX_TOKENS or value != int(value):
         raise ConfigError(
-            f"{path} line {line_no}: {column}={raw!r} is not a whole number of tokens >= 1.",
+            f"{path} line {line_no}: {column}={raw!r} is not a whole number of tokens from 1 to {MAX_TOKENS:,}.",
             hint="Give token counts as positive integers.",
         )
     return int(value)
