@@ -10,17 +10,29 @@ Storage bits (shared/reference/formulas.md, table 1.2):
 * fp8 block 128x128 (DeepSeek-V3): 8 + 32 / (128*128); per-channel fp8 / int8: 8 bits + a row scale
 * bitsandbytes nf4: 4 + 32/64 (fp32 absmax per 64) = 4.5; with double quant 4 + 8/64 + 32/(64*256)
 * MXFP4: 4 + 8/32 = 4.25 (E8M0 scale per 32); NVFP4: 4 + 8/16 = 4.5 (FP8 scale per 16)
+
+Every field a parser reads is type- and range-checked first (``planner.model.validation``), the
+key named in the message: bits from the set the method supports, group sizes and fp8 blocks of
+positive integers, switches true/false, sub-objects JSON objects.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ConfigError, ScenarioError
+from planner.model.validation import MAX_WIDTH, as_bool, as_int, as_int_in, as_list, as_mapping, as_str, optional
+
+Q = "quantization_config"
+#: Bits the integer weight formats support (vLLM 0.33.0 GPTQ: 2, 3, 4, 8; AWQ and compressed-tensors within them).
+INT_BITS = (2, 3, 4, 8)
+#: Most module names an exclusion list may hold (real ones: a few hundred, one per layer and module).
+MAX_EXCLUDED = 100_000
 
 COMPONENTS = ("embedding", "attention", "mlp", "experts", "mamba", "lm_head")
 QUANTIZED_BY_DEFAULT = ("attention", "mlp", "experts", "mamba")
@@ -110,62 +122,92 @@ def _group_bits(bits: int, group_size: int | None, zero: bool = True) -> float:
     return bits + (16 + (bits if zero else 0)) / group_size
 
 
-def _awq_gptq(cfg: dict) -> tuple[WeightFormat, int | None]:
-    bits = int(cfg.get("bits", cfg.get("w_bit", 4)))
-    group = cfg.get("group_size", cfg.get("q_group_size", 128))
-    group = None if group in (-1, None) else int(group)
+def _group_size(key: str, value: Any) -> int | None:
+    """A scale-group width: -1 or null for per-channel, else 1..131,072 weights."""
+    if value is None or (value == -1 and not isinstance(value, bool)):
+        return None
+    return as_int(key, value, 1, MAX_WIDTH, "weights per scale group; -1 for per-channel")
+
+
+def _awq_gptq(cfg: Mapping) -> tuple[WeightFormat, int | None]:
+    bits_key = "bits" if "bits" in cfg else "w_bit"
+    bits = as_int_in(f"{Q}.{bits_key}", cfg.get(bits_key, 4), INT_BITS, "bits per weight")
+    group_key = "group_size" if "group_size" in cfg else "q_group_size"
+    group = _group_size(f"{Q}.{group_key}", cfg.get(group_key, 128))
     method = cfg.get("quant_method")
     compute = "int8" if bits == 8 and method == "gptq" else "bf16"
     return _fmt(f"int{bits}-g{group or 'channel'} ({method})", _group_bits(bits, group), compute), group
 
 
-def _fp8(cfg: dict) -> tuple[WeightFormat, int | None]:
-    block = cfg.get("weight_block_size")
+def _fp8_block(value: Any) -> list[int] | None:
+    """weight_block_size: null (per-channel) or a pair [rows, columns] of positive integers."""
+    if value is None:
+        return None
+    key = f"{Q}.weight_block_size"
+    pair = as_list(key, value, 2)
+    if len(pair) != 2:
+        raise ConfigError(f"config.json key {key!r} should be a pair [rows, columns] such as [128, 128], got {value!r}.",
+                          hint="Compare the file with the model's config.json on the Hub.")
+    return [as_int(f"{key}[{i}]", v, 1, MAX_WIDTH, "fp8 scale-block size") for i, v in enumerate(pair)]
+
+
+def _fp8(cfg: Mapping) -> tuple[WeightFormat, int | None]:
+    block = _fp8_block(cfg.get("weight_block_size"))
     bits = 8 + (32 / (block[0] * block[1]) if block else 32 / 4096)
     return _fmt("fp8" + (f" block {block[0]}x{block[1]}" if block else ""), bits, "fp8"), None
 
 
-def _compressed_tensors(cfg: dict) -> tuple[WeightFormat, int | None]:
-    groups = cfg.get("config_groups") or {}
+#: compressed-tensors QuantizationStrategy values (compressed-tensors 0.x, quant_scheme.py).
+CT_STRATEGIES = ("tensor", "channel", "group", "block", "token", "tensor_group", "attn_head")
+
+
+def _compressed_tensors(cfg: Mapping) -> tuple[WeightFormat, int | None]:
+    groups = optional(as_mapping, f"{Q}.config_groups", cfg.get("config_groups")) or {}
     if not groups:
         raise ConfigError("quantization_config (compressed-tensors) has no config_groups; cannot tell the weight format.")
-    first = next(iter(groups.values()))
-    weights = first.get("weights") or {}
-    bits = int(weights.get("num_bits", 8))
-    kind = weights.get("type", "int")
-    strategy = weights.get("strategy", "channel")
-    group = weights.get("group_size") if strategy == "group" else None
-    acts = first.get("input_activations")
+    name, first = next(iter(groups.items()))
+    where = f"{Q}.config_groups.{name}"
+    first = as_mapping(where, first)
+    weights = optional(as_mapping, f"{where}.weights", first.get("weights")) or {}
+    bits = as_int_in(f"{where}.weights.num_bits", weights.get("num_bits", 8), INT_BITS, "bits per weight")
+    kind = as_str(f"{where}.weights.type", weights.get("type", "int"), ("int", "float"))
+    strategy = as_str(f"{where}.weights.strategy", weights.get("strategy", "channel"), CT_STRATEGIES)
+    group = as_int(f"{where}.weights.group_size", weights.get("group_size"), 1, MAX_WIDTH, "weights per scale group") \
+        if strategy == "group" else None
+    acts = optional(as_mapping, f"{where}.input_activations", first.get("input_activations"))
     if kind == "float" and bits == 4:
         return _fmt("nvfp4", 4.5, "fp4"), 16
     if kind == "float":
         return _fmt("fp8", 8 + 32 / 4096, "fp8" if acts else "bf16"), None
     compute = ("int8" if bits == 8 else "bf16") if acts else "bf16"
-    zero = not weights.get("symmetric", True)
+    zero = not as_bool(f"{where}.weights.symmetric", weights.get("symmetric", True))
     return _fmt(f"int{bits}" + (f"-g{group}" if group else ""), _group_bits(bits, group, zero), compute), group
 
 
-def _bitsandbytes(cfg: dict) -> tuple[WeightFormat, int | None]:
-    if cfg.get("load_in_8bit") or cfg.get("_load_in_8bit"):
+def _bitsandbytes(cfg: Mapping) -> tuple[WeightFormat, int | None]:
+    if any(optional(as_bool, f"{Q}.{key}", cfg.get(key)) for key in ("load_in_8bit", "_load_in_8bit")):
         return _fmt("int8 (bnb)", 8 + 32 / 4096, "bf16"), None
-    double = cfg.get("bnb_4bit_use_double_quant", False)
+    double = as_bool(f"{Q}.bnb_4bit_use_double_quant", cfg.get("bnb_4bit_use_double_quant", False))
     bits = 4 + (8 / 64 + 32 / (64 * 256) if double else 32 / 64)
-    return _fmt(str(cfg.get("bnb_4bit_quant_type", "nf4")), bits, "bf16"), 64
+    return _fmt(as_str(f"{Q}.bnb_4bit_quant_type", cfg.get("bnb_4bit_quant_type", "nf4"), ("nf4", "fp4")), bits, "bf16"), 64
 
 
-def _mxfp4(cfg: dict) -> tuple[WeightFormat, int | None]:
+def _mxfp4(cfg: Mapping) -> tuple[WeightFormat, int | None]:
     return NAMED_FORMATS["mxfp4"], 32
 
 
-def _modelopt(cfg: dict) -> tuple[WeightFormat, int | None]:
-    algo = str((cfg.get("quantization") or {}).get("quant_algo") or cfg.get("quant_algo") or "FP8").upper()
+def _modelopt(cfg: Mapping) -> tuple[WeightFormat, int | None]:
+    inner = optional(as_mapping, f"{Q}.quantization", cfg.get("quantization")) or {}
+    algo = optional(as_str, f"{Q}.quantization.quant_algo", inner.get("quant_algo")) \
+        or optional(as_str, f"{Q}.quant_algo", cfg.get("quant_algo")) or "FP8"
+    algo = algo.upper()
     if "FP4" in algo:
         return NAMED_FORMATS["nvfp4"], 16
     return NAMED_FORMATS["fp8"], None
 
 
 #: quant_method -> parser of the rest of quantization_config.
-PARSERS: dict[str, Callable[[dict], tuple[WeightFormat, int | None]]] = {
+PARSERS: dict[str, Callable[[Mapping], tuple[WeightFormat, int | None]]] = {
     "awq": _awq_gptq,
     "gptq": _awq_gptq,
     "fp8": _fp8,
@@ -181,12 +223,34 @@ PARSERS: dict[str, Callable[[dict], tuple[WeightFormat, int | None]]] = {
 DEFAULT_COMPONENTS: dict[str, tuple[str, ...]] = {"mxfp4": ("experts",)}
 
 
-def parse_quantization(raw: dict[str, Any] | None) -> QuantizationSpec | None:
+def checkpoint_quantization(config: Mapping[str, Any]) -> QuantizationSpec | None:
+    """A config.json's quantization: ``quantization_config``, else legacy ``compression_config``; None when neither."""
+    for key in ("quantization_config", "compression_config"):
+        value = config.get(key)
+        if value is not None and value != {}:
+            return parse_quantization(as_mapping(key, value))
+    return None
+
+
+def _excluded_modules(raw: Mapping[str, Any]) -> list[str]:
+    """Module names/patterns left unquantized, under whichever key the method uses."""
+    for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules", "llm_int8_skip_modules"):
+        if raw.get(key):
+            entries = as_list(f"{Q}.{key}", raw[key], MAX_EXCLUDED)
+            return [as_str(f"{Q}.{key}[{i}]", e) for i, e in enumerate(entries)]
+    return []
+
+
+def parse_quantization(raw: Mapping[str, Any] | None) -> QuantizationSpec | None:
     """Normalize ``quantization_config`` (or legacy ``compression_config``); None when absent."""
+    if raw is None:
+        return None
+    raw = as_mapping(Q, raw)
     if not raw:
         return None
-    method = str(raw.get("quant_method") or "").lower()
-    if not method and (raw.get("producer") or {}).get("name") == "modelopt":
+    method = (optional(as_str, f"{Q}.quant_method", raw.get("quant_method")) or "").lower()
+    producer = optional(as_mapping, f"{Q}.producer", raw.get("producer")) or {}
+    if not method and producer.get("name") == "modelopt":
         method = "modelopt"
     if not method and ("load_in_4bit" in raw or "load_in_8bit" in raw):
         method = "bitsandbytes"
@@ -198,10 +262,10 @@ def parse_quantization(raw: dict[str, Any] | None) -> QuantizationSpec | None:
             "or use --weight-dtype to say how the weights are stored.",
         )
     fmt, group = parser(raw)
-    excluded = list(raw.get("modules_to_not_convert") or raw.get("ignored_layers") or raw.get("ignore")
-                    or raw.get("exclude_modules") or raw.get("llm_int8_skip_modules") or [])
+    excluded = _excluded_modules(raw)
     components = tuple(c for c in DEFAULT_COMPONENTS.get(method, QUANTIZED_BY_DEFAULT) if c not in _excluded_components(excluded))
-    kv = raw.get("kv_cache_scheme") or raw.get("kv_cache_quant_algo")
+    kv = optional(as_mapping, f"{Q}.kv_cache_scheme", raw.get("kv_cache_scheme")) \
+        or optional(as_str, f"{Q}.kv_cache_quant_algo", raw.get("kv_cache_quant_algo"))
     return QuantizationSpec(
         method=method,
         weight_format=fmt,
