@@ -148,6 +148,46 @@ class SlidingWindowKV(FullAttentionKV):
         return text, f"sliding window: a sequence keeps at most {self.window_tokens:,} tokens here"
 
 
+class ChunkedLocalKV(FullAttentionKV):
+    """Chunked local attention (Llama 4's RoPE layers): a query sees only its own chunk of tokens.
+
+    vLLM's ``ChunkedLocalAttentionSpec`` would keep ``cdiv(min(chunk + max_in_flight_tokens,
+    max_model_len), block_size)`` blocks per request, but only under the hybrid KV-cache manager,
+    and vLLM turns that manager off for any model with ``attention_chunk_size`` unless
+    ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1`` (``VllmConfig.__post_init__``;
+    shared/reference/formulas.md 2.3). With it off, ``unify_hybrid_kv_cache_specs`` promotes these
+    layers to full attention. ``hybrid_manager`` False (vLLM's default) plans exactly that: every
+    token kept, one group with the full-attention layers. Worked case, Llama-4-Scout at
+    max_model_len 4096, block 16: 256 blocks per request either way (4096 < the 8192 chunk).
+    """
+
+    kind: Literal["chunked_local"] = "chunked_local"
+    chunk_tokens: int = Field(description="attention_chunk_size, in tokens.")
+    hybrid_manager: bool = Field(False, description="vLLM's hybrid KV-cache manager is on (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1): blocks outside the current chunk are freed.")
+
+    @property
+    def group_key(self) -> tuple:
+        if not self.hybrid_manager:
+            return ("full_attention", self.bytes_per_token)
+        return (self.kind, self.bytes_per_token, self.chunk_tokens)
+
+    def blocks_per_request(self, max_model_len: int, block_size: int, max_in_flight_tokens: int) -> int:
+        if not self.hybrid_manager:
+            return cdiv(max_model_len, block_size)
+        return cdiv(min(self.chunk_tokens + max_in_flight_tokens, max_model_len), block_size)
+
+    @property
+    def token_cap(self) -> int | None:
+        return self.chunk_tokens if self.hybrid_manager else None
+
+    def describe(self, layers: int) -> tuple[str, str]:
+        text, _ = super().describe(layers)
+        if self.hybrid_manager:
+            return text, f"chunked local attention: a sequence keeps at most about {self.chunk_tokens:,} tokens here"
+        return text, (f"chunked local attention ({self.chunk_tokens:,}-token chunks), kept in full: vLLM disables its "
+                      "hybrid KV-cache manager for chunked-attention models by default")
+
+
 class MambaStateKV(KVSpec):
     """Recurrent (Mamba/SSM) layer: a fixed conv + SSM state per sequence, nothing per token."""
 

@@ -20,7 +20,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.model.kv import FullAttentionKV, KVSpec, MambaStateKV, MLAKV, SlidingWindowKV
+from planner.model.kv import ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, MLAKV, SlidingWindowKV
 from planner.model.ops import Op, StepShape, allreduce, elementwise, gemm
 
 
@@ -61,6 +61,8 @@ class Attention(_Block):
 
     Params: q h*H*d, k and v h*K*d each, o H*d*h (note q/o width H*d may differ from h),
     plus biases (q,k,v: H*d + 2*K*d; o: h), q/k RMSNorms over head_dim (2*d) and sinks (H).
+    An output gate (Qwen3-Next) doubles q_proj to h*2*H*d: half queries, half a sigmoid gate.
+    Chunked local attention (Llama 4's RoPE layers) attends within blocks of ``chunk_tokens``.
     """
 
     kind: Literal["attention"] = "attention"
@@ -73,13 +75,21 @@ class Attention(_Block):
     qk_norm: bool = Field(False, description="RMSNorm over head_dim on queries and keys (Qwen3, Gemma3).")
     sinks: bool = Field(False, description="One learned attention-sink logit per head (gpt-oss).")
     window_tokens: int | None = Field(None, description="Sliding-window size in tokens; None for full attention.")
+    chunk_tokens: int | None = Field(None, description="Chunked local attention: tokens attend within chunks of this many tokens (Llama 4 attention_chunk_size); None otherwise.")
+    output_gate: bool = Field(False, description="q_proj also yields a per-head sigmoid gate on the output (Qwen3-Next), doubling its width.")
 
     def param_groups(self) -> list[ParamGroup]:
         h, H, K, d = self.hidden_size, self.num_heads, self.num_kv_heads, self.head_dim
         other = (H * d + 2 * K * d if self.qkv_bias else 0) + (h if self.o_bias else 0)
         other += 2 * d if self.qk_norm else 0
         other += H if self.sinks else 0
-        return [ParamGroup(component="attention", sharded_linear=2 * h * H * d + 2 * h * K * d, other=other)]
+        q_width = 2 * H * d if self.output_gate else H * d
+        return [ParamGroup(component="attention", sharded_linear=h * q_width + H * d * h + 2 * h * K * d, other=other)]
+
+    @property
+    def local_span_tokens(self) -> int | None:
+        """Most past tokens one query attends to: the sliding window or the chunk; None when unbounded."""
+        return self.window_tokens if self.window_tokens is not None else self.chunk_tokens
 
     @property
     def cache_kv_heads(self) -> int:
@@ -97,6 +107,8 @@ class Attention(_Block):
 
     def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
         common = dict(kv_heads=self.kv_heads_per_rank(tp), head_dim=self.head_dim, head_dim_v=self.head_dim, dtype_bytes=kv_bytes)
+        if self.chunk_tokens is not None:
+            return ChunkedLocalKV(chunk_tokens=self.chunk_tokens, **common)
         if self.window_tokens is None:
             return FullAttentionKV(**common)
         return SlidingWindowKV(window_tokens=self.window_tokens, **common)
@@ -106,17 +118,18 @@ class Attention(_Block):
         T = shape.tokens
         H_r = H / shape.tp
         K_r = self.kv_heads_per_rank(shape.tp)
-        span = shape.context_len if self.window_tokens is None else min(shape.context_len, self.window_tokens)
+        local = self.local_span_tokens
+        span = shape.context_len if local is None else min(shape.context_len, local)
         pairs = shape.attended_pairs_per_seq()
-        if self.window_tokens is not None and shape.causal:
-            pairs = min(pairs, shape.query_len * self.window_tokens)
-        elif self.window_tokens is not None:
+        if local is not None and shape.causal:
+            pairs = min(pairs, shape.query_len * local)
+        elif local is not None:
             pairs = shape.query_len * span
         B = shape.num_seqs
         kv_elt = shape.kv_bytes
         new_kv = T * 2 * K_r * d * kv_elt
         return [
-            gemm(shape, "attn.q_proj", "attention", T, H * d, h),
+            gemm(shape, "attn.q_proj", "attention", T, (2 if self.output_gate else 1) * H * d, h),
             gemm(shape, "attn.k_proj", "attention", T, K * d, h),
             gemm(shape, "attn.v_proj", "attention", T, K * d, h),
             Op(name="attn.kv_cache_write", kind="elementwise", flops=0.0, kv_bytes=new_kv),
@@ -277,7 +290,127 @@ class Mamba(_Block):
         ]
 
 
-Mixer = Annotated[Union[Attention, MLA, Mamba], Field(discriminator="kind")]
+def _extra_groups_for_head_shards(groups: int, tp: int) -> int:
+    """vLLM ``extra_groups_for_head_shards``: groups replicated so every rank holds its heads' groups."""
+    return 0 if groups % tp == 0 else tp - groups
+
+
+class Mamba2(_Block):
+    """Mamba-2 state-space-duality mixer (Mamba2, and Nemotron-H's mamba blocks).
+
+    Params (transformers ``Mamba2Mixer``): in_proj h*(2I + 2GN + nh) (+ bias), depthwise conv
+    (I + 2GN)*k (+ bias), dt_bias, A_log and D nh each, a gated RMSNorm I, out_proj I*h (+ bias h);
+    I = expand*h = nh*head_dim, G = n_groups, N = state size.
+    State per sequence (vLLM ``mamba2_state_shape``): conv ((I + 2G'N)/tp)*(k-1) + ssm (nh/tp)*head_dim*N
+    elements, G' = G plus the groups replicated when tp does not divide G.
+    Worked case, Mamba-Codestral-7B (h 4096, I 8192, G 8, N 128, nh 128, head_dim 64, k 4) at tp 1:
+    (8192 + 2048) * 3 + 128 * 64 * 128 = 1,079,296 elements = 2,158,592 B in bf16 per layer.
+    """
+
+    kind: Literal["mamba2"] = "mamba2"
+    hidden_size: int = Field(description="Model width h.")
+    d_inner: int = Field(description="Inner width I = expand * h (= num_heads * head_dim).")
+    num_heads: int = Field(description="SSM heads nh.")
+    head_dim: int = Field(description="Channels per SSM head.")
+    n_groups: int = Field(description="Groups G sharing B and C projections.")
+    d_state: int = Field(description="SSM state size N.")
+    d_conv: int = Field(description="Depthwise convolution kernel width k.")
+    proj_bias: bool = Field(False, description="in_proj and out_proj carry biases.")
+    conv_bias: bool = Field(True, description="The convolution carries a bias.")
+
+    @property
+    def conv_dim(self) -> int:
+        return self.d_inner + 2 * self.n_groups * self.d_state
+
+    def param_groups(self) -> list[ParamGroup]:
+        h, I, nh = self.hidden_size, self.d_inner, self.num_heads
+        in_width = 2 * I + 2 * self.n_groups * self.d_state + nh
+        other = self.conv_dim * self.d_conv + (self.conv_dim if self.conv_bias else 0) + 3 * nh + I
+        other += (in_width + h) if self.proj_bias else 0
+        return [ParamGroup(component="mamba", sharded_linear=h * in_width + I * h, other=other)]
+
+    def state_elements(self, tp: int) -> int:
+        groups = self.n_groups + _extra_groups_for_head_shards(self.n_groups, tp)
+        conv = (self.d_inner + 2 * groups * self.d_state) // tp * (self.d_conv - 1)
+        return conv + self.num_heads // tp * self.head_dim * self.d_state
+
+    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+        return MambaStateKV(state_bytes=int(self.state_elements(tp) * state_bytes))
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, I, N, T, B = self.hidden_size, self.d_inner, self.d_state, shape.tokens, shape.num_seqs
+        state = B * self.state_elements(shape.tp) * shape.state_bytes
+        in_width = 2 * I + 2 * self.n_groups * N + self.num_heads
+        return [
+            gemm(shape, "mamba2.in_proj", "mamba", T, in_width, h),
+            elementwise(shape, "mamba2.conv1d", T * self.conv_dim / shape.tp, 2.0 * self.d_conv),
+            Op(name="mamba2.ssd_scan", kind="scan", flops=9.0 * T * I / shape.tp * N, kv_bytes=2 * state,
+               activation_bytes=4 * T * I / shape.tp * shape.act_bytes),
+            gemm(shape, "mamba2.out_proj", "mamba", T, h, I),
+        ]
+
+
+class GatedDeltaNet(_Block):
+    """Gated delta-rule linear attention (Qwen3-Next's ``linear_attention`` layers).
+
+    Params (transformers ``Qwen3NextGatedDeltaNet``), with key width Kd = nk*dk and value width
+    Vd = nv*dv: in_proj_qkvz h*(2Kd + 2Vd), in_proj_ba h*2nv, depthwise conv (2Kd + Vd)*k (no bias),
+    dt_bias and A_log nv each, a gated RMSNorm dv, out_proj Vd*h.
+    State per sequence (vLLM ``gated_delta_net_state_shape``): conv ((2Kd + Vd)/tp)*(k-1) plus the
+    recurrent matrix (nv/tp)*dk*dv elements, in the model dtype (mamba_ssm_cache_dtype auto).
+    Worked case, Qwen3-Next-80B-A3B (nk 16, nv 32, dk = dv = 128, k 4) at tp 1:
+    8192 * 3 + 32 * 128 * 128 = 548,864 elements = 1,097,728 B in bf16 per layer.
+    """
+
+    kind: Literal["gated_delta_net"] = "gated_delta_net"
+    hidden_size: int = Field(description="Model width h.")
+    num_key_heads: int = Field(description="Key (and query) heads nk.")
+    num_value_heads: int = Field(description="Value heads nv.")
+    key_head_dim: int = Field(description="Key head size dk.")
+    value_head_dim: int = Field(description="Value head size dv.")
+    d_conv: int = Field(description="Depthwise convolution kernel width k.")
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return 2 * self.key_dim + self.value_dim
+
+    def param_groups(self) -> list[ParamGroup]:
+        h, nv = self.hidden_size, self.num_value_heads
+        sharded = h * (2 * self.key_dim + 2 * self.value_dim) + h * 2 * nv + self.value_dim * h
+        other = self.conv_dim * self.d_conv + 2 * nv + self.value_head_dim
+        return [ParamGroup(component="mamba", sharded_linear=sharded, other=other)]
+
+    def state_elements(self, tp: int) -> int:
+        conv = self.conv_dim // tp * (self.d_conv - 1)
+        return conv + self.num_value_heads // tp * self.key_head_dim * self.value_head_dim
+
+    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+        return MambaStateKV(state_bytes=int(self.state_elements(tp) * state_bytes))
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        h, T, B = self.hidden_size, shape.tokens, shape.num_seqs
+        nv_r = self.num_value_heads / shape.tp
+        state = B * self.state_elements(shape.tp) * shape.state_bytes
+        return [
+            gemm(shape, "gdn.in_proj_qkvz", "mamba", T, 2 * self.key_dim + 2 * self.value_dim, h),
+            gemm(shape, "gdn.in_proj_ba", "mamba", T, 2 * self.num_value_heads, h),
+            elementwise(shape, "gdn.conv1d", T * self.conv_dim / shape.tp, 2.0 * self.d_conv),
+            # per token and value head: S <- g*S + b*(v - S k) k^T and o = S q, ~6 dk*dv FLOPs
+            Op(name="gdn.delta_rule", kind="scan", flops=6.0 * T * nv_r * self.key_head_dim * self.value_head_dim,
+               kv_bytes=2 * state, activation_bytes=4 * T * self.conv_dim / shape.tp * shape.act_bytes),
+            gemm(shape, "gdn.out_proj", "mamba", T, h, self.value_dim),
+        ]
+
+
+Mixer = Annotated[Union[Attention, MLA, Mamba, Mamba2, GatedDeltaNet], Field(discriminator="kind")]
 
 
 # ------------------------------------------------------------------------------------- FFNs
@@ -392,7 +525,7 @@ class DecoderLayer(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mixer: Mixer = Field(description="Token mixer: attention, MLA or Mamba.")
+    mixer: Mixer = Field(description="Token mixer: attention, MLA, Mamba, Mamba-2 or gated delta net.")
     ffn: FFN | None = Field(description="Feed-forward block; None for Mamba-only layers.")
     norm_params: int = Field(description="Parameters of the layer's norms (RMSNorm h each, LayerNorm 2h each).")
 
@@ -401,7 +534,9 @@ class DecoderLayer(BaseModel):
         """Human label: full_attention, sliding_attention(4096), mla, mamba, plus '+moe'."""
         mixer = self.mixer
         label = mixer.kind
-        if isinstance(mixer, Attention):
+        if isinstance(mixer, Attention) and mixer.chunk_tokens is not None:
+            label = f"chunked_attention({mixer.chunk_tokens})"
+        elif isinstance(mixer, Attention):
             label = "full_attention" if mixer.window_tokens is None else f"sliding_attention({mixer.window_tokens})"
         return label + ("+moe" if isinstance(self.ffn, MoE) else "")
 

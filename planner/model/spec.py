@@ -18,7 +18,7 @@ from collections import Counter
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.model.kv import KVSpec
-from planner.model.layers import Attention, DecoderLayer, MLA, Mamba, MoE, ParamGroup
+from planner.model.layers import Attention, DecoderLayer, MLA, MoE, ParamGroup
 from planner.model.quantization import QuantizationSpec, normalize_dtype
 from planner.units import round_up
 
@@ -41,6 +41,7 @@ class ModelSpec(BaseModel):
     embedding_dim: int = Field(gt=0, description="Width of the token embedding (OPT's word_embed_proj_dim; otherwise h).")
     position_embedding_rows: int = Field(0, ge=0, description="Rows of a learned absolute position embedding (GPT-2, OPT); 0 for rotary/ALiBi.")
     tie_word_embeddings: bool = Field(description="lm_head shares the input embedding (counted once).")
+    lm_head_bias: bool = Field(False, description="lm_head carries a bias of vocab_size elements (Phi-MoE's lm_head_bias).")
     final_norm_params: int = Field(ge=0, description="Parameters of the final norm (h for RMSNorm, 2h for LayerNorm, 0 for none).")
     layers: tuple[DecoderLayer, ...] = Field(description="The decoder layers, in order.")
     max_position_embeddings: int = Field(gt=0, description="Longest context the config allows, in tokens (vLLM's derived max_model_len).")
@@ -64,6 +65,8 @@ class ModelSpec(BaseModel):
         groups.append(ParamGroup(component="norms", other=self.final_norm_params))
         if not self.tie_word_embeddings:
             groups.append(ParamGroup(component="lm_head", sharded_linear=self.vocab_size * e))
+        if self.lm_head_bias:
+            groups.append(ParamGroup(component="lm_head", other=self.vocab_size))
         return groups
 
     def param_groups(self) -> list[ParamGroup]:
@@ -138,7 +141,7 @@ class ModelSpec(BaseModel):
 
     @property
     def attention_layers(self) -> list[Attention | MLA]:
-        return [layer.mixer for layer in self.layers if not isinstance(layer.mixer, Mamba)]
+        return [layer.mixer for layer in self.layers if isinstance(layer.mixer, (Attention, MLA))]
 
     @property
     def num_attention_heads(self) -> int | None:
