@@ -41,7 +41,7 @@ from planner.bench.plan import (
     CheckPlan, GemmShape, attention_decode_ops, first_attention, forward_plans, gemm_op, layer_gemms,
 )
 from planner.bench.report import DeviceInfo, OpCount, SuiteSizes
-from planner.bench.safety import Deadline, MemoryGuard, release
+from planner.bench.safety import Deadline, MemoryGuard, fill, release
 from planner.bench.timing import Timing, measure, random_tensor, rotation_slots
 
 if TYPE_CHECKING:
@@ -99,6 +99,15 @@ class Ctx:
     def rand(self, shape, scale: float = 1.0, dtype=None):
         return random_tensor(self.torch, shape, dtype or self.dtype, self.device, scale)
 
+    def fill(self, make: Callable[[], object], count: int, what: str) -> list:
+        """Up to ``count`` input sets from ``make()``, as many as the deadline holds (``safety.fill``)."""
+        return fill(make, count, self.deadline, what)
+
+    def check_time(self, during: str) -> None:
+        """Raise BenchTimeout when the group's deadline has passed ``during`` a setup phase."""
+        if self.deadline.expired():
+            raise self.deadline.timeout(during)
+
 
 def _measured(t: Timing, **details) -> Outcome:
     return Outcome(status="ok", seconds=t.median_seconds, how=t.how, repeats=t.repeats, details=details)
@@ -122,6 +131,7 @@ def run_memory_bandwidth(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> No
         n = int(plan.shape["bytes"]) // ctx.elt
         ctx.guard.check(2 * n * ctx.elt, "copy buffers")
         a, b = ctx.rand((n,)), ctx.rand((n,))
+        ctx.check_time("while filling the copy buffers")
         t = ctx.time(lambda i: (b.copy_(a) if i % 2 == 0 else a.copy_(b)))
         del a, b
         return _measured(t)
@@ -211,7 +221,7 @@ def _weights(ctx: Ctx, slot: str, key, make: Callable[[], object], bytes_per_slo
     ctx.cache.pop(slot, None)  # drop the previous weights before the guard looks at free memory
     slots = ctx.slots(bytes_per_slot)
     ctx.guard.check(slots * bytes_per_slot, what)
-    ws = [make() for _ in range(slots)]
+    ws = ctx.fill(make, slots, what)
     ctx.cache[slot] = (key, ws)
     return ws
 
@@ -225,10 +235,9 @@ def run_gemm(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
             ws = _weights(ctx, "gemm", (n, k), lambda: ctx.rand((n, k), scale=1.0 / math.sqrt(k)), n * k * ctx.elt, f"GEMM weights {n}x{k}")
             per = (m * k + m * n) * ctx.elt
             ctx.guard.check(len(ws) * per, f"GEMM activations M={m}")
-            xs = [ctx.rand((m, k)) for _ in ws]
-            ys = [ctx.rand((m, n)) for _ in ws]
-            s = len(ws)
-            t = ctx.time(lambda i: torch.mm(xs[i % s], ws[i % s].t(), out=ys[i % s]))
+            io = ctx.fill(lambda: (ctx.rand((m, k)), ctx.rand((m, n))), len(ws), f"GEMM activations M={m}")
+            s = len(io)
+            t = ctx.time(lambda i: torch.mm(io[i % s][0], ws[i % s].t(), out=io[i % s][1]))
             return _measured(t, rotation_slots=s)
 
         runner.check(plan, fn)
@@ -260,8 +269,8 @@ def run_gemm_fp8(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
         def fn(m=m, n=n, k=k) -> Outcome:
             ws = _weights(ctx, "gemm", ("fp8", n, k), lambda: ctx.rand((n, k), dtype=f8), n * k, f"fp8 GEMM weights {n}x{k}")
             ctx.guard.check(len(ws) * (m * k + 2 * m * n), f"fp8 GEMM activations M={m}")
-            xs = [ctx.rand((m, k), dtype=f8) for _ in ws]
-            s = len(ws)
+            xs = ctx.fill(lambda: ctx.rand((m, k), dtype=f8), len(ws), f"fp8 GEMM activations M={m}")
+            s = len(xs)
 
             def step(i):
                 out = torch._scaled_mm(xs[i % s], ws[i % s].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
@@ -303,11 +312,11 @@ def run_attention_decode(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> No
             per = (2 * b * K * span * d + 2 * b * H * d) * ctx.elt
             s = ctx.slots(per)
             ctx.guard.check(s * per, f"KV for attention B={b} span={span}")
-            qs = [ctx.rand((b, H, 1, d)) for _ in range(s)]
-            ks = [ctx.rand((b, K, span, d)) for _ in range(s)]
-            vs = [ctx.rand((b, K, span, d)) for _ in range(s)]
+            qkv = ctx.fill(lambda: (ctx.rand((b, H, 1, d)), ctx.rand((b, K, span, d)), ctx.rand((b, K, span, d))), s,
+                           f"KV for attention B={b} span={span}")
+            s = len(qkv)
             gqa = H != K
-            t = ctx.time(lambda i: F.scaled_dot_product_attention(qs[i % s], ks[i % s], vs[i % s], enable_gqa=gqa))
+            t = ctx.time(lambda i: F.scaled_dot_product_attention(*qkv[i % s], enable_gqa=gqa))
             return _measured(t, rotation_slots=s)
 
         runner.check(plan, fn)
@@ -347,11 +356,13 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
                 act = b * q_len * model.hidden_size * ctx.elt
                 cache_bytes = layers[0].cache_bytes(b, n) if stage == "decode" else 0
                 ctx.guard.check(s * (cache_bytes + act * 8), f"layer {idx} {stage} caches and activations")
-                xs = [ctx.rand((b * q_len, model.hidden_size)) for _ in range(s)]
-                caches = [layers[0].new_cache(b, n) for _ in range(s)] if stage == "decode" else [None] * s
+                inputs = ctx.fill(lambda: (ctx.rand((b * q_len, model.hidden_size)),
+                                           layers[0].new_cache(b, n) if stage == "decode" else None), s,
+                                  f"layer {idx} {stage} inputs")
+                s = len(inputs)
                 pos = torch.arange(n - q_len, n, device=ctx.device)
                 rope = layers[0].rope_tables(pos) if rotary else None
-                t = ctx.time(lambda i: layers[i % s].forward(xs[i % s], b, q_len, caches[i % s], rope))
+                t = ctx.time(lambda i: layers[i % s].forward(inputs[i % s][0], b, q_len, inputs[i % s][1], rope))
                 return _measured(t, rotation_slots=s)
         else:
 
@@ -362,8 +373,9 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
                 heads = _weights(ctx, "head", "head", lambda: TorchHead(torch, vocab, h, tied, ctx.dtype, ctx.device),
                                  TorchHead.param_bytes(vocab, h, tied, ctx.elt), "embedding and lm_head")
                 ctx.guard.check(b * (q_len * h + 2 * vocab) * 4 * len(heads), "head activations and logits")
-                ids = [torch.randint(0, model.vocab_size, (b * q_len,), device=ctx.device) for _ in heads]
-                s = len(heads)
+                ids = ctx.fill(lambda: torch.randint(0, model.vocab_size, (b * q_len,), device=ctx.device), len(heads),
+                               "head token ids")
+                s = len(ids)
                 return _measured(ctx.time(lambda i: heads[i % s].forward(ids[i % s], b, q_len)), rotation_slots=s)
 
         runner.check(plan, fn)
@@ -414,6 +426,7 @@ def run_kv_cache(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
         t0 = time.perf_counter()
         chunks, left = [], nbytes
         while left > 0:
+            ctx.check_time(f"while allocating the KV cache ({fmt_bytes(nbytes - left)} of {fmt_bytes(nbytes)} done)")
             size = min(left, _KV_CHUNK_BYTES)
             chunks.append(torch.empty(size, dtype=torch.uint8, device=ctx.device))
             left -= size

@@ -186,9 +186,23 @@ def fit_efficiency(ok: list[tuple[CheckPlan, float]], hw: HardwareProfile, prior
             ops_only = predict(plan, hw, eff.model_copy(update={"step_overhead_seconds": 0.0}))[0]
             residuals.append(t - ops_only)
         diag["decode_forward_residual_seconds"] = statistics.median(residuals)
-        eff = eff.model_copy(update={"step_overhead_seconds": max(0.0, statistics.median(residuals))})
+        fitted = max(0.0, statistics.median(residuals))
+        cap = _upper_bound("step_overhead_seconds")
         used["step_overhead_seconds"] = f"median layer-vs-sum residual of {len(forwards)} whole-model decode forward(s)"
+        if cap is not None and fitted > cap:
+            used["step_overhead_seconds"] += f"; {fitted:.3g} s is above the field's bound, kept at {cap:g} s"
+            fitted = cap
+        eff = eff.model_copy(update={"step_overhead_seconds": fitted})
     return Fit(Efficiency.model_validate(eff.model_dump()), hw, used, raised, diag)
+
+
+def _upper_bound(field: str) -> float | None:
+    """The ``le`` bound of an Efficiency field, None without one (a fitted value stays inside it)."""
+    for rule in Efficiency.model_fields[field].metadata:
+        le = getattr(rule, "le", None)
+        if le is not None:
+            return float(le)
+    return None
 
 
 def calibrated_profile(hw: HardwareProfile, eff: Efficiency, info: dict[str, str]) -> HardwareProfile:

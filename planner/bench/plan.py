@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.efficiency import Efficiency
+from planner.estimate import step
 from planner.estimate.roofline import bind, layer_groups, model_ops
 from planner.hardware import HardwareProfile
 from planner.model.layers import Attention, DecoderLayer, DenseMLP, MoE
@@ -68,12 +69,14 @@ def bench_shape(stage: str, batch: int, seq_len: int, dtype: str) -> StepShape:
 
 def predict(plan: CheckPlan, hw: HardwareProfile, eff: Efficiency) -> tuple[float, str | None, str | None]:
     """(seconds, binding ceiling of the largest op, math dtype of the largest op) with the planner's bind."""
-    total, best, bound, dtype = 0.0, -1.0, None, None
+    total, launches, best, bound, dtype = 0.0, 0.0, -1.0, None, None
     for oc in plan.ops:
-        t, b, _, _, _, cdt = bind(oc.op, hw, eff, 1, plan.graphs)
+        t, b, _, _, launch, cdt = bind(oc.op, hw, eff, 1, plan.graphs)
         total += oc.count * t
+        launches += oc.count * launch
         if oc.count * t > best:
             best, bound, dtype = oc.count * t, b, cdt
+    total = float(step.gpu_step_seconds(total, launches))
     if plan.step_overhead:
         total += eff.step_overhead_seconds
     return total, bound, dtype

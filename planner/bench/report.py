@@ -40,7 +40,8 @@ class DeviceInfo(_Frozen):
         None, description="Total memory: torch.cuda.mem_get_info()[1] on a GPU, MemTotal on CPU, in bytes."
     )
     memory_free_bytes: int | None = Field(
-        None, description="Free memory when detected: mem_get_info()[0] on a GPU, MemAvailable on CPU, in bytes."
+        None, description="Free memory when detected: mem_get_info()[0] on a GPU; on CPU the smaller of MemAvailable and "
+        "the memory cgroup's headroom (a container's cap), in bytes."
     )
     nvml_memory_total_bytes: int | None = Field(None, description="Total that NVML / nvidia-smi reports, in bytes; None without NVML.")
     compute_capability: str | None = Field(None, description="CUDA compute capability, e.g. '9.0'; None on CPU.")

@@ -28,6 +28,7 @@ from planner.model.spec import ModelSpec
 
 from planner.bench.benchmarks import BENCHMARKS, GROUPS, Ctx, Outcome, probe_profile
 from planner.bench.device import detect_device, profile_for_device
+from planner.bench.limits import SuiteLimits
 from planner.bench.plan import CheckPlan, op_totals, predict, scale_model
 from planner.bench.report import (
     CheckResult, ModelInfo, ProfileInfo, SuiteSettings, SuiteSizes, Summary, UtilizationReport, ValidationReport,
@@ -238,17 +239,22 @@ def run_validation(
     with ``write_calibration``, saves ``<card>-calibrated.yaml`` (``planner.bench.calibrate``).
     ``cpu_threads`` sets torch's CPU threads for the run (restored after); 1 gives steadier times on
     a shared machine. ``nvml`` and ``free_bytes`` replace pynvml and the free-memory reader (tests).
-    Raises NoGPUError for device='cuda' without a GPU; every other failure is a row of the report.
+    Every limit is checked first (``planner.bench.limits.SuiteLimits``): NaN, inf or out-of-range
+    values raise a PlannerError naming the flag. Raises NoGPUError for device='cuda' without a GPU;
+    every other failure is a row of the report.
     """
+    limits = SuiteLimits.checked(time_limit_s=time_limit_s, benchmark_time_limit_s=benchmark_time_limit_s,
+                                 memory_fraction=memory_fraction, models_scale=models_scale, cpu_threads=cpu_threads,
+                                 sampler_interval_s=sampler_interval_s)
     import torch
 
     threads_before = torch.get_num_threads()
-    if cpu_threads:
-        torch.set_num_threads(cpu_threads)
+    if limits.cpu_threads is not None:
+        torch.set_num_threads(limits.cpu_threads)
     try:
-        return _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, memory_fraction, models_scale, dtype,
-                    quick, sizes, benchmarks, calibrate, write_calibration, calibration_dir, progress, sampler_interval_s, nvml,
-                    free_bytes, group_progress)
+        return _run(model_spec, hw_profile, device, limits.time_limit_s, limits.benchmark_time_limit_s, limits.memory_fraction,
+                    limits.models_scale, dtype, quick, sizes, benchmarks, calibrate, write_calibration, calibration_dir, progress,
+                    limits.sampler_interval_s, nvml, free_bytes, group_progress)
     finally:
         torch.set_num_threads(threads_before)
 

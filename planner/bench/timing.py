@@ -1,11 +1,13 @@
 """Timing: warm up, time each call on the device's own clock, report the median.
 
-``measure(step, ...)`` calls ``step(i)`` ``warmup`` times untimed, then up to ``repeats`` times
-timed, each with a new ``i`` so the step can rotate between several input sets (caches then
+``measure(step, ...)`` calls ``step(i)`` ``warmup`` times (not reported), then up to ``repeats``
+times timed, each with a new ``i`` so the step can rotate between several input sets (caches then
 cannot serve a repeat from the previous one). On a GPU each call sits between two CUDA events and
 the host waits for the end event before the next call, so a time is the device's, not the
-launch queue's; on CPU it is ``time.perf_counter``. Repeats stop early when the deadline passes
-(after at least one) or when the timed calls of the check exceed ``max_seconds``.
+launch queue's; on CPU it is ``time.perf_counter``. Every call is timed, the first one too, and
+sizes the next: a call starts only while the deadline holds one more at that pace (warm-up keeps
+room for one timed call), and repeats also stop once the timed calls of the check exceed
+``max_seconds``. A check therefore passes its time limit by at most one call.
 
 Also here: random fills (never zeros, which some kernels and caches shortcut) and the rotation
 count that makes a step's inputs span several times the last-level cache.
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from planner.bench.safety import BenchTimeout, Deadline
+from planner.bench.safety import Deadline
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,20 @@ def synchronize(torch, device_kind: str) -> None:
         torch.cuda.synchronize()
 
 
+def _timed_call(torch, device_kind: str, step: Callable[[int], object], i: int) -> float:
+    """Seconds of one ``step(i)`` on the device's clock (CUDA events) or the host's (perf_counter)."""
+    if device_kind == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step(i)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    t0 = time.perf_counter()
+    step(i)
+    return time.perf_counter() - t0
+
+
 def measure(
     torch,
     device_kind: str,
@@ -52,33 +68,31 @@ def measure(
     deadline: Deadline,
     max_seconds: float,
 ) -> Timing:
-    """Time ``step(i)``; raise BenchTimeout when the deadline passes before one timed call."""
-    for i in range(warmup):
-        step(i)
-        if deadline.expired():
-            break
-    synchronize(torch, device_kind)
+    """Time ``step(i)``; raise BenchTimeout when the deadline leaves no room for one timed call.
+
+    Every call is timed, the first one included, and the last call's time sizes the next: a call
+    starts only while the time left holds one more at that pace (a warm-up call only while it
+    holds two, so one timed call stays possible), so a check passes its limit by at most one
+    call. With ``warmup`` 0 the first call is the first timed one.
+    """
     if deadline.expired():
-        raise BenchTimeout(
-            f"time limit of {deadline.seconds:.3g} s ({deadline.label}) reached during warm-up, before any timed call;",
-            hint="raise the time limit or use smaller sizes.",
-        )
-    samples: list[float] = []
-    for r in range(repeats):
-        i = warmup + r
-        if device_kind == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step(i)
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            step(i)
-            samples.append(time.perf_counter() - t0)
-        if deadline.expired() or sum(samples) > max_seconds:
+        raise deadline.timeout("before the first call")
+    synchronize(torch, device_kind)
+    last = _timed_call(torch, device_kind, step, 0)
+    samples: list[float] = [] if warmup else [last]
+    i, warm_left = 1, max(warmup - 1, 0)
+    while warm_left > 0 and deadline.remaining() > 2 * last:
+        last = _timed_call(torch, device_kind, step, i)
+        i, warm_left = i + 1, warm_left - 1
+    while len(samples) < repeats and (not samples or sum(samples) <= max_seconds):
+        if deadline.remaining() <= last:
             break
+        last = _timed_call(torch, device_kind, step, i)
+        samples.append(last)
+        i += 1
+    if not samples:
+        raise deadline.timeout(f"during warm-up: one call takes {last:.3g} s and {max(deadline.remaining(), 0.0):.3g} s "
+                               "are left, too little for a timed call")
     return Timing(
         median_seconds=statistics.median(samples), min_seconds=min(samples), max_seconds=max(samples),
         repeats=len(samples), clock="CUDA events" if device_kind == "cuda" else "perf_counter",

@@ -46,12 +46,13 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import ConfigError
 from planner.units import MS_PER_S
+from planner.verify.reading import MAX_RESULT_BYTES, check_text, loads_json, read_text_file
 
 __all__ = [
     "BenchFormat",
@@ -62,6 +63,21 @@ __all__ = [
 ]
 
 BenchFormat = Literal["vllm_bench_serve", "guidellm", "genai_perf"]
+
+MAX_SECONDS = 1e7
+"""Longest time a result may hold, seconds (about 116 days; a benchmark runs minutes to hours)."""
+MAX_COUNT = 1e12
+"""Most requests or tokens a result may count."""
+MAX_RATE = 1e12
+"""Highest rate a result may hold, per second (requests/s or tokens/s)."""
+MAX_MEAN_TOKENS = 1e8
+"""Longest mean prompt or answer, tokens (10x the longest context window served today)."""
+
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+Rate = Annotated[float, Field(ge=0, le=MAX_RATE)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Tokens = Annotated[float, Field(ge=0, le=MAX_MEAN_TOKENS)]
+_RESULT_SPEC = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 ArrivalPattern = Literal["poisson", "gamma", "constant", "unlimited", "closed_loop", "ramp_up"]
 
 TTFT = "ttft_seconds"
@@ -113,23 +129,27 @@ RECOGNISED_FORMATS = (
 class LatencySummary(BaseModel):
     """Distribution of one latency metric, in seconds. Unknown is None."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _RESULT_SPEC
 
-    mean: float | None = Field(default=None, description="Mean, seconds.")
-    p50: float | None = Field(default=None, description="Median (50th percentile), seconds.")
-    p90: float | None = Field(default=None, description="90th percentile, seconds.")
-    p99: float | None = Field(default=None, description="99th percentile, seconds.")
-    std: float | None = Field(default=None, description="Standard deviation, seconds.")
-    other_percentiles: dict[str, float] = Field(
+    mean: Seconds | None = Field(default=None, description="Mean, seconds (0 to 1e7).")
+    p50: Seconds | None = Field(default=None, description="Median (50th percentile), seconds (0 to 1e7).")
+    p90: Seconds | None = Field(default=None, description="90th percentile, seconds (0 to 1e7).")
+    p99: Seconds | None = Field(default=None, description="99th percentile, seconds (0 to 1e7).")
+    std: Seconds | None = Field(default=None, description="Standard deviation, seconds (0 to 1e7).")
+    other_percentiles: dict[str, Seconds] = Field(
         default_factory=dict,
         description="Further percentiles the file holds, keyed 'p95', 'p99.9', ..., seconds.",
     )
 
 
 class BenchResult(BaseModel):
-    """One benchmark run at one load point, whatever tool wrote it. Unknown is None."""
+    """One benchmark run at one load point, whatever tool wrote it. Unknown is None.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Every number is finite and >= 0 (a rate > 0) and below the bounds above; a file whose values
+    are not is refused with the field named.
+    """
+
+    model_config = _RESULT_SPEC
 
     format: BenchFormat = Field(description="Which tool's file this came from.")
     model: str | None = Field(default=None, description="Model name the tool sent requests for.")
@@ -139,7 +159,7 @@ class BenchResult(BaseModel):
     label: str | None = Field(
         default=None, description="The tool's label for this run (vLLM --label, GuideLLM strategy)."
     )
-    request_rate_per_s: float | None = Field(
+    request_rate_per_s: Annotated[float, Field(gt=0, le=MAX_RATE)] | None = Field(
         default=None,
         description="Target arrival rate, requests/s; None when unlimited ('inf'), closed-loop "
         "(fixed concurrency) or not recorded - see arrival_pattern.",
@@ -150,25 +170,25 @@ class BenchResult(BaseModel):
         "'unlimited' (all at once, rate inf), 'closed_loop' (fixed number in flight), "
         "'ramp_up'; None when the file does not say.",
     )
-    max_concurrency: int | None = Field(
+    max_concurrency: Count | None = Field(
         default=None, description="Cap on requests in flight, requests; None when uncapped."
     )
-    num_prompts: int | None = Field(
+    num_prompts: Count | None = Field(
         default=None, description="Requests the run sent (successful + failed), requests."
     )
-    completed_requests: int | None = Field(
+    completed_requests: Count | None = Field(
         default=None, description="Requests that finished successfully, requests."
     )
-    failed_requests: int | None = Field(
+    failed_requests: Count | None = Field(
         default=None, description="Requests that errored, requests."
     )
-    duration_seconds: float | None = Field(
+    duration_seconds: Seconds | None = Field(
         default=None, description="Measured benchmark duration, seconds."
     )
-    mean_input_tokens: float | None = Field(
+    mean_input_tokens: Tokens | None = Field(
         default=None, description="Mean prompt length over successful requests, tokens."
     )
-    mean_output_tokens: float | None = Field(
+    mean_output_tokens: Tokens | None = Field(
         default=None, description="Mean generated length over successful requests, tokens."
     )
     metrics: dict[str, LatencySummary] = Field(
@@ -176,16 +196,16 @@ class BenchResult(BaseModel):
         description="Latency distributions by name (ttft_seconds, tpot_seconds, itl_seconds, "
         "e2e_seconds, tpot_incl_first_token_seconds), seconds; see definitions.",
     )
-    throughput_tokens_per_s: float | None = Field(
+    throughput_tokens_per_s: Rate | None = Field(
         default=None, description="Output (generated) tokens per second over the run, tokens/s."
     )
-    total_throughput_tokens_per_s: float | None = Field(
+    total_throughput_tokens_per_s: Rate | None = Field(
         default=None, description="Prompt + output tokens per second over the run, tokens/s."
     )
-    requests_per_s: float | None = Field(
+    requests_per_s: Rate | None = Field(
         default=None, description="Successful requests per second over the run, requests/s."
     )
-    goodput_requests_per_s: float | None = Field(
+    goodput_requests_per_s: Rate | None = Field(
         default=None, description="Requests per second that met the run's SLOs, requests/s."
     )
     definitions: dict[str, str] = Field(
@@ -210,12 +230,13 @@ def load_bench_results(data: BenchInput) -> tuple[BenchResult, ...]:
     """All runs in ``data``: a parsed dict/list, JSON text, or a path to a JSON/JSON-lines file.
 
     A vLLM file written with ``--append-result`` holds one run per line; a GuideLLM report holds
-    one per benchmark. Raises :class:`ConfigError` for an unreadable or unrecognised file.
+    one per benchmark. Files are read through ``planner.verify.reading`` (at most
+    ``MAX_RESULT_BYTES``, UTF-8 or UTF-16 text, bounded JSON). Raises :class:`ConfigError` for an
+    unreadable or unrecognised file, and for values out of range, naming the field.
     """
-    documents = _documents(data)
     results: list[BenchResult] = []
-    for document in documents:
-        results.extend(_from_document(document))
+    for origin, document in _documents(data):
+        results.extend(_from_document(document, origin))
     return tuple(results)
 
 
@@ -236,55 +257,75 @@ def load_bench_result(data: BenchInput, *, index: int | None = None) -> BenchRes
     return results[0]
 
 
-def _documents(data: BenchInput) -> list[Mapping[str, Any]]:
+def _documents(data: BenchInput, origin: str = "the given data") -> list[tuple[str, Mapping[str, Any]]]:
+    """(where, JSON object) pairs: 'FILE', 'FILE line 3' or 'the given text item 2'."""
     if isinstance(data, Mapping):
-        return [data]
-    looks_like_json = isinstance(data, str) and data.lstrip().startswith(("{", "["))
-    if isinstance(data, Path) or (isinstance(data, str) and not looks_like_json):
-        path = Path(data)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise ConfigError(f"cannot read benchmark result {path}: {err}") from err
-        return _documents_from_text(text, origin=str(path))
+        return [(origin, data)]
+    looks_like_path = isinstance(data, str) and _looks_like_path(data)
+    if isinstance(data, Path) or looks_like_path:
+        text = read_text_file(data, max_bytes=MAX_RESULT_BYTES, what="benchmark result",
+                              hint="Such a file holds per-request arrays: save the run without --save-detailed.")
+        return _documents_from_text(text, origin=str(data))
     if isinstance(data, str):
-        return _documents_from_text(data, origin="the given text")
+        if len(data) > MAX_RESULT_BYTES:
+            raise ConfigError(f"the given text is {len(data):,} characters; a benchmark result of at most "
+                              f"{MAX_RESULT_BYTES:,} characters is read.")
+        return _documents_from_text(check_text(data, "the given text"), origin="the given text")
     if isinstance(data, Sequence):
         documents = [d for d in data if isinstance(d, Mapping)]
         if len(documents) != len(data) or not documents:
-            raise ConfigError("a list of benchmark results must hold JSON objects only.")
-        return documents
+            raise ConfigError(f"{origin}: a list of benchmark results must hold JSON objects only.")
+        many = len(documents) > 1
+        return [(f"{origin} item {i}" if many else origin, d) for i, d in enumerate(documents)]
     raise ConfigError(f"expected a dict, JSON text or a path, got {type(data).__name__}.")
 
 
-def _documents_from_text(text: str, *, origin: str) -> list[Mapping[str, Any]]:
+def _looks_like_path(text: str) -> bool:
+    """A str is a path unless it starts like JSON or could not name a file (a newline, NUL, U+FFFD, 4 KiB)."""
+    if text.lstrip().startswith(("{", "[")) or len(text) > 4096:
+        return False
+    return not any(ch in text for ch in ("\n", "\x00", "\ufffd"))
+
+
+def _documents_from_text(text: str, *, origin: str) -> list[tuple[str, Mapping[str, Any]]]:
     try:
-        parsed = json.loads(text)
+        parsed = loads_json(text, origin)
     except json.JSONDecodeError:
         parsed = None
     if isinstance(parsed, Mapping):
-        return [parsed]
+        return [(origin, parsed)]
     if isinstance(parsed, list):
-        return _documents(parsed)
-    documents: list[Mapping[str, Any]] = []
+        return _documents(parsed, origin)
+    documents: list[tuple[str, Mapping[str, Any]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{origin} line {number}"
         try:
-            item = json.loads(line)
+            item = loads_json(line, where)
         except json.JSONDecodeError as err:
             raise ConfigError(
                 f"{origin} is neither JSON nor JSON lines (line {number}: {err.msg})."
-            ) from err
+            ) from None
         if not isinstance(item, Mapping):
             raise ConfigError(f"{origin} line {number} is not a JSON object.")
-        documents.append(item)
+        documents.append((where, item))
     if not documents:
         raise ConfigError(f"{origin} holds no benchmark result.")
     return documents
 
 
-def _from_document(document: Mapping[str, Any]) -> list[BenchResult]:
+def _from_document(document: Mapping[str, Any], origin: str) -> list[BenchResult]:
+    """The runs of one JSON object; a value out of range is a ConfigError naming the field."""
+    try:
+        return _runs_of(document, origin)
+    except ValidationError as err:
+        raise _out_of_range(err, origin) from None
+    except BadValue as err:
+        raise ConfigError(f"{origin}: {err}") from None
+
+
+def _runs_of(document: Mapping[str, Any], origin: str) -> list[BenchResult]:
     if _is_guidellm_report(document):
         return [_from_guidellm(b, document) for b in document["benchmarks"]]
     if _is_guidellm_benchmark(document):
@@ -293,13 +334,31 @@ def _from_document(document: Mapping[str, Any]) -> list[BenchResult]:
         return [_from_genai_perf(document)]
     if _is_vllm(document):
         return [_from_vllm(document)]
-    keys = sorted(str(k) for k in document)
+    keys = sorted(str(k)[:60] for k in document)
     shown = ", ".join(keys[:25]) + (f", ... ({len(keys)} keys)" if len(keys) > 25 else "")
     raise ConfigError(
-        "unrecognised benchmark result format; recognised formats: "
+        f"{origin}: unrecognised benchmark result format; recognised formats: "
         + "; ".join(RECOGNISED_FORMATS)
         + f". Keys seen: [{shown}]."
     )
+
+
+def _out_of_range(err: ValidationError, origin: str) -> ConfigError:
+    """'FILE: metrics.ttft_seconds.mean = -0.005 is out of range (>= 0) ...' from pydantic's first error."""
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "a value"
+    value = first.get("input")
+    shown = repr(value)[:80]
+    return ConfigError(
+        f"{origin}: {where} = {shown} is out of range ({first['msg'].lower()}); a benchmark result holds finite "
+        f"numbers >= 0 (times in seconds up to {MAX_SECONDS:g}, counts up to {MAX_COUNT:g}, mean lengths up to "
+        f"{MAX_MEAN_TOKENS:g} tokens, a request rate > 0), after conversion from the tool's units.",
+        hint="Check the file the tool wrote; a hand-edited value may be off.",
+    )
+
+
+class BadValue(ValueError):
+    """A value of the file that no run can hold (raised by the converters, named with its key)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +379,59 @@ def _number(value: Any) -> float | None:
 
 def _integer(value: Any) -> int | None:
     number = _number(value)
-    return None if number is None else int(round(number))
+    return None if number is None else round(number)
+
+
+def _text(value: Any) -> str | None:
+    """A name from the file: a string (or a number written as one); None for anything else."""
+    if isinstance(value, str):
+        return value[:500] or None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return str(value)
+    return None
+
+
+def _samples(d: Mapping[str, Any], key: str, unit: str) -> list[float] | None:
+    """The per-request array ``d[key]`` as floats; None when absent. Refuses a non-number or a
+    negative entry, naming it: 'ttfts'[1] is None."""
+    values = d.get(key)
+    if values is None:
+        return None
+    if not isinstance(values, list):
+        raise BadValue(f"'{key}' is {type(values).__name__}; a list of {unit} per request is expected.")
+    return [_sample(v, f"'{key}'[{i}]", unit) for i, v in enumerate(values)]
+
+
+def _sample(value: Any, where: str, unit: str) -> float:
+    number = None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+    if number is None or not math.isfinite(number) or number < 0:
+        raise BadValue(f"{where} is {_shown(value)}; per-request arrays hold finite numbers >= 0 ({unit}).")
+    return number
+
+
+def _shown(value: Any) -> str:
+    """A value as the JSON file spells it (null, "a", 1e400 -> Infinity), cut to 80 characters."""
+    try:
+        return json.dumps(value)[:80]
+    except (TypeError, ValueError):
+        return repr(value)[:80]
+
+
+def _gap_lists(d: Mapping[str, Any]) -> list[list[float]] | None:
+    """``itls``: one list of inter-token gaps (seconds) per request; None when absent."""
+    values = d.get("itls")
+    if values is None:
+        return None
+    if not isinstance(values, list):
+        raise BadValue(f"'itls' is {type(values).__name__}; a list of per-request lists of seconds is expected.")
+    out = []
+    for i, gaps in enumerate(values):
+        if gaps is None:
+            gaps = []
+        if not isinstance(gaps, list):
+            raise BadValue(f"'itls'[{i}] is {gaps!r}; each request's entry is a list of gaps in seconds.")
+        out.append([_sample(g, f"'itls'[{i}][{j}]", "seconds") for j, g in enumerate(gaps)])
+    return out
 
 
 def _dig(obj: Any, *path: str) -> Any:
@@ -339,14 +450,15 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
 
 
-def _summary_from_samples(samples: Sequence[float]) -> LatencySummary | None:
+def _summary_from_samples(samples: Sequence[float], name: str) -> LatencySummary | None:
     """Mean, median, p90, p99 and population std of samples in seconds."""
     if not samples:
         return None
     values = sorted(samples)
     mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    return LatencySummary(
+    std = math.sqrt(sum((v - mean) * (v - mean) for v in values) / len(values))
+    return _latency_summary(
+        name,
         mean=mean,
         p50=_percentile(values, 50),
         p90=_percentile(values, 90),
@@ -355,14 +467,26 @@ def _summary_from_samples(samples: Sequence[float]) -> LatencySummary | None:
     )
 
 
+def _latency_summary(name: str, **fields: Any) -> LatencySummary:
+    """LatencySummary(**fields), or BadValue naming the metric and statistic that is out of range."""
+    try:
+        return LatencySummary(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise BadValue(f"{name} {where} = {first.get('input')!r} s is out of range ({first['msg'].lower()}); "
+                       f"latencies are finite numbers of seconds from 0 to {MAX_SECONDS:g}, after conversion "
+                       "from the tool's unit.") from None
+
+
 def _percentile_label(number: str) -> str:
-    """'99' -> 'p99', '99.9' -> 'p99.9'."""
+    """'99' -> 'p99', '99.9' -> 'p99.9' (the key patterns bound the digits, so this is finite)."""
     value = float(number)
-    return f"p{int(value)}" if value == int(value) else f"p{value:g}"
+    return f"p{int(value)}" if value.is_integer() else f"p{value:g}"
 
 
 def _summary(
-    mean: Any, p50: Any, std: Any, percentiles: Mapping[str, Any], scale: float
+    mean: Any, p50: Any, std: Any, percentiles: Mapping[str, Any], scale: float, name: str
 ) -> LatencySummary | None:
     """Build a summary from values in some unit; ``scale`` converts that unit to seconds."""
 
@@ -371,7 +495,8 @@ def _summary(
         return None if number is None else number * scale
 
     others = {k: s(v) for k, v in percentiles.items() if k not in ("p50", "p90", "p99")}
-    summary = LatencySummary(
+    summary = _latency_summary(
+        name,
         mean=s(mean),
         p50=s(percentiles.get("p50")) if percentiles.get("p50") is not None else s(p50),
         p90=s(percentiles.get("p90")),
@@ -389,7 +514,7 @@ def _summary(
 # ---------------------------------------------------------------------------------------------
 
 _VLLM_METRICS = {"ttft": TTFT, "tpot": TPOT, "itl": ITL, "e2el": E2E}
-_VLLM_PERCENTILE_RE = re.compile(r"^p(\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+_VLLM_PERCENTILE_RE = re.compile(r"^p(\d{1,3}(?:\.\d{1,6})?)_(ttft|tpot|itl|e2el)_ms$")
 _VLLM_MARKERS = ("mean_ttft_ms", "median_ttft_ms", "mean_e2el_ms", "mean_tpot_ms")
 
 
@@ -417,31 +542,32 @@ def _success_mask(d: Mapping[str, Any], n: int) -> list[bool]:
 
 def _vllm_from_arrays(d: Mapping[str, Any]) -> dict[str, LatencySummary]:
     """Recompute latency summaries from --save-detailed arrays, as calculate_metrics does."""
-    ttfts, itls = d.get("ttfts"), d.get("itls")
-    latencies, output_lens = d.get("latencies"), d.get("output_lens")
+    ttfts = _samples(d, "ttfts", "seconds")
     out: dict[str, LatencySummary] = {}
-    if not isinstance(ttfts, list):
+    if ttfts is None:
         return out
+    itls, latencies = _gap_lists(d), _samples(d, "latencies", "seconds")
+    output_lens = _samples(d, "output_lens", "tokens")
     ok = _success_mask(d, len(ttfts))
-    summary = _summary_from_samples([t for t, good in zip(ttfts, ok) if good])
+    summary = _summary_from_samples([t for t, good in zip(ttfts, ok) if good], "'ttfts'")
     if summary:
         out[TTFT] = summary
-    if isinstance(itls, list) and len(itls) == len(ttfts):
-        gaps = [g for gap_list, good in zip(itls, ok) if good for g in (gap_list or [])]
-        summary = _summary_from_samples(gaps)
+    if itls is not None and len(itls) == len(ttfts):
+        gaps = [g for gap_list, good in zip(itls, ok) if good for g in gap_list]
+        summary = _summary_from_samples(gaps, "'itls'")
         if summary:
             out[ITL] = summary
-    if isinstance(latencies, list) and len(latencies) == len(ttfts):
-        summary = _summary_from_samples([lat for lat, good in zip(latencies, ok) if good])
+    if latencies is not None and len(latencies) == len(ttfts):
+        summary = _summary_from_samples([lat for lat, good in zip(latencies, ok) if good], "'latencies'")
         if summary:
             out[E2E] = summary
-        if isinstance(output_lens, list) and len(output_lens) == len(ttfts):
+        if output_lens is not None and len(output_lens) == len(ttfts):
             tpots = [
-                (lat - ttft) / (n - 1)
+                max(lat - ttft, 0.0) / (n - 1)
                 for lat, ttft, n, good in zip(latencies, ttfts, output_lens, ok)
-                if good and n and n > 1
+                if good and n > 1
             ]
-            summary = _summary_from_samples(tpots)
+            summary = _summary_from_samples(tpots, "TPOT from 'latencies', 'ttfts', 'output_lens'")
             if summary:
                 out[TPOT] = summary
     return out
@@ -461,6 +587,7 @@ def _vllm_metrics(d: Mapping[str, Any]) -> dict[str, LatencySummary]:
             d.get(f"std_{short}_ms"),
             percentiles,
             1.0 / MS_PER_S,
+            f"'{short}' (the *_{short}_ms keys)",
         )
         if summary is not None:
             out[name] = summary
@@ -471,10 +598,10 @@ def _mean_tokens(d: Mapping[str, Any], total_key: str, array_key: str) -> float 
     total, completed = _number(d.get(total_key)), _number(d.get("completed"))
     if total is not None and completed:
         return total / completed
-    values = d.get(array_key)
-    if isinstance(values, list) and values:
+    values = _samples(d, array_key, "tokens")
+    if values:
         ok = _success_mask(d, len(values))
-        kept = [v for v, good in zip(values, ok) if good and _number(v) is not None]
+        kept = [v for v, good in zip(values, ok) if good]
         if kept:
             return sum(kept) / len(kept)
     return None
@@ -517,9 +644,9 @@ def _from_vllm(d: Mapping[str, Any]) -> BenchResult:
     goodput = d.get("request_goodput", d.get("request_goodput:"))
     return BenchResult(
         format="vllm_bench_serve",
-        model=d.get("model_id") or d.get("model"),
-        backend=d.get("backend") or d.get("endpoint_type"),
-        label=d.get("label"),
+        model=_text(d.get("model_id")) or _text(d.get("model")),
+        backend=_text(d.get("backend")) or _text(d.get("endpoint_type")),
+        label=_text(d.get("label")),
         request_rate_per_s=None if unlimited else rate,
         arrival_pattern=arrival,
         max_concurrency=_integer(d.get("max_concurrency")),
@@ -579,13 +706,13 @@ def _successful(metric: Any) -> Mapping[str, Any] | None:
     return dist if isinstance(dist, Mapping) else None
 
 
-def _guidellm_summary(metric: Any, scale: float) -> LatencySummary | None:
+def _guidellm_summary(metric: Any, scale: float, key: str) -> LatencySummary | None:
     dist = _successful(metric)
     if dist is None or _number(dist.get("count")) == 0:
         return None
     raw = dist.get("percentiles") if isinstance(dist.get("percentiles"), Mapping) else {}
     percentiles = {_GUIDELLM_PERCENTILE_NAMES.get(k, k): v for k, v in raw.items()}
-    return _summary(dist.get("mean"), dist.get("median"), dist.get("std_dev"), percentiles, scale)
+    return _summary(dist.get("mean"), dist.get("median"), dist.get("std_dev"), percentiles, scale, f"'{key}'")
 
 
 def _strategy_fields(strategy: Mapping[str, Any]) -> dict[str, Any]:
@@ -612,11 +739,13 @@ def _from_guidellm(bench: Mapping[str, Any], report: Mapping[str, Any]) -> Bench
 
     metrics: dict[str, LatencySummary] = {}
     for key, name, scale in _GUIDELLM_METRICS:
-        summary = _guidellm_summary(metrics_in.get(key), scale)
+        summary = _guidellm_summary(metrics_in.get(key), scale, key)
         if summary is not None:
             metrics[name] = summary
 
     totals = metrics_in.get("request_totals") or _dig(bench, "run_stats", "requests_made") or {}
+    if not isinstance(totals, Mapping):
+        totals = {}
     errored, incomplete = _integer(totals.get("errored")), _integer(totals.get("incomplete"))
     warnings: list[str] = []
     if errored or incomplete:
@@ -634,15 +763,15 @@ def _from_guidellm(bench: Mapping[str, Any], report: Mapping[str, Any]) -> Bench
         return None if dist is None else _number(dist.get("mean"))
 
     model = (
-        _dig(bench, "config", "backend", "model")
-        or _dig(bench, "worker", "backend_model")
-        or _dig(report, "args", "model")
+        _text(_dig(bench, "config", "backend", "model"))
+        or _text(_dig(bench, "worker", "backend_model"))
+        or _text(_dig(report, "args", "model"))
     )
     backend = (
-        _dig(bench, "config", "backend", "type_")
-        or _dig(bench, "worker", "backend_type")
-        or _dig(report, "args", "backend")
-        or _dig(report, "args", "backend_type")
+        _text(_dig(bench, "config", "backend", "type_"))
+        or _text(_dig(bench, "worker", "backend_type"))
+        or _text(_dig(report, "args", "backend"))
+        or _text(_dig(report, "args", "backend_type"))
     )
     return BenchResult(
         format="guidellm",
@@ -698,9 +827,9 @@ def _genai_perf_summary(metric: Any, warnings: list[str], name: str) -> LatencyS
     percentiles = {
         _percentile_label(k[1:]): v
         for k, v in metric.items()
-        if k not in _GENAI_PERF_STATS and re.fullmatch(r"p\d+(?:\.\d+)?", str(k))
+        if k not in _GENAI_PERF_STATS and re.fullmatch(r"p\d{1,3}(?:\.\d{1,6})?", str(k))
     }
-    return _summary(metric.get("avg"), None, metric.get("std"), percentiles, scale)
+    return _summary(metric.get("avg"), None, metric.get("std"), percentiles, scale, f"'{name}'")
 
 
 def _from_genai_perf(d: Mapping[str, Any]) -> BenchResult:
@@ -721,7 +850,8 @@ def _from_genai_perf(d: Mapping[str, Any]) -> BenchResult:
     config = d.get("input_config") if isinstance(d.get("input_config"), Mapping) else {}
     model = config.get("model") or config.get("model_names")
     if isinstance(model, list):
-        model = ",".join(str(m) for m in model) or None
+        model = ",".join(str(m)[:200] for m in model[:16]) or None
+    model = _text(model)
     service, endpoint = config.get("service_kind"), config.get("endpoint_type")
     backend = "/".join(str(x) for x in (service, endpoint) if x) or None
     concurrency = _integer(

@@ -267,8 +267,22 @@ def _kv_dtype(raw: str | None) -> tuple[str | None, str | None]:
     return None, f"kv_cache_dtype {raw!r} from the log is not one the planner models ({', '.join(KV_DTYPES)}); auto used"
 
 
+_MAX_MODEL_NAME_CHARS = 4096
+"""Longest model name or path taken from a log (Linux PATH_MAX; a Hub id is under 100 characters)."""
+_MAX_NAME_PART_CHARS = 255
+"""Longest part between slashes (Linux NAME_MAX: a longer one cannot name a file)."""
+
+
 def _load_model(name: str, token: str | None = None) -> tuple[ModelSpec, str, list[str]]:
     """The spec of the model the log names; offline, an -Instruct/-Chat name falls back to its base in the catalog."""
+    longest = max(len(part) for part in name.split("/"))
+    if len(name) > _MAX_MODEL_NAME_CHARS or longest > _MAX_NAME_PART_CHARS or not name.isprintable():
+        raise ScenarioError(
+            f"the log's model name is {len(name):,} characters{'' if name.isprintable() else ' with control characters'} "
+            f"({name[:60]!r}...); a name or path of printable characters, at most {_MAX_NAME_PART_CHARS} between two "
+            f"slashes and {_MAX_MODEL_NAME_CHARS:,} in all, is read.",
+            hint="Pass MODEL: a catalog name, a Hub repo id or a path to its config.json.",
+        )
     try:
         loaded = load_config(name, token=token)
     except (ModelNotFoundError, HubUnavailableError) as first:

@@ -38,9 +38,10 @@ import math
 import statistics
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.efficiency import Efficiency
+from planner.errors import ConfigError
 from planner.estimate.latency import estimate_latency
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
@@ -151,7 +152,14 @@ def bench_with_overrides(bench: BenchResult, **given: Any) -> tuple[BenchResult,
         updates["arrival_pattern"] = "poisson"
     elif "max_concurrency" in updates and bench.request_rate_per_s is None:
         updates["arrival_pattern"] = "closed_loop"
-    return bench.model_copy(update=updates), overridden
+    try:  # model_copy does not validate: a given value meets the same bounds as the file's
+        replaced = BenchResult.model_validate({**bench.model_dump(), **updates})
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"{name} = {first.get('input')!r} is out of range for a benchmark run ({first['msg'].lower()}).",
+                          hint=f"Give {name} as a finite number >= 0 (a request rate > 0).") from None
+    return replaced, overridden
 
 
 def serving_workload(

@@ -39,6 +39,16 @@ the summary fields take the minimum over workers, as vLLM sizes the cache from t
 least room (``get_kv_cache_configs`` in V1, ``min(num_blocks)`` over workers in V0). Block counts,
 token capacity and concurrency are printed once by the engine and are not per worker.
 
+Bounded work and values. Every regex has bounded quantifiers and each rule is searched only in
+lines holding its literal key (``_Rule.key``), so parsing is linear in the log: an 8,000-digit line
+takes milliseconds (it took 8.6 s), a 10 MB log well under a few seconds. A log is read up to
+``MAX_LOG_CHARS`` (64 Mi characters), as text or bytes (``planner.verify.reading``: UTF-8, UTF-16;
+binary refused). A printed value no engine can have is refused with its line number: a number of
+more than 20 digits, memory above 1 PiB per GPU, a count above 10^12, a duration above 10^7 s, a
+gpu_memory_utilization outside (0, 1], an engine setting that is not a whole number from 1 to
+10^12. Only the KV budget, non-torch memory and CUDA-graph memory may be negative (vLLM prints
+them as differences; a negative KV budget is the reason a start failed).
+
 Nothing is guessed: a field the log does not state stays ``None`` (``kv_cache_tokens`` is not
 derived from blocks, ``block_size`` is not assumed to be 16). When a log holds several starts of the
 same engine, only the last one is read.
@@ -55,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ConfigError
 from planner.units import GiB
+from planner.verify.reading import MAX_LOG_BYTES, check_text, decode_text
 
 __all__ = ["VllmStartupReport", "WorkerMemory", "parse_vllm_log"]
 
@@ -87,7 +98,8 @@ class WorkerMemory(BaseModel):
     )
     non_torch_memory_bytes: int | None = Field(
         default=None,
-        description="Memory outside the torch allocator (CUDA context, NCCL, cuBLAS), bytes.",
+        description="Memory outside the torch allocator (CUDA context, NCCL, cuBLAS), bytes; "
+        "printed as a difference, so it can be slightly negative.",
     )
     activation_peak_bytes: int | None = Field(
         default=None,
@@ -109,7 +121,8 @@ class WorkerMemory(BaseModel):
         "('GiB for consumed memory (weights + non-torch)'), bytes.",
     )
     kv_cache_memory_bytes: int | None = Field(
-        default=None, description="Memory left for the KV cache on this worker, bytes."
+        default=None, description="Memory left for the KV cache on this worker, bytes; negative when "
+        "the model left no room (the engine then refuses to start)."
     )
     cuda_graph_bytes: int | None = Field(
         default=None,
@@ -295,17 +308,23 @@ class VllmStartupReport(BaseModel):
 # Line cleaning and process prefixes
 # ---------------------------------------------------------------------------------------------
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|\[\d{1,3}(?:;\d{1,3})*m")
-"""Escape sequences, and the bare "[1;36m" left when a paste dropped the ESC byte."""
-_RAY_REPEAT_RE = re.compile(r"\s*\[repeated (\d+)x across cluster\]")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b[@-_]")
+"""Escape sequences."""
+_BARE_ANSI_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,8}m")
+"""The bare "[1;36m" left when a paste dropped the ESC byte."""
+_RAY_REPEAT_RE = re.compile(r"[ \t]{0,16}\[repeated (\d{1,9})x across cluster\]")
 _LEVEL_RE = re.compile(r"\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b")
-_PROCESS_RE = re.compile(r"\(([^()]*?\bpid=\d+[^()]*)\)")
+_PROCESS_RE = re.compile(r"\(([^()]{0,200}\bpid=\d{1,10}[^()]{0,200})\)")
 
 
 def _clean(line: str) -> str:
     """Drop colour codes, the Ray de-duplication suffix and surrounding whitespace/borders."""
-    line = _ANSI_RE.sub("", line)
-    line = _RAY_REPEAT_RE.sub("", line)
+    if "\x1b" in line:
+        line = _ANSI_RE.sub("", line)
+    if "m" in line and "[" in line:
+        line = _BARE_ANSI_RE.sub("", line)
+    if "[repeated " in line:
+        line = _RAY_REPEAT_RE.sub("", line)
     return line.strip().rstrip("│|").rstrip()
 
 
@@ -314,6 +333,8 @@ def _process_label(line: str) -> str:
 
     Nested prefixes occur with data parallelism: "(EngineCore_1 pid=7) (VllmWorker rank=1 pid=8)".
     """
+    if "pid=" not in line:
+        return MAIN_PROCESS
     level = _LEVEL_RE.search(line)
     head = line[: level.start()] if level else line
     labels = _PROCESS_RE.findall(head)
@@ -322,39 +343,107 @@ def _process_label(line: str) -> str:
 
 def _label_name(label: str) -> str:
     """The process name without its pid, to recognise a restart of the same process."""
-    return re.sub(r"\s*pid=\d+.*", "", label)
+    return re.sub(r"\s{0,8}pid=\d{1,10}.*", "", label)
 
 
 # ---------------------------------------------------------------------------------------------
 # The pattern table
 # ---------------------------------------------------------------------------------------------
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
-_INT = r"(\d[\d,]*)"
+# Every quantifier is bounded and no two overlap, so each search is linear in the line (an
+# unbounded ``\d+`` after an unanchored start was quadratic: 8,000 digits took 8.6 s). A run of
+# more than 20 digits where a phrasing expects a number is refused (``_refuse_long_number``).
+_NUM = r"(?<![\d.])(\d{1,20}(?:\.\d{1,20})?)"
+"""A number >= 0 as vLLM prints it (no exponent, at most 20 digits either side of the point)."""
+_SNUM = r"(?<![\d.])(-?\d{1,20}(?:\.\d{1,20})?)"
+"""The same, signed: only KV-budget, non-torch and CUDA-graph memory can print negative."""
+_INT = r"(?<![\d,])(\d{1,3}(?:,\d{3}){1,6}|\d{1,20})"
+"""A count, plain (2463) or with thousands separators (1,234,560)."""
+_LONG_DIGITS_RE = re.compile(r"\d{21}")
+_LONG_DIGITS_ANY_RE = re.compile(r"\d{21,}")
+
+MAX_MEMORY_BYTES = 2**50
+"""Largest per-GPU memory figure read, bytes (1 PiB; the largest card has 0.3 TB)."""
+MAX_COUNT = 10**12
+"""Largest count read (blocks, tokens, requests)."""
+MAX_SECONDS = 1e7
+"""Longest duration read, seconds (about 116 days)."""
+
+
+class BadLogValue(ValueError):
+    """A printed value no engine can have; the parser names the line and the field."""
 
 
 def _gib(text: str) -> int:
-    return round(float(text) * GiB)
+    """'14.96' (GiB) -> bytes; refuses more than ``MAX_MEMORY_BYTES`` either side of zero."""
+    value = round(float(text) * GiB)
+    if abs(value) > MAX_MEMORY_BYTES:
+        raise BadLogValue(f"is {text} GiB; per-GPU memory of at most {MAX_MEMORY_BYTES / GiB:,.0f} GiB (1 PiB) is read")
+    return value
 
 
 def _int(text: str) -> int:
-    return int(text.replace(",", ""))
+    """'1,234,560' -> 1234560; refuses more than ``MAX_COUNT``."""
+    value = int(text.replace(",", ""))
+    if value > MAX_COUNT:
+        raise BadLogValue(f"is {text}; counts of at most {MAX_COUNT:.0e} are read")
+    return value
 
 
-def _float(text: str) -> float:
-    return float(text)
+def _seconds(text: str) -> float:
+    """A duration in seconds; refuses more than ``MAX_SECONDS``."""
+    value = float(text)
+    if value > MAX_SECONDS:
+        raise BadLogValue(f"is {text} s; durations of at most {MAX_SECONDS:.0e} s (about 116 days) are read")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """gpu_memory_utilization: a fraction in (0, 1]."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise BadLogValue(f"is {text}; a fraction in (0, 1] is read (vLLM refuses any other)")
+    return value
+
+
+def _ratio(text: str) -> float:
+    """'Maximum concurrency ...: 12.34x': requests at once, at most ``MAX_COUNT``."""
+    value = float(text)
+    if value > MAX_COUNT:
+        raise BadLogValue(f"is {text}x; a concurrency of at most {MAX_COUNT:.0e} is read")
+    return value
 
 
 class _Rule(NamedTuple):
-    """One phrasing: a regex, and per capture group (field, converter); scope: worker or engine."""
+    """One phrasing: a regex, and per capture group (field, converter); scope: worker or engine.
+
+    ``key`` is a lower-case piece of text every match contains: a line without it is not searched
+    (``key in line.lower()`` is one fast scan; 50 case-insensitive searches of a 10 MB log that
+    match nothing took 40 s).
+    """
 
     pattern: re.Pattern[str]
     fields: tuple[tuple[str, Callable[[str], object]], ...]
     scope: Literal["worker", "engine"]
+    key: str
 
 
-def _rule(regex: str, scope: Literal["worker", "engine"], *fields: tuple[str, Callable]) -> _Rule:
-    return _Rule(re.compile(regex, re.IGNORECASE), tuple(fields), scope)
+def _literal_key(regex: str) -> str:
+    """The longest run of plain text that every match of ``regex`` contains, lower-cased.
+
+    Lookbehinds, optional parts ('(?: memory)?', 's?'), alternations, escapes, classes and
+    quantifiers split the pattern; 'Loading model weights took (NUM) ?GB' gives
+    'loading model weights took '.
+    """
+    for pattern in (r"\(\?<[!=][^()]*\)", r"\((?:\?:)?[^()]*\)\?", r"\((?:\?:)?[^()]*\|[^()]*\)", r"\\.",
+                    r"\[[^\]]*\]", r"\{\d+(?:,\d*)?\}", r".\?", r"[()?*+|^$]"):
+        regex = re.sub(pattern, "\0", regex)
+    return max(regex.split("\0"), key=len).lower()
+
+
+def _rule(regex: str, scope: Literal["worker", "engine"], *fields: tuple[str, Callable],
+          key: str | None = None) -> _Rule:
+    return _Rule(re.compile(regex, re.IGNORECASE), tuple(fields), scope, key or _literal_key(regex))
 
 
 _RULES: tuple[_Rule, ...] = (
@@ -364,90 +453,90 @@ _RULES: tuple[_Rule, ...] = (
         rf"Model loading took {_NUM} ?GiB(?: memory)?(?: and {_NUM} ?s)?",
         "worker",
         ("model_weights_bytes", _gib),
-        ("model_load_seconds", _float),
+        ("model_load_seconds", _seconds),
     ),
-    _rule(rf"model weights take\s*{_NUM} ?GiB", "worker", ("model_weights_bytes", _gib)),
-    _rule(rf"weights memory:\s*{_NUM} ?GiB", "worker", ("model_weights_bytes", _gib)),
+    _rule(rf"model weights take\s{{0,64}}{_NUM} ?GiB", "worker", ("model_weights_bytes", _gib)),
+    _rule(rf"weights memory:\s{{0,64}}{_NUM} ?GiB", "worker", ("model_weights_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for weight\b", "worker", ("model_weights_bytes", _gib)),
-    _rule(rf"Loading weights took {_NUM} ?s", "worker", ("weights_load_seconds", _float)),
+    _rule(rf"Loading weights took {_NUM} ?s", "worker", ("weights_load_seconds", _seconds)),
     # --- profiling: totals ---------------------------------------------------------------------
     _rule(
         rf"can use total_gpu_memory \({_NUM} ?GiB\) x gpu_memory_utilization \({_NUM}\)"
         rf" = {_NUM} ?GiB",
         "worker",
         ("total_gpu_memory_bytes", _gib),
-        ("gpu_memory_utilization", _float),
+        ("gpu_memory_utilization", _fraction),
         ("requested_memory_bytes", _gib),
     ),
-    _rule(rf"total_gpu_memory\s*=?\s*{_NUM} ?GiB", "worker", ("total_gpu_memory_bytes", _gib)),
-    _rule(rf"gpu_memory_utilization\s*=?\s*{_NUM}\b", "worker", ("gpu_memory_utilization", _float)),
-    _rule(rf"the current vLLM instance can use\s+{_NUM} ?GiB", "worker",
+    _rule(rf"total_gpu_memory\s{{0,64}}=?\s{{0,64}}{_NUM} ?GiB", "worker", ("total_gpu_memory_bytes", _gib)),
+    _rule(rf"gpu_memory_utilization\s{{0,64}}=?\s{{0,64}}{_NUM}\b", "worker", ("gpu_memory_utilization", _fraction)),
+    _rule(rf"the current vLLM instance can use\s{{1,64}}{_NUM} ?GiB", "worker",
           ("requested_memory_bytes", _gib)),
-    _rule(rf"requested memory:\s*{_NUM} ?GiB", "worker", ("requested_memory_bytes", _gib)),
+    _rule(rf"requested memory:\s{{0,64}}{_NUM} ?GiB", "worker", ("requested_memory_bytes", _gib)),
     _rule(
         rf"Free memory on device \({_NUM}/{_NUM} ?GiB\)",
         "worker",
-        ("", _float),
+        ("", str),
         ("total_gpu_memory_bytes", _gib),
     ),
     _rule(
         rf"Desired GPU memory utilization is \({_NUM}, {_NUM} ?GiB\)",
         "worker",
-        ("gpu_memory_utilization", _float),
+        ("gpu_memory_utilization", _fraction),
         ("requested_memory_bytes", _gib),
     ),
-    _rule(rf"Memory profiling takes {_NUM} ?s", "worker", ("memory_profiling_seconds", _float)),
-    _rule(rf"(?<![\w])duration\s*=?\s*{_NUM} ?seconds", "worker",
-          ("memory_profiling_seconds", _float)),
+    _rule(rf"Memory profiling takes {_NUM} ?s", "worker", ("memory_profiling_seconds", _seconds)),
+    _rule(rf"(?<![\w])duration\s{{0,64}}=?\s{{0,64}}{_NUM} ?seconds", "worker",
+          ("memory_profiling_seconds", _seconds)),
     _rule(r"Memory profiling results:", "worker"),
     # --- profiling: parts ----------------------------------------------------------------------
-    _rule(rf"non_torch_memory(?: takes)?\s*=?\s*{_NUM} ?GiB", "worker",
+    _rule(rf"non_torch_memory(?: takes)?\s{{0,64}}=?\s{{0,64}}{_SNUM} ?GiB", "worker",
           ("non_torch_memory_bytes", _gib)),
-    _rule(rf"non-torch forward increase memory:\s*{_NUM} ?GiB", "worker",
+    _rule(rf"non-torch forward increase memory:\s{{0,64}}{_SNUM} ?GiB", "worker",
           ("non_torch_memory_bytes", _gib)),
-    _rule(rf"{_NUM} ?GiB for non-torch memory", "worker", ("non_torch_memory_bytes", _gib)),
-    _rule(rf"PyTorch activation peak memory(?: takes)?\s*{_NUM} ?GiB", "worker",
+    _rule(rf"{_SNUM} ?GiB for non-torch memory", "worker", ("non_torch_memory_bytes", _gib)),
+    _rule(rf"PyTorch activation peak memory(?: takes)?\s{{0,64}}{_NUM} ?GiB", "worker",
           ("activation_peak_bytes", _gib)),
-    _rule(rf"torch peak memory increase:\s*{_NUM} ?GiB", "worker", ("activation_peak_bytes", _gib)),
+    _rule(rf"torch peak memory increase:\s{{0,64}}{_NUM} ?GiB", "worker", ("activation_peak_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for peak activation", "worker", ("activation_peak_bytes", _gib)),
-    _rule(rf"peak_torch_memory\s*=\s*{_NUM} ?GiB", "worker", ("peak_torch_memory_bytes", _gib)),
-    _rule(rf"Total non KV cache memory:\s*{_NUM} ?GiB", "worker",
+    _rule(rf"peak_torch_memory\s{{0,64}}=\s{{0,64}}{_NUM} ?GiB", "worker", ("peak_torch_memory_bytes", _gib)),
+    _rule(rf"Total non KV cache memory:\s{{0,64}}{_NUM} ?GiB", "worker",
           ("non_kv_cache_memory_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for consumed memory", "worker", ("consumed_memory_bytes", _gib)),
     # --- KV budget -----------------------------------------------------------------------------
-    _rule(rf"Available KV cache memory:\s*{_NUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
-    _rule(rf"the rest of the memory reserved for KV Cache is {_NUM} ?GiB", "worker",
+    _rule(rf"Available KV cache memory:\s{{0,64}}{_SNUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
+    _rule(rf"the rest of the memory reserved for KV Cache is {_SNUM} ?GiB", "worker",
           ("kv_cache_memory_bytes", _gib)),
-    _rule(rf"kv_cache_size\s*=\s*{_NUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
-    _rule(rf"available_kv_cache_memory\s*=?\s*{_NUM} ?GiB", "worker",
+    _rule(rf"kv_cache_size\s{{0,64}}=\s{{0,64}}{_SNUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
+    _rule(rf"available_kv_cache_memory\s{{0,64}}=?\s{{0,64}}{_SNUM} ?GiB", "worker",
           ("kv_cache_memory_bytes", _gib)),
     _rule(rf"Current kv cache memory in use is {_NUM} ?GiB", "worker",
           ("kv_cache_memory_bytes", _gib)),
     # --- CUDA graphs ---------------------------------------------------------------------------
     _rule(
-        rf"Graph capturing finished in {_NUM} ?secs?(?:, took {_NUM} ?GiB)?",
+        rf"Graph capturing finished in {_NUM} ?secs?(?:, took {_SNUM} ?GiB)?",
         "worker",
-        ("graph_capture_seconds", _float),
+        ("graph_capture_seconds", _seconds),
         ("cuda_graph_bytes", _gib),
     ),
     _rule(
-        rf"CUDA graph pool memory:\s*{_NUM} ?GiB \(actual\)(?:, {_NUM} ?GiB \(estimated\))?",
+        rf"CUDA graph pool memory:\s{{0,64}}{_SNUM} ?GiB \(actual\)(?:, {_NUM} ?GiB \(estimated\))?",
         "worker",
         ("cuda_graph_bytes", _gib),
         ("cuda_graph_estimate_bytes", _gib),
     ),
-    _rule(rf"Estimated CUDA graph memory:\s*{_NUM} ?GiB", "worker",
+    _rule(rf"Estimated CUDA graph memory:\s{{0,64}}{_NUM} ?GiB", "worker",
           ("cuda_graph_estimate_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for CUDAGraph memory", "worker", ("cuda_graph_estimate_bytes", _gib)),
     # --- engine-wide capacity ------------------------------------------------------------------
-    _rule(rf"(?<![A-Za-z])#?\s*(?:GPU|CUDA|NPU|XPU|HPU) blocks:\s*{_INT}", "engine",
+    _rule(rf"(?<![A-Za-z])#?\s{{0,64}}(?:GPU|CUDA|NPU|XPU|HPU) blocks:\s{{0,64}}{_INT}", "engine",
           ("num_gpu_blocks", _int)),
-    _rule(rf"GPU KV cache size:\s*{_INT} tokens", "engine", ("kv_cache_tokens", _int)),
+    _rule(rf"GPU KV cache size:\s{{0,64}}{_INT} tokens", "engine", ("kv_cache_tokens", _int)),
     _rule(
-        rf"Maximum concurrency for {_INT} tokens per request:\s*{_NUM}x",
+        rf"Maximum concurrency for {_INT} tokens per request:\s{{0,64}}{_NUM}x",
         "engine",
         ("max_concurrency_tokens_per_request", _int),
-        ("max_concurrency", _float),
+        ("max_concurrency", _ratio),
     ),
     _rule(
         rf"max seq len \({_INT}\) is larger than the maximum number of tokens that can be "
@@ -459,38 +548,93 @@ _RULES: tuple[_Rule, ...] = (
     _rule(rf"Using max model len {_INT}", "engine", ("max_model_len", _int)),
     _rule(rf"max_num_batched_tokens={_INT}", "engine", ("max_num_batched_tokens", _int)),
     _rule(rf"(?:Setting attention block size to|Block size is set to) {_INT}", "engine",
-          ("block_size", _int)),
-    _rule(rf"vLLM API server version (\S+)", "engine", ("vllm_version", str)),
+          ("block_size", _int), key="block size"),
+    _rule(r"vLLM API server version (\S{1,64})", "engine", ("vllm_version", str)),
     _rule(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} ?s", "engine",
-          ("init_engine_seconds", _float)),
+          ("init_engine_seconds", _seconds)),
     _rule(
         rf"torch\.compile (?:takes|and initial profiling/warmup run together took)"
         rf" {_NUM} ?s in total",
         "engine",
-        ("torch_compile_seconds", _float),
+        ("torch_compile_seconds", _seconds),
     ),
 )
 
-_STARTUP_ERROR_RE = re.compile(
+class _Keyed:
+    """A regex searched only in lines that contain one of its lower-case ``keys`` (see ``_Rule.key``)."""
+
+    __slots__ = ("keys", "pattern")
+
+    def __init__(self, pattern: re.Pattern[str], keys: tuple[str, ...]):
+        self.pattern, self.keys = pattern, keys
+
+    def search(self, line: str, low: str | None = None) -> re.Match[str] | None:
+        """``pattern.search(line)`` when ``low`` (``line.lower()``, computed when not given) holds a key."""
+        low = line.lower() if low is None else low
+        for key in self.keys:
+            if key in low:
+                return self.pattern.search(line)
+        return None
+
+
+def _keyed(regex: str, *keys: str, flags: int = 0) -> _Keyed:
+    return _Keyed(re.compile(regex, flags), keys)
+
+
+_RULE_KEYS = tuple((rule.key, rule) for rule in _RULES)
+"""(key, rule) pairs, so the per-line gate reads no attribute."""
+
+
+def _anchor_words(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """A few words such that every key contains one (greedy set cover over the keys' words).
+
+    A line with none of them cannot match any rule, so the 44 key checks are skipped for it
+    (12 words: 'memory', 'model', 'cache', ...).
+    """
+    words = {w for key in keys for w in re.findall(r"[a-z]{4,}", key)}
+    left, anchors = set(keys), []
+    while left:
+        best = max(sorted(words), key=lambda w: (sum(w in key for key in left), len(w)))
+        covered = {key for key in left if best in key}
+        if not covered:  # a key without a word of 4 letters: keep it as its own anchor
+            best = min(left)
+            covered = {best}
+        anchors.append(best)
+        left -= covered
+    return tuple(anchors)
+
+
+_ANCHORS = _anchor_words(tuple(key for key, _ in _RULE_KEYS))
+
+_STARTUP_ERROR_RE = _keyed(
     r"No available memory for the cache blocks|To serve at least one request|"
     r"larger than the maximum number of tokens that can be stored in KV cache",
-    re.IGNORECASE,
+    "no available memory for the cache blocks", "to serve at least one request",
+    "larger than the maximum number of tokens", flags=re.IGNORECASE,
 )
-_ENGINE_INIT_RE = re.compile(
-    r"Initializing an? (?:(V[01]) )?LLM engine \(v?([^)\s]+)\) with config:(.*)", re.IGNORECASE
+_ENGINE_INIT_RE = _keyed(
+    r"Initializing an? (?:(V[01]) )?LLM engine \(v?([^)\s]{1,64})\) with config:(.*)", "llm engine", flags=re.IGNORECASE
 )
-_NON_DEFAULT_ARGS_RE = re.compile(r"non-default args:\s*(\{.*\})")
-_NAMESPACE_RE = re.compile(r"\bargs: Namespace\((.*?)\)?$")
+_NON_DEFAULT_ARGS_RE = _keyed(r"non-default args:\s{0,64}(\{.*)$", "non-default args:")
+"""The dict runs to the last '}' of the line (cut in ``_config_from_dict_text``; '.*\\}' would
+rescan the rest of the line from every 'non-default args:' in it)."""
+_NAMESPACE_RE = _keyed(r"\bargs: Namespace\((.*)$", "args: namespace(")
 """Old api_server's 'args: Namespace(...)' dump; a truncated paste may lack the final ')'."""
-_COMMAND_RE = re.compile(
-    r"^(?:\$\s*)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python3?\s+-m\s+)?"
-    r"(?:vllm serve|vllm\.entrypoints\.\S+)\s+(.*)"
+_COMMAND_RE = _keyed(
+    r"^(?:\$\s{0,8})?(?:[A-Z_][A-Z0-9_]{0,63}=\S{0,4096}\s{1,8}){0,32}(?:python3?\s{1,8}-m\s{1,8})?"
+    r"(?:vllm serve|vllm\.entrypoints\.\S{1,200})\s{1,8}(.*)", "vllm serve", "vllm.entrypoints."
 )
 """A pasted launch command: optional '$ ', env assignments, then `vllm serve` or the module."""
-_RELEVANT_RE = re.compile(
-    r"GiB|\bGB\b|KV cache|blocks?:|memory|concurrency|max_model_len|max seq len", re.IGNORECASE
+_MAX_ARGS_CHARS = 65536
+"""Longest 'non-default args: {...}' dict handed to ``ast.literal_eval``, characters."""
+_MAX_CONFIG_DIGITS = 12
+"""Longest integer read for an engine setting (max_model_len, tensor_parallel_size, ...)."""
+_RELEVANT_RE = _keyed(
+    r"GiB|\bGB\b|KV cache|blocks?:|memory|concurrency|max_model_len|max seq len",
+    "gib", "gb", "kv cache", "block", "memory", "concurrency", "max_model_len", "max seq len", flags=re.IGNORECASE,
 )
-_RUNTIME_STATS_RE = re.compile(r"Avg prompt throughput|GPU KV cache usage|Prefix cache hit rate")
+_RUNTIME_STATS_RE = _keyed(r"Avg prompt throughput|GPU KV cache usage|Prefix cache hit rate",
+                           "avg prompt throughput", "gpu kv cache usage", "prefix cache hit rate")
 
 # Engine-config keys read from the config line, the non-default-args dict, a Namespace(...) or a
 # command line, mapped to report fields.
@@ -526,48 +670,96 @@ def _config_value(field: str, raw: object) -> object:
     if field == "enforce_eager":
         return text.lower() in ("true", "1", "")
     if field in _INT_FIELDS:
-        try:
-            return int(text)
-        except ValueError:
+        if not text.isdigit():
             return None
+        if len(text) > _MAX_CONFIG_DIGITS or int(text) < 1:
+            shown = text if len(text) <= 20 else f"{text[:20]}... ({len(text):,} digits)"
+            raise BadLogValue(f"is {shown}; a whole number from 1 to {10**_MAX_CONFIG_DIGITS - 1:,} is read")
+        return int(text)
     if field == "gpu_memory_utilization":
         try:
-            return float(text)
+            float(text[:40])
         except ValueError:
             return None
+        return _fraction(text[:40])
     if field == "dtype":
         dtype = text.removeprefix("torch.")
         return None if dtype == "auto" else dtype  # 'auto' is resolved later, in the config line
     return text
 
 
+_CONFIG_ITEM_RE = re.compile(
+    "(" + "|".join(sorted(_CONFIG_KEYS, key=len, reverse=True)) + r")=('[^']{0,1000}'|[^,\s)]{1,1000})"
+)
+"""'key=value' of a known key; one pass finds them all (a lookbehind first would defeat re's fast scan)."""
+
+
 def _config_from_engine_line(rest: str) -> dict[str, object]:
-    """Pick the known keys out of "model='m', dtype=torch.bfloat16, max_seq_len=4096, ..."."""
+    """Pick the known keys out of "model='m', dtype=torch.bfloat16, max_seq_len=4096, ..."; the first of each wins."""
     found: dict[str, object] = {}
-    for key, field in _CONFIG_KEYS.items():
-        match = re.search(rf"(?<![\w.]){key}=('[^']*'|[^,\s)]+)", rest)
-        if match:
-            found[field] = _config_value(field, match.group(1))
+    for match in _CONFIG_ITEM_RE.finditer(rest):
+        key, start = match.group(1), match.start()
+        if start and (rest[start - 1].isalnum() or rest[start - 1] in "_."):
+            continue  # 'hf_model=' or 'a.model=' is another setting
+        field = _CONFIG_KEYS[key]
+        if found.get(field) is None:
+            found[field] = _with_key(key, field, match.group(2))
     return found
+
+
+def _with_key(key: str, field: str, raw: object) -> object:
+    """``_config_value`` with the key named in a refusal: "max_model_len is 10000000000000000; ..."."""
+    try:
+        return _config_value(field, _scalar(raw))
+    except BadLogValue as err:
+        raise BadLogValue(f"{key} {err}") from None
 
 
 def _config_from_dict_text(text: str) -> dict[str, object]:
     """Parse "{'model': 'x', 'max_model_len': 60000}"; falls back to per-key regex."""
-    try:
-        mapping = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        mapping = None
+    text = text[: text.rfind("}") + 1] or text
+    mapping = _literal_dict(text)
     found: dict[str, object] = {}
-    if isinstance(mapping, dict):
+    if mapping is not None:
         for key, value in mapping.items():
-            if key in _CONFIG_KEYS:
-                found[_CONFIG_KEYS[key]] = _config_value(_CONFIG_KEYS[key], value)
+            if isinstance(key, str) and key in _CONFIG_KEYS:
+                found[_CONFIG_KEYS[key]] = _with_key(key, _CONFIG_KEYS[key], value)
         return found
     for key, field in _CONFIG_KEYS.items():
-        match = re.search(rf"'{key}':\s*('[^']*'|[^,}}]+)", text)
+        match = re.search(rf"'{key}':\s{{0,64}}('[^']{{0,1000}}'|[^,}}]{{1,1000}})", text)
         if match:
-            found[field] = _config_value(field, match.group(1))
+            found[field] = _with_key(key, field, match.group(1))
     return found
+
+
+def _literal_dict(text: str) -> dict | None:
+    """The dict a 'non-default args' line prints, or None when it is cut, too long or not a literal.
+
+    ``ast.literal_eval`` raises more than ValueError/SyntaxError on odd input: TypeError for an
+    unhashable key (``{[1]: 2}``), RecursionError or MemoryError for deep nesting.
+    """
+    if len(text) > _MAX_ARGS_CHARS:
+        return None
+    try:
+        mapping = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, OverflowError):
+        return None
+    return mapping if isinstance(mapping, dict) else None
+
+
+def _scalar(value: object) -> object:
+    """A config value as text for ``_config_value``; containers and huge ints are not settings we read."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        try:
+            return str(value)  # _config_value refuses more than _MAX_CONFIG_DIGITS digits with the number
+        except ValueError:  # beyond Python's 4,300-digit limit for int -> str
+            raise BadLogValue(f"is an integer of more than 4,300 digits; a whole number from 1 to "
+                              f"{10**_MAX_CONFIG_DIGITS - 1:,} is read") from None
+    if isinstance(value, (float, str)):
+        return value
+    return None
 
 
 def _config_from_command(args: str) -> dict[str, object]:
@@ -591,7 +783,7 @@ def _config_from_command(args: str) -> dict[str, object]:
             found[field] = True if not inline else _config_value(field, inline)
             continue
         value = inline or (tokens[i + 1] if i + 1 < len(tokens) else None)
-        found[field] = _config_value(field, value)
+        found[field] = _with_key(name, field, value)
     return found
 
 
@@ -631,7 +823,8 @@ def _last_start(lines: list[str], labels: list[str]) -> tuple[int, int]:
     begin = restarts[-1]
     while begin > 0:
         previous = lines[begin - 1]
-        if _ENGINE_INIT_RE.search(previous) or any(r.pattern.search(previous) for r in _RULES):
+        low = previous.lower()
+        if _ENGINE_INIT_RE.search(previous) or any(r.key in low and r.pattern.search(previous) for r in _RULES):
             break
         begin -= 1
         if any(rx.search(previous) for rx in (_NON_DEFAULT_ARGS_RE, _NAMESPACE_RE, _COMMAND_RE)):
@@ -639,18 +832,112 @@ def _last_start(lines: list[str], labels: list[str]) -> tuple[int, int]:
     return begin, len(restarts) + 1
 
 
-def parse_vllm_log(text: str) -> VllmStartupReport:
+def _put(target: dict[str, object], field: str, value: object) -> None:
+    """Keep the first value printed for a field (a later line never overwrites it)."""
+    if field and value is not None and field not in target:
+        target[field] = value
+
+
+def _read_line(line: str, label: str, engine: dict[str, object], workers: dict[str, dict[str, object]]) -> bool:
+    """File what one cleaned line states into ``engine`` / ``workers[label]``; True when it matched a phrasing."""
+    matched = False
+    low = line.lower()
+    init = _ENGINE_INIT_RE.search(line, low)
+    if init:
+        matched = True
+        _put(engine, "engine", init.group(1).upper() if init.group(1) else None)
+        _put(engine, "vllm_version", init.group(2))
+        for field, value in _config_from_engine_line(init.group(3)).items():
+            _put(engine, field, value)
+    for regex, parser in (
+        (_NON_DEFAULT_ARGS_RE, _config_from_dict_text),
+        (_NAMESPACE_RE, lambda rest: _config_from_engine_line(rest.removesuffix(")"))),
+    ):
+        found = regex.search(line, low)
+        if found:
+            matched = True
+            for field, value in parser(found.group(1)).items():
+                _put(engine, field, value)
+    command = _COMMAND_RE.search(line, low)
+    if command and not init:
+        matched = True
+        use_v1 = re.search(r"\bVLLM_USE_V1=([01])\b", line)
+        if use_v1:
+            _put(engine, "engine", f"V{use_v1.group(1)}")
+        for field, value in _config_from_command(command.group(1)).items():
+            _put(engine, field, value)
+    hits = [rule for key, rule in _RULE_KEYS if key in low] if any(a in low for a in _ANCHORS) else []
+    if hits and _LONG_DIGITS_RE.search(line):
+        _refuse_long_number(line, hits)
+    for rule in hits:
+        found = rule.pattern.search(line)
+        if not found:
+            continue
+        matched = True
+        target = engine if rule.scope == "engine" else workers.setdefault(label, {})
+        for group, (field, convert) in enumerate(rule.fields, start=1):
+            raw = found.group(group)
+            if raw is None or not field:
+                continue
+            try:
+                value = convert(raw)
+            except BadLogValue as err:
+                raise BadLogValue(f"{field} {err}") from None
+            _put(engine if field == "gpu_memory_utilization" else target, field, value)
+    if _STARTUP_ERROR_RE.search(line, low):
+        matched = True
+        _put(engine, "startup_error", line[:_MAX_KEPT_LINE_CHARS])
+    return matched
+
+
+def _refuse_long_number(line: str, rules: list[_Rule]) -> None:
+    """Refuse a line where a known phrasing carries a number of more than 20 digits.
+
+    The rules read at most 20 digits (``_NUM``), so such a line would be misread or skipped. The
+    run is replaced by '1' to ask whether a phrasing would match it; a long number elsewhere (a
+    hash, a request id) is left alone.
+    """
+    probe = _LONG_DIGITS_ANY_RE.sub("1", line)
+    for rule in rules:
+        if rule.fields and rule.pattern.search(probe):
+            digits = max(len(m) for m in _LONG_DIGITS_ANY_RE.findall(line))
+            fields = ", ".join(f for f, _ in rule.fields if f)
+            raise BadLogValue(f"{fields} is printed with a number of {digits:,} digits; numbers of at most 20 digits "
+                              "are read (vLLM prints about 4 decimals)")
+
+
+def _bad_value(number: int, line: str, err: BadLogValue) -> ConfigError:
+    shown = line if len(line) <= 120 else line[:100] + f"... ({len(line):,} characters)"
+    return ConfigError(f"line {number:,} of the log: {err} (line: {shown!r}).",
+                       hint="Pass the server's own output; a hand-edited or corrupted line cannot be read.")
+
+
+MAX_LOG_CHARS = MAX_LOG_BYTES
+"""Longest log parsed, characters (the same figure as the file cap, ``MAX_LOG_BYTES``)."""
+_MAX_KEPT_LINE_CHARS = 400
+"""Longest line kept in a report (startup_error, unparsed_relevant_lines), characters."""
+
+
+def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
     """Parse vLLM server output (V0 or V1, any prefix) into a :class:`VllmStartupReport`.
 
-    ``text`` is the server's stdout/stderr as captured (``docker logs``, a journal, a pasted issue).
-    Raises :class:`planner.errors.ConfigError` when no known startup line is present.
+    ``text`` is the server's stdout/stderr as captured (``docker logs``, a journal, a pasted issue),
+    as text or as the file's bytes (decoded by ``planner.verify.reading``: UTF-8, or UTF-16 with a
+    byte-order mark). At most ``MAX_LOG_CHARS`` characters are read. Raises
+    :class:`planner.errors.ConfigError` when no known startup line is present, for a binary or
+    UTF-16 text read as UTF-8, and for a printed value no engine can have (a number of more than
+    20 digits, per-GPU memory above 1 PiB, a utilization outside (0, 1]), naming the line.
     """
+    text = decode_text(text, "the log") if isinstance(text, (bytes, bytearray)) else check_text(text, "the log")
+    if len(text) > MAX_LOG_CHARS:
+        raise ConfigError(f"the log is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read (a startup log is "
+                          "a few MiB).", hint="Pass the part of the log from the server's start.")
     raw_lines = text.splitlines()
     lines = [_clean(line) for line in raw_lines]
     labels = [_process_label(line) for line in lines]
     begin, n_starts = _last_start(lines, labels)
     ray_folded = sum(
-        int(m.group(1)) for line in raw_lines[begin:] for m in _RAY_REPEAT_RE.finditer(line)
+        int(m.group(1)) for line in raw_lines[begin:] if "[repeated " in line for m in _RAY_REPEAT_RE.finditer(line)
     )
     warnings: list[str] = []
     if n_starts > 1:
@@ -662,65 +949,21 @@ def parse_vllm_log(text: str) -> VllmStartupReport:
     engine: dict[str, object] = {}
     workers: dict[str, dict[str, object]] = {}
     unparsed: list[str] = []
+    n_unparsed = 0
     matched_any = False
-
-    def put(target: dict[str, object], field: str, value: object) -> None:
-        if field and value is not None and field not in target:
-            target[field] = value
-
-    for line, label in zip(lines[begin:], labels[begin:]):
+    for number, (line, label) in enumerate(zip(lines[begin:], labels[begin:]), start=begin + 1):
         if not line:
             continue
-        matched = False
-
-        init = _ENGINE_INIT_RE.search(line)
-        if init:
-            matched = True
-            put(engine, "engine", init.group(1).upper() if init.group(1) else None)
-            put(engine, "vllm_version", init.group(2))
-            for field, value in _config_from_engine_line(init.group(3)).items():
-                put(engine, field, value)
-        for regex, parser in (
-            (_NON_DEFAULT_ARGS_RE, _config_from_dict_text),
-            (_NAMESPACE_RE, _config_from_engine_line),
-        ):
-            found = regex.search(line)
-            if found:
-                matched = True
-                for field, value in parser(found.group(1)).items():
-                    put(engine, field, value)
-        command = _COMMAND_RE.search(line)
-        if command and not init:
-            matched = True
-            use_v1 = re.search(r"\bVLLM_USE_V1=([01])\b", line)
-            if use_v1:
-                put(engine, "engine", f"V{use_v1.group(1)}")
-            for field, value in _config_from_command(command.group(1)).items():
-                put(engine, field, value)
-
-        for rule in _RULES:
-            found = rule.pattern.search(line)
-            if not found:
-                continue
-            matched = True
-            target = engine if rule.scope == "engine" else workers.setdefault(label, {})
-            for group, (field, convert) in enumerate(rule.fields, start=1):
-                raw = found.group(group)
-                if raw is None or not field:
-                    continue
-                if field == "gpu_memory_utilization":
-                    put(engine, field, convert(raw))
-                else:
-                    put(target, field, convert(raw))
-
-        if _STARTUP_ERROR_RE.search(line):
-            matched = True
-            put(engine, "startup_error", line[:400])
-
+        try:
+            matched = _read_line(line, label, engine, workers)
+        except BadLogValue as err:
+            raise _bad_value(number, line, err) from None
         if matched:
             matched_any = True
         elif _RELEVANT_RE.search(line) and not _RUNTIME_STATS_RE.search(line):
-            unparsed.append(line)
+            n_unparsed += 1
+            if len(unparsed) < _MAX_UNPARSED_LINES:
+                unparsed.append(line[:_MAX_KEPT_LINE_CHARS])
 
     if not matched_any:
         raise ConfigError(
@@ -753,12 +996,11 @@ def parse_vllm_log(text: str) -> VllmStartupReport:
         )
     if engine.get("startup_error"):
         warnings.append("the engine refused to start for lack of KV cache memory")
-    if len(unparsed) > _MAX_UNPARSED_LINES:
+    if n_unparsed > _MAX_UNPARSED_LINES:
         warnings.append(
-            f"{len(unparsed)} relevant lines matched no known phrasing; the first "
+            f"{n_unparsed} relevant lines matched no known phrasing; the first "
             f"{_MAX_UNPARSED_LINES} are kept"
         )
-        unparsed = unparsed[:_MAX_UNPARSED_LINES]
 
     return VllmStartupReport(
         **engine,
