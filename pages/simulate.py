@@ -15,6 +15,7 @@ from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_di
 from planner.serve.slo import (
     SLO, UTILIZATION_CAP, CandidateSpace, CandidateResult, Probe, SearchSettings, SLOPlan, plan_slo, sweep_rates,
 )
+from planner.serve.saturation import overload_warning
 from planner.serve.workload import PoissonArrivals, Workload
 from ui.errors import shown_errors
 from ui.format import fmt_rate, fmt_seconds, fmt_usd, kind_badge
@@ -100,7 +101,7 @@ def pareto_chart(plan: SLOPlan) -> go.Figure:
 def candidates_table(plan: SLOPlan) -> pd.DataFrame:
     return pd.DataFrame([{
         "status": c.status, "replica": c.label, "GPUs/replica": c.gpus_per_replica,
-        "saturation req/s": c.saturation_rate_per_s, "max req/s per replica": c.max_rate_per_replica_per_s,
+        "knee req/s": c.saturation_requests_per_s, "max req/s per replica": c.max_rate_per_replica_per_s,
         "limit": c.limiting_target, "replicas": c.replicas, "GPUs": c.total_gpus, "$/hour": c.usd_per_hour,
         "$/1M input": c.usd_per_1m_input_tokens, "$/1M output": c.usd_per_1m_output_tokens,
         "kWh/1M output (TDP bound)": c.energy_kwh_per_1m_output_tokens_upper_bound, "why": c.reason,
@@ -178,6 +179,9 @@ with shown_errors():
 st.subheader(f"One replica at {rate:g} req/s")
 with shown_errors("Simulating the sidebar's deployment"):
     result = simulated(model, hw, sc, workload)
+if result.overloaded:
+    st.warning(overload_warning(result.offered_requests_per_s, result.saturation_requests_per_s, result.overload_reason,
+                                result.overload_options), icon=":material/warning:")
 head, *cols = st.columns([1.2, 1, 1, 1, 1])
 with head:
     kind_badge(result.step_time_kind)
@@ -218,7 +222,7 @@ left.plotly_chart(latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing includ
                   key="simulate_ttft_chart")
 right.plotly_chart(latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
                    key="simulate_tpot_chart")
-st.caption(f"One replica kept full serves {saturation:,.2f} req/s (saturation); the sweep stops at "
+st.caption(f"One replica kept full serves {saturation:,.2f} req/s (its knee: the sustainable rate); the sweep stops at "
            f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
            "requests that arrive after the batch has filled and before the load stops.")
 
@@ -280,7 +284,7 @@ table_tab, pareto_tab = st.tabs(["Candidates", "Throughput vs interactivity"])
 with table_tab:
     number = st.column_config.NumberColumn
     st.dataframe(candidates_table(plan), hide_index=True, key="simulate_candidates", column_config={
-        "saturation req/s": number(format="%.2f"), "max req/s per replica": number(format="%.2f"),
+        "knee req/s": number(format="%.2f"), "max req/s per replica": number(format="%.2f"),
         "$/hour": number(format="$%.2f"), "$/1M input": number(format="$%.3f"), "$/1M output": number(format="$%.3f"),
         "kWh/1M output (TDP bound)": number(format="%.3f"),
     })

@@ -167,7 +167,7 @@ def test_bisection_returns_a_passing_rate_and_a_slightly_higher_failing_one(llam
     best, fail = row.max_rate_per_replica_per_s, row.first_failing_rate_per_s
     assert row.limiting_target == "P99 TPOT"
     assert best < fail <= best * (1 + FAST.rate_tolerance) + 1e-9
-    assert best < UTILIZATION_CAP * row.saturation_rate_per_s
+    assert best < UTILIZATION_CAP * row.saturation_requests_per_s
     # Re-simulated independently (same seed): the returned rate meets the SLO, the next one does not.
     _, (at_best, above) = sweep_rates(llama8b, hw, H100, wl, [best, fail], slo, FAST)
     assert at_best.passed and at_best.tpot_seconds.p99 <= 0.020

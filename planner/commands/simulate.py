@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.text import Text
+
 from planner.commands.common import (
     Number, add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
     fmt_int, fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table,
@@ -16,6 +18,7 @@ from planner.commands.common import (
 )
 from planner.errors import ScenarioError
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
+from planner.serve.saturation import overload_warning
 from planner.scenario import MAX_TOKENS
 from planner.serve.workload import MAX_REQUESTS, ConcurrencyArrivals, PoissonArrivals, TraceArrivals, Workload
 
@@ -155,8 +158,12 @@ def render_table(r: dict[str, Any]) -> str:
              f"{res.label}")
     latency = table(["", "mean", "P50", "P90", "P99", "kind"], rows, title=title, right=(1, 2, 3, 4))
     per_s = lambda v, unit: "unknown" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
+    verdict = {None: "unknown", True: "yes (see the warning above)", False: "no"}[res.overloaded]
     served = table(["", "value"], [
         ("requests completed / offered", f"{res.num_completed:,} / {res.num_requests:,}"),
+        ("offered rate", per_s(res.offered_requests_per_s, "req/s")),
+        ("sustainable rate (knee)", per_s(res.saturation_requests_per_s, "req/s")),
+        ("overloaded", verdict),
         ("output throughput", per_s(res.throughput_tokens_per_s, "tokens/s")),
         ("total throughput (input + output)", per_s(res.total_throughput_tokens_per_s, "tokens/s")),
         ("request throughput", "unknown" if res.requests_per_s is None else f"{res.requests_per_s:,.3f} req/s"),
@@ -170,6 +177,10 @@ def render_table(r: dict[str, Any]) -> str:
                    f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}"),
     ])
     parts: list[Any] = [latency, served]
+    if res.overloaded:
+        warning = overload_warning(res.offered_requests_per_s, res.saturation_requests_per_s, res.overload_reason,
+                                   res.overload_options)
+        parts.insert(0, Text("WARNING " + warning, style="bold red"))
     for reason in res.rejection_reasons:
         parts.append(heading(f"refused: {reason}"))
     return render(*parts)

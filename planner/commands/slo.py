@@ -6,6 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from rich.text import Text
+
 from planner.commands.common import (
     Number, add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
 )
@@ -145,6 +147,9 @@ def render_table(plan: SLOPlan) -> str:
             f"{plan.mean_output_tokens:,.0f} tokens (mean) within {plan.slo.describe()}")
     parts.append(heading(head))
     best = plan.recommendation
+    if plan.overloaded:
+        parts.append(Text(f"WARNING overloaded: {best.replicas} replica(s) at {plan.target_rate_per_s:g} req/s are above "
+                          f"their sustainable {best.saturation_requests_per_s:.2f} req/s each.", style="bold red"))
     if best is None:
         parts.append(heading("No candidate meets the targets; the rows below say which target fails and by how much."))
     else:
@@ -158,6 +163,7 @@ def render_table(plan: SLOPlan) -> str:
                                           f"input, {_maybe(best.energy_kwh_per_1m_output_tokens_upper_bound, ',.3f')} kWh "
                                           "per 1M output tokens"),
             ("max rate per replica", f"{best.max_rate_per_replica_per_s:.2f} req/s (limit: {best.limiting_target})"),
+            ("sustainable rate per replica (knee)", _maybe(best.saturation_requests_per_s, ".2f") + " req/s"),
         ]
         if op is not None:
             rows.append(("at the operating point", (
@@ -168,12 +174,12 @@ def render_table(plan: SLOPlan) -> str:
     cand_rows = []
     for c in plan.candidates:
         cand_rows.append((
-            c.status, c.label, str(c.gpus_per_replica), _maybe(c.saturation_rate_per_s, ".2f"), _maybe(c.max_rate_per_replica_per_s, ".2f"),
+            c.status, c.label, str(c.gpus_per_replica), _maybe(c.saturation_requests_per_s, ".2f"), _maybe(c.max_rate_per_replica_per_s, ".2f"),
             "" if c.replicas is None else str(c.replicas), "" if c.total_gpus is None else str(c.total_gpus),
             "" if c.usd_per_hour is None else f"{c.usd_per_hour:,.2f}",
             _maybe(c.usd_per_1m_output_tokens, ",.3f"), c.reason,
         ))
-    parts.append(table(["status", "replica", "GPUs/replica", "sat req/s", "max req/s", "replicas", "GPUs", "$/h", "$/1M out", "why"],
+    parts.append(table(["status", "replica", "GPUs/replica", "knee req/s", "max req/s", "replicas", "GPUs", "$/h", "$/1M out", "why"],
                        cand_rows, title=f"candidates (ranked by {plan.ranked_by.replace('_', ' ')})",
                        right=(2, 3, 4, 5, 6, 7, 8)))
     if plan.pareto:

@@ -8,6 +8,11 @@ chunked prefill), times every engine step with the planner's own roofline
 pure bound), and runs ``simulate``. The numbers it returns are simulated, and say from what:
 ``step_time_kind`` is "estimate", "calibrated" or "bound" like the latency model behind them.
 
+Each result also carries the replica's sustainable rate for the workload's shape (its knee,
+``planner.serve.saturation``) and whether the offered rate is above it or the run's queue grew
+(``overloaded``, with the reason and what would carry the load), so a rate past the knee is never
+shown as plain percentiles.
+
 ``static_vs_continuous`` runs the same requests twice, once with vLLM's continuous batching and
 once with static batches, to show what continuous batching buys on that workload.
 ``length_distribution`` turns the faces' "mean and spread" inputs into a workload length spec.
@@ -28,8 +33,11 @@ from planner.estimate.roofline import PredictionKind
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from planner.serve.simulate import SchedulerConfig, SimulationResult, simulate
-from planner.serve.workload import FixedLength, LognormalLength, NormalLength, UniformLength, Workload
+from planner.serve.saturation import (
+    carry_load_options, offered_rate_per_s, overload_verdict, queue_growth, replica_saturation,
+)
+from planner.serve.simulate import SchedulerConfig, SimulationResult, run_engine, summarize
+from planner.serve.workload import FixedLength, LognormalLength, NormalLength, UniformLength, Workload, generate_requests
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 
@@ -85,6 +93,27 @@ class ServingResult(SimulationResult):
     gpus_per_replica: int = Field(description="GPUs of one replica: tp x pp, a count.")
     scheduler: SchedulerConfig = Field(description="Engine limits the replica ran with (from the memory plan).")
     memory_verdict: str = Field(description="The memory plan's one-line verdict for this scenario.")
+    offered_requests_per_s: float | None = Field(
+        None, description="Open-loop rate offered: the Poisson rate or a trace's mean rate, in requests per second; "
+        "None in a closed loop (its load follows the replica)."
+    )
+    saturation_requests_per_s: float | None = Field(
+        None, description="Sustainable rate of this replica for the workload's shape (the knee): its throughput kept "
+        "at full batch, in requests per second; above it the queue grows without bound (planner.serve.saturation). "
+        "None when not computed or unknown."
+    )
+    overloaded: bool | None = Field(
+        None, description="The offered rate is above the knee, or the run's queue grew (overload_reason says "
+        "which); its percentiles then depend on how long the load lasts. None when neither could be judged."
+    )
+    overload_reason: str | None = Field(
+        None, description="Why the run is overloaded, with the numbers (rate above the knee, queue growth or "
+        "both); None when it is not."
+    )
+    overload_options: tuple[str, ...] = Field(
+        (), description="What would carry the offered load: ceil(rate / knee) replicas, a larger TP, an fp8 KV "
+        "cache; empty when not overloaded by rate."
+    )
 
 
 class StaticVsContinuous(BaseModel):
@@ -145,18 +174,49 @@ def simulate_scenario(
     *,
     mode: Literal["continuous", "static"] = "continuous",
     step_model: StepTimeModel | None = None,
+    saturation: bool = True,
 ) -> ServingResult:
     """Simulate ``workload`` on one replica of ``sc``; raises ScenarioError if the plan does not start.
 
     ``step_model`` reuses a ``StepTimeModel`` built for this model, card and scenario (the SLO
     search builds each once); by default one is built here with ``efficiency`` (None: the card's
-    calibration when it has one, else the fitted defaults).
+    calibration when it has one, else the fitted defaults). With ``saturation`` the replica's knee
+    for the workload's shape is found too (one more simulation at full batch, 0.1-0.5 s for an 8B
+    model) and the run is judged overloaded or not; without it those fields are None.
     """
     plan, scheduler = planned_replica(model, hw, sc)
     if mode != "continuous":
         scheduler = scheduler.model_copy(update={"mode": mode})
     step = step_model or StepTimeModel(model, hw, sc, efficiency)
-    return label_result(simulate(workload, scheduler, step), step, model, hw, sc, scheduler, plan.reason)
+    run = run_engine(generate_requests(workload), scheduler, step)
+    result = label_result(summarize(run, step_cost_model=type(step).__name__), step, model, hw, sc, scheduler,
+                          plan.reason)
+    offered = offered_rate_per_s(workload, run)
+    if not saturation:
+        return result.model_copy(update={"offered_requests_per_s": offered})
+    knee = replica_saturation(workload, scheduler, step).requests_per_s
+    overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
+    above = offered is not None and knee is not None and offered > knee
+    return result.model_copy(update={
+        "offered_requests_per_s": offered, "saturation_requests_per_s": knee, "overloaded": overloaded,
+        "overload_reason": reason, "overload_options": carry_load_options(offered, knee, sc, hw) if above else (),
+    })
+
+
+def saturation_requests_per_s(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: Workload,
+    step_model: StepTimeModel | None = None,
+    efficiency: Efficiency | None = None,
+) -> float | None:
+    """The knee of one replica of ``sc`` for ``workload``'s shape (lengths, prefix-cache hits), in
+    requests/s: the throughput it sustains at full batch (``planner.serve.saturation``); None when
+    unknown. Raises ScenarioError when the scenario does not start."""
+    _, scheduler = planned_replica(model, hw, sc)
+    step = step_model or StepTimeModel(model, hw, sc, efficiency)
+    return replica_saturation(workload, scheduler, step).requests_per_s
 
 
 def label_result(

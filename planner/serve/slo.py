@@ -8,9 +8,10 @@ x weight dtype x KV dtype x max_num_seqs):
    request unless the base scenario fixes it). Otherwise the row says why, with no simulation.
 2. **Floor.** A request alone costs the step model's prefill of its prompt (TTFT), one decode step
    (TPOT), or both (E2E). A target below its floor fails at every rate: said with the numbers.
-3. **Saturation.** A closed loop at ``max_num_seqs`` requests in flight gives the replica's
-   throughput ``r_sat`` (requests/s). No rate above ``UTILIZATION_CAP x r_sat`` is planned: near
-   saturation the queue's length depends on how long the run is, not on the load.
+3. **Saturation.** The replica's knee ``r_sat`` (requests/s, ``planner.serve.saturation``: its
+   throughput kept at full batch, min(max_num_seqs, what the KV cache holds) requests in flight) is
+   reported on every row. No rate above ``UTILIZATION_CAP x r_sat`` is planned: near saturation
+   the queue's length depends on how long the run is, not on the load.
 4. **Bisection.** Poisson traffic at rate r, ``requests_per_probe`` measured requests after a
    warm-up of ``r x W`` requests (W: a request's time in the system at saturation, so the batch
    has filled) and before as many cool-down requests (so the measured ones never see the queue
@@ -56,6 +57,7 @@ from planner.hardware import HardwareProfile, get_profile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import scheduler_config
+from planner.serve.saturation import SATURATION_WAVES, measure_saturation, saturated_run  # noqa: F401 (re-exported)
 from planner.serve.simulate import LatencyStats, SchedulerConfig, latency_stats, run_engine
 from planner.serve.workload import (
     ConcurrencyArrivals,
@@ -76,8 +78,6 @@ MIN_RATE_FRACTION = 1 / 16
 MIN_REQUESTS_PER_PROBE = 200
 """Fewest measured requests in one probe; light-load probes use fewer than ``requests_per_probe``
 (down to this) because each costs many more steps per request and its requests barely interact."""
-SATURATION_WAVES = 4
-"""The saturation run sends this many times the requests in flight (the first wave is not counted)."""
 
 Metric = Literal["ttft", "tpot", "e2e"]
 Statistic = Literal["mean", "p50", "p90", "p99"]
@@ -254,8 +254,13 @@ class CandidateResult(BaseModel):
     )
     reason: str = Field(description="Why, in one line with the numbers.")
     gpus_per_replica: int = Field(description="tp x pp, a count.")
-    saturation_rate_per_s: float | None = Field(
-        None, description="Throughput of one replica with max_num_seqs requests in flight, in requests per second."
+    saturation_requests_per_s: float | None = Field(
+        None, description="Sustainable rate of one replica (the knee): its throughput kept at full batch, in "
+        "requests per second; above it the queue grows without bound (planner.serve.saturation)."
+    )
+    overloaded: bool | None = Field(
+        None, description="One replica at the operating point (target / replicas) is above the knee; None when the "
+        "candidate was not costed."
     )
     max_rate_per_replica_per_s: float | None = Field(
         None, description="Largest probed rate that met every target, in requests per second per replica."
@@ -317,6 +322,14 @@ class SLOPlan(BaseModel):
     mean_input_tokens: float = Field(description="Mean prompt length of the workload, in tokens.")
     mean_output_tokens: float = Field(description="Mean output length of the workload, in tokens.")
     recommendation: CandidateResult | None = Field(description="Cheapest candidate that meets the SLO; None if none does.")
+    saturation_requests_per_s: float | None = Field(
+        description="Sustainable rate (knee) of one replica of the recommendation, in requests per second; None "
+        "without a recommendation."
+    )
+    overloaded: bool | None = Field(
+        description="The recommendation's replicas at the target rate are above their knee (never, for a "
+        "recommendation: its rate is capped below it); None without a recommendation."
+    )
     ranked_by: Literal["usd_per_hour", "gpus"] = Field(
         description="usd_per_hour when every feasible candidate has a price, else gpus (total GPU count)."
     )
@@ -427,47 +440,6 @@ def _statistic(values: np.ndarray, statistic: Statistic) -> float:
     return float(np.mean(values)) if q is None else float(np.percentile(values, q))
 
 
-def saturated_run(
-    inputs: np.ndarray,
-    outputs: np.ndarray,
-    scheduler: SchedulerConfig,
-    step: StepTimeModel,
-    hit_rate: float = 0.0,
-    in_flight: int | None = None,
-    waves: int = SATURATION_WAVES,
-) -> tuple[float, float, int]:
-    """(requests/s, seconds a request spends in the engine, requests in flight) of a replica kept full.
-
-    A closed loop: ``in_flight`` requests (default: max_num_seqs, or as many mean-length requests
-    as the KV cache holds if fewer, since more would only queue), each replaced as it finishes, for
-    ``waves`` times that many requests (drawn in order from ``inputs`` / ``outputs``). The first
-    wave starts all at once and its prefills pile up, so the rate counts the requests finished
-    from the end of that wave to the last arrival, while every slot is still refilled.
-    """
-    if in_flight is None:
-        mean_tokens = float(np.mean(inputs + outputs))
-        kv_requests = scheduler.num_gpu_blocks * scheduler.block_size_tokens / mean_tokens
-        in_flight = min(scheduler.max_num_seqs, int(kv_requests))
-    conc = max(1, in_flight)
-    count = min(len(inputs), waves * conc)
-    if count < 2 * conc:  # too few requests for two waves: one wave, counted whole
-        conc = max(1, count // 2)
-    run = run_engine(RequestSet(None, inputs[:count], outputs[:count], conc, hit_rate), scheduler, step)
-    done = ~np.isnan(run.finish_time_s)
-    if not done.any():
-        return 0.0, 0.0, conc
-    finish = np.sort(run.finish_time_s[done])
-    last_arrival = float(np.nanmax(run.arrival_time_s))
-    start = finish[min(conc, len(finish)) - 1]
-    in_window = int(np.sum((finish > start) & (finish <= last_arrival)))
-    if last_arrival > start and in_window:
-        rate = in_window / (last_arrival - start)
-    else:
-        rate = len(finish) / float(finish[-1])
-    engine_seconds = float(np.mean(run.finish_time_s[done] - run.first_token_time_s[done]))
-    return rate, engine_seconds, conc
-
-
 class _Candidate:
     """Everything one candidate's search needs: its plan, limits, step model and probe runner."""
 
@@ -505,10 +477,11 @@ class _Candidate:
         return out
 
     def saturate(self) -> float:
-        """Steady throughput of one replica kept full, in requests/s (see ``saturated_run``)."""
+        """The knee of one replica, in requests/s (``planner.serve.saturation``; 0.0 when unknown)."""
         t = self.traffic
-        rate, self.warm_seconds, _ = saturated_run(t.inputs, t.outputs, self.scheduler, self.step, t.hit_rate)
-        return rate
+        found = measure_saturation(t.inputs, t.outputs, self.scheduler, self.step, t.hit_rate)
+        self.warm_seconds = found.engine_seconds or 0.0
+        return found.requests_per_s or 0.0
 
     # ---- probes ------------------------------------------------------------------------------
 
@@ -730,7 +703,7 @@ def plan_slo(
     for cand, saturation in live:
         hw, sc = cand.hw, cand.sc
         common = dict(max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=cand.step.kind,
-                      saturation_rate_per_s=saturation)
+                      saturation_requests_per_s=saturation)
         lb_cost, lb_gpus = bound((cand, saturation))
         lb_key = (lb_cost if ranked_by == "usd_per_hour" else lb_gpus, lb_gpus)
         if not settings.exhaustive and best_key is not None and lb_key > best_key:
@@ -768,6 +741,8 @@ def plan_slo(
         model_name=model.name, target_rate_per_s=target, slo=slo,
         mean_input_tokens=float(np.mean(traffic.inputs)), mean_output_tokens=float(np.mean(traffic.outputs)),
         recommendation=recommendation, ranked_by=ranked_by, candidates=tuple(ordered),
+        saturation_requests_per_s=recommendation.saturation_requests_per_s if recommendation else None,
+        overloaded=recommendation.overloaded if recommendation else None,
         pareto=pareto_front(points), notes=tuple(notes), search_seconds=time.perf_counter() - started,
     )
 
@@ -789,6 +764,7 @@ def _costed(cand: _Candidate, target: float, best: float, replicas: int, saturat
     tdp = hw.tdp_watts
     return dict(
         replicas=replicas, total_gpus=total_gpus, usd_per_hour=total_gpus * price if price else None,
+        overloaded=per_replica > saturation,
         operating_point=op, gpu_hours_per_1m_input_tokens=gh_in, gpu_hours_per_1m_output_tokens=gh_out,
         usd_per_1m_input_tokens=usd_per_million_tokens(price, total_gpus, in_per_s, share),
         usd_per_1m_output_tokens=usd_per_million_tokens(price, total_gpus, out_per_s, 1 - share),
@@ -891,7 +867,7 @@ def max_rate_per_replica(
     """The bisection for one scenario: largest rate per replica that meets ``slo`` (no costing)."""
     cand, saturation = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
     common = dict(max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=cand.step.kind,
-                  saturation_rate_per_s=saturation)
+                  saturation_requests_per_s=saturation)
     misses = [(t, v, why) for t, v, why in cand.floors() if v > t.seconds]
     if misses:
         t, v, why = max(misses, key=lambda m: m[1] / m[0].seconds)
