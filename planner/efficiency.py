@@ -45,13 +45,24 @@ class Efficiency(BaseModel):
         0.6, gt=0, le=1, description="Achieved fraction of peak (FLOP/s and bandwidth) for attention kernels (unitless)."
     )
     kernel_launch_seconds: float = Field(
-        4e-6, ge=0, description="Host cost per kernel launch in eager mode, in seconds."
+        4e-6, ge=0, le=1e-3, description="Host (CPU) time to launch one kernel eagerly, in seconds; outside CUDA "
+        "graphs a step lasts at least the sum of its launches."
     )
     graph_launch_seconds: float = Field(
-        1e-6, ge=0, description="Cost per kernel inside a replayed CUDA graph, in seconds."
+        1e-6, ge=0, le=1e-3, description="Least GPU time of one kernel (launch latency and tail, in or out of a "
+        "CUDA graph), in seconds: an op of k kernels takes at least k x this."
     )
     step_overhead_seconds: float = Field(
-        2e-3, ge=0, description="Fixed per-engine-step cost (scheduling, sampling, Python), in seconds."
+        2e-3, ge=0, le=0.1, description="Fixed host (CPU) work per engine step: scheduling, input preparation, "
+        "output processing, in seconds. Overlaps the GPU's step under async scheduling (see planner.estimate.step)."
+    )
+    frontend_seconds_per_request: float = Field(
+        0.0, ge=0, le=1.0, description="Time each request spends outside the engine's step loop: the API "
+        "server's HTTP handling, tokenization, detokenization and streaming of the first chunk, in seconds; "
+        "added to TTFT and end-to-end latency (it does not hold the GPU)."
+    )
+    host_seconds_per_seq: float = Field(
+        0.0, ge=0, le=1e-3, description="Host (CPU) work per scheduled sequence per engine step, in seconds."
     )
     allreduce_fraction: float = Field(
         0.7, gt=0, le=1, description="Achieved fraction of the interconnect's unidirectional bandwidth in all-reduce."
@@ -73,6 +84,8 @@ BOUND = Efficiency(
     kernel_launch_seconds=0.0,
     graph_launch_seconds=0.0,
     step_overhead_seconds=0.0,
+    host_seconds_per_seq=0.0,
+    frontend_seconds_per_request=0.0,
     allreduce_fraction=1.0,
     allreduce_latency_seconds=0.0,
     source="pure roofline: datasheet peaks, no overheads",

@@ -21,15 +21,40 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_BLOCK_SIZE = 16
 MLA_BLOCK_SIZE = 64
 
+# Upper bounds: what a real model or deployment can have, so that a typo (or a fuzzer) asking for
+# 10^9 of something is refused with the reason instead of allocating gigabytes. Each is stated in
+# its field's description, and so in --help, the app's tooltips and docs/cli.md.
+
+#: Longest context, in tokens: 2^24 = 16,777,216, above the longest any released model has
+#: (Llama 4 Scout, 10,485,760 tokens).
+MAX_TOKENS = 2**24
+#: Largest block: vLLM 0.16's --block-size choices stop at 256 and hybrid (Mamba) models align the
+#: attention block to the Mamba page (e.g. 80 for Jamba); 4,096 leaves room for both.
+MAX_BLOCK_SIZE = 4096
+#: Most sequences in one step or static batch: 2^16 = 65,536, 64 x vLLM's largest default (1,024).
+MAX_SEQS = 2**16
+#: Largest tensor- or pipeline-parallel size: 1,024, more than any model's attention heads or layers
+#: a split needs (TP divides the heads, PP splits the layers).
+MAX_PARALLEL = 1024
+#: Most GPUs in one deployment: 65,536.
+MAX_GPUS = 2**16
+#: Largest per-GPU memory figure in bytes: 1 TiB, above any card's memory (288 GB on B300/MI355X).
+MAX_GPU_BYTES = 2**40
+
 
 class Workload(BaseModel):
     """What the requests look like, for latency and throughput."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_len: int = Field(1024, ge=1, description="Prompt tokens per request.")
-    output_len: int = Field(256, ge=1, description="Generated tokens per request.")
-    batch_size: int = Field(1, ge=1, description="Requests processed together (static batch) or kept in flight (concurrency).")
+    input_len: int = Field(1024, ge=1, le=MAX_TOKENS, description=f"Prompt tokens per request, 1 to {MAX_TOKENS:,}.")
+    output_len: int = Field(
+        256, ge=1, le=MAX_TOKENS, description=f"Generated tokens per request, 1 to {MAX_TOKENS:,}."
+    )
+    batch_size: int = Field(
+        1, ge=1, le=MAX_SEQS,
+        description=f"Requests processed together (static batch) or kept in flight (concurrency); 1 to {MAX_SEQS:,}.",
+    )
 
 
 class Scenario(BaseModel):
@@ -38,33 +63,70 @@ class Scenario(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpu: str = Field("h100-sxm", description="Hardware profile id (python -m planner hardware lists them).")
-    num_gpus: int | None = Field(None, ge=1, description="GPUs in the deployment; default tp x pp (one replica).")
-    tp: int = Field(1, ge=1, description="Tensor-parallel size (vLLM --tensor-parallel-size).")
-    pp: int = Field(1, ge=1, description="Pipeline-parallel size (vLLM --pipeline-parallel-size).")
+    num_gpus: int | None = Field(
+        None, ge=1, le=MAX_GPUS,
+        description=f"GPUs in the deployment, at most {MAX_GPUS:,}; default tp x pp (one replica).",
+    )
+    tp: int = Field(
+        1, ge=1, le=MAX_PARALLEL,
+        description=f"Tensor-parallel size (vLLM --tensor-parallel-size), 1 to {MAX_PARALLEL:,}.",
+    )
+    pp: int = Field(
+        1, ge=1, le=MAX_PARALLEL,
+        description=f"Pipeline-parallel size (vLLM --pipeline-parallel-size), 1 to {MAX_PARALLEL:,}.",
+    )
     weight_dtype: str = Field("auto", description="Weight precision: auto (the checkpoint's), bf16, fp16, fp8, int8, int4, awq, gptq, mxfp4, nvfp4.")
     precision_overrides: dict[str, str] = Field(
         default_factory=dict,
         description="Mixed precision: component (embedding, attention, mlp, experts, mamba, lm_head) -> dtype.",
     )
     kv_cache_dtype: str = Field("auto", description="KV-cache dtype (vLLM --kv-cache-dtype): auto (the model dtype), bf16, fp16, fp8, int8.")
-    max_model_len: int | None = Field(None, ge=1, description="Longest request in tokens (prompt + output); default the model's maximum.")
-    gpu_memory_utilization: float = Field(
-        DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1, description="Fraction of each GPU's total memory vLLM may use."
+    max_model_len: int | None = Field(
+        None, ge=1, le=MAX_TOKENS,
+        description=f"Longest request in tokens (prompt + output), at most {MAX_TOKENS:,} (2^24, above any released "
+        "model's context); default the model's maximum.",
     )
-    block_size: int | None = Field(None, ge=1, description="Tokens per KV-cache block; default 16 (64 for MLA models).")
-    max_num_seqs: int | None = Field(None, ge=1, description="Most sequences in one step; default 1024 on >= 70 GiB cards except A100, else 256.")
+    gpu_memory_utilization: float = Field(
+        DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1, allow_inf_nan=False,
+        description="Fraction of each GPU's total memory vLLM may use (> 0 and <= 1).",
+    )
+    block_size: int | None = Field(
+        None, ge=1, le=MAX_BLOCK_SIZE,
+        description=f"Tokens per KV-cache block, 1 to {MAX_BLOCK_SIZE:,} (vLLM's choices are 1 to 256; hybrid models "
+        "align it to the Mamba page); default 16 (64 for MLA models).",
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=MAX_SEQS,
+        description=f"Most sequences in one step, 1 to {MAX_SEQS:,}; default 1024 on >= 70 GiB cards except A100, "
+        "else 256.",
+    )
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, description="Token budget of one step; default 8192 on >= 70 GiB cards except A100, else 2048 (API server)."
+        None, ge=1, le=MAX_TOKENS,
+        description=f"Token budget of one step, 1 to {MAX_TOKENS:,}; default 8192 on >= 70 GiB cards except A100, "
+        "else 2048 (API server).",
     )
     engine: Literal["eager", "cuda-graphs"] = Field("cuda-graphs", description="eager (--enforce-eager) or CUDA graphs (vLLM's default).")
     enable_chunked_prefill: bool = Field(True, description="Split long prompts over steps (vLLM V1 default: on).")
+    engine_version: str = Field(
+        "vllm@0.33.0", max_length=64,
+        description="Serving engine and version whose profile times each step (ENGINE@VERSION: vllm@0.15.1, "
+        "sglang@0.5.4, trtllm@1.2, or a profile id from planner/engines/); default the version the exports target.")
     non_torch_memory_bytes: int | None = Field(
-        None, ge=0, description="CUDA context, NCCL and cuBLAS memory per GPU; default an estimate (see memory.py)."
+        None, ge=0, le=MAX_GPU_BYTES,
+        description="CUDA context, NCCL and cuBLAS memory per GPU, 0 to 1 TiB; default an estimate (see memory.py).",
     )
     cuda_graph_memory_bytes: int | None = Field(
-        None, ge=0, description="CUDA-graph pool per GPU; default an estimate, 0 with eager."
+        None, ge=0, le=MAX_GPU_BYTES,
+        description="CUDA-graph pool per GPU, 0 to 1 TiB; default an estimate, 0 with eager.",
     )
     workload: Workload = Field(default_factory=Workload, description="Request shape for latency and throughput.")
+
+    @model_validator(mode="after")
+    def _engine_known(self) -> Scenario:
+        from planner.engine import resolve_engine  # the profiles are data files beside the code
+
+        resolve_engine(self.engine_version)  # raises EngineError naming the known engines and ranges
+        return self
 
     @model_validator(mode="after")
     def _check_gpus(self) -> "Scenario":

@@ -50,6 +50,7 @@ FIELD_FLAGS: dict[str, str] = {
     "max_num_seqs": "--max-num-seqs",
     "max_num_batched_tokens": "--max-num-batched-tokens",
     "engine": "--engine",
+    "engine_version": "--engine-version",
     "enable_chunked_prefill": "--no-chunked-prefill",
     "input_len": "--input-len",
     "output_len": "--output-len",
@@ -218,6 +219,9 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
     s.add_argument("--engine", choices=("eager", "cuda-graphs"), default=_default(Scenario, "engine"),
                    help=_described(Scenario, "engine", "Default: %(default)s."))
     s.add_argument("--enforce-eager", action="store_true", help="Same as --engine eager (vLLM's flag).")
+    s.add_argument("--engine-version", metavar="ENGINE@VERSION", default=None,
+                   help=_described(Scenario, "engine_version", f"Default: {_default(Scenario, 'engine_version')}; "
+                                   "a bare version (0.15.1) means vLLM."))
     s.add_argument("--no-chunked-prefill", action="store_true",
                    help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.")
     s.add_argument("--non-torch-memory-gib", metavar="GIB", default=None,
@@ -276,6 +280,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         engine="eager" if args.enforce_eager else args.engine,
+        engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"),
         enable_chunked_prefill=not args.no_chunked_prefill,
         non_torch_memory_bytes=_gib_to_bytes(getattr(args, "non_torch_memory_gib", None)),
         cuda_graph_memory_bytes=_gib_to_bytes(getattr(args, "cuda_graph_memory_gib", None)),
@@ -302,7 +307,9 @@ def add_efficiency_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def efficiency_from_args(args: argparse.Namespace, hw: HardwareProfile) -> Efficiency:
-    return efficiency_for(hw, "bound" if getattr(args, "bound", False) else "auto")
+    """BOUND with --bound; else the card's calibration, or the fitted factors of --engine-version's profile."""
+    engine = Scenario(engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"))
+    return efficiency_for(hw, "bound" if getattr(args, "bound", False) else "auto", sc=engine)
 
 
 def describe_validation_error(err: ValidationError) -> str:

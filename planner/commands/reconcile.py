@@ -96,8 +96,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     optional_model_argument(parser, "the log")
     add_override_flags(parser, "what the log says")
     c = parser.add_argument_group("calibration and history")
-    c.add_argument("--engine-version", metavar="V", default=None,
-                   help="vLLM version to file the calibration under when the log does not print it.")
     c.add_argument("--calibrated", action="store_true",
                    help="Plan with the overheads adopted earlier for this card and vLLM version (the adopted terms then "
                    "show as 'calibrated').")
@@ -114,8 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     report = parse_vllm_log(read_text(args.logfile))
-    if args.engine_version and not report.vllm_version:
-        report = report.model_copy(update={"vllm_version": args.engine_version})
+    if args.engine_version and not report.vllm_version:  # the shared --engine-version: vllm@V or V
+        report = report.model_copy(update={"vllm_version": args.engine_version.split("@")[-1]})
     model = load_model(args)[0] if args.model else None
     rec = reconcile(report, overrides_from_args(args), model=model, token=hf_token(args),
                     use_calibration=args.calibrated, calibration_path=args.calibration_file)

@@ -63,9 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"Requests the run sent, 1 to {MAX_REQUESTS:,} (the most one simulation takes).")
     w.add_argument("--index", metavar="N", type=Number(int, "--index", ge=-MAX_REQUESTS, le=MAX_REQUESTS), default=None,
                    help="Score only run N of a file holding several (0-based; -1 is the last). Default: every run.")
-    w.add_argument("--engine-version", metavar="V", default=None,
-                   help="vLLM version of the run: filed in the history, and the memory overheads adopted for this "
-                   "card and version (reconcile --adopt) are applied.")
     w.add_argument("--record", action="store_true",
                    help="Append the scored rows to the accuracy history ($PLANNER_HISTORY_PATH, else "
                    "~/.cache/llm-planner/accuracy_history.jsonl).")
@@ -88,7 +85,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         runs = (runs[args.index],)
     sc = _scenario(args)
     hw = get_profile(sc.gpu)
-    calibration = load_overheads(hw.id, args.engine_version, tp=sc.tp) if args.engine_version else None
+    # The shared --engine-version (vllm@V or V): filed in the history; the overheads adopted for this card
+    # and version (reconcile --adopt) are applied.
+    vllm_version = args.engine_version.split("@")[-1] if args.engine_version else None
+    calibration = load_overheads(hw.id, vllm_version, tp=sc.tp) if vllm_version else None
     sc = apply_overheads(sc, calibration)
     efficiency = efficiency_from_args(args, hw)
     specs: dict[str, Any] = {}
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             mean_input_tokens=args.bench_input_len, mean_output_tokens=args.bench_output_len,
             num_prompts=args.bench_num_prompts,
         )
-        scores.append(score(bench, specs[name], hw, sc, efficiency=efficiency, engine_version=args.engine_version,
+        scores.append(score(bench, specs[name], hw, sc, efficiency=efficiency, engine_version=vllm_version,
                             overridden=overridden))
     errors = [abs(m.error_pct) for s in scores for m in s.metrics if m.error_pct is not None]
     median = statistics.median(errors) if errors else None

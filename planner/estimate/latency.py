@@ -18,13 +18,18 @@ fitted to public measurements) or ``calibrated`` (factors measured on this card)
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
 from planner.estimate.memory import plan_memory, resolve
+from planner.estimate import step
 from planner.estimate.roofline import (
-    PredictionKind, efficiency_for, gemm_fraction, layer_groups, model_ops, prediction_kind, roofline, step_shape,
+    PredictionKind, efficiency_for, engine_of, layer_groups, model_ops, prediction_kind, roofline, step_shape,
 )
+from planner.model.ops import Op
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
@@ -71,11 +76,13 @@ def estimate_latency(
     """TTFT, TPOT and throughput for a static batch (defaults from ``sc.workload``)."""
     wl = sc.workload
     B, n_in, n_out = batch_size or wl.batch_size, input_len or wl.input_len, output_len or wl.output_len
-    eff = efficiency or efficiency_for(hw)
+    eff = efficiency or efficiency_for(hw, sc=sc)
     res = resolve(model, hw, sc)
     steps = cdiv(B * n_in, res.max_num_batched_tokens) if sc.enable_chunked_prefill else B
     pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
-    ttft = pre.total_seconds + (steps - 1) * eff.step_overhead_seconds
+    # Each further prefill step pays the host work the engine does not hide behind the GPU.
+    chunk_host = 0.0 if engine_of(sc).async_scheduling else float(step.host_seconds(eff, B))
+    ttft = pre.total_seconds + (steps - 1) * chunk_host
     decode_context = decode_context_len(n_in, n_out)
     dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
     tpot = dec.total_seconds
@@ -95,143 +102,365 @@ def estimate_latency(
     )
 
 
-class StepWork(BaseModel):
-    """Hardware-free work of one engine step, linear in the step's counts (one TP rank).
+#: Step features the op table is linear in: [1, tokens T, sequences S, (query, key) pairs P, cached
+#: tokens read K]. Every op of ``planner.model.layers`` has FLOPs, bytes, GEMM rows and all-reduce
+#: payload linear in them (MoE expert weights aside, which follow the touched experts).
+FEATURES = ("one", "tokens", "seqs", "pairs", "kv_tokens")
 
-    Coefficients come from the same layer ops the roofline uses, evaluated once per distinct layer
-    at a one-token decode shape; ``StepTimeModel`` binds them to a card, and the vectorized sweep
-    (``planner.estimate.sweep``) binds them to many cards at once.
+
+def _decode_features(batch: float, context: float) -> list[float]:
+    return [1.0, batch, batch, batch * context, batch * context]
+
+
+def _prefill_features(batch: float, query: float, context: float | None = None) -> list[float]:
+    """Features of a prefill chunk of ``query`` tokens per sequence on top of ``context - query`` cached."""
+    c = query if context is None else context
+    return [1.0, batch * query, batch, batch * (query * (c - query) + query * (query + 1) / 2), batch * c]
+
+
+#: Basis shapes the table is solved on: (stage, batch, length). Small contexts so that no sliding
+#: window binds (windows are applied per row when the table is evaluated).
+_BASIS = (("decode", 1, 1), ("decode", 2, 1), ("decode", 1, 3), ("decode", 3, 5), ("prefill", 1, 4),
+          ("prefill", 1, 8), ("prefill", 2, 4), ("prefill", 3, 2), ("prefill", 1, 16), ("prefill", 1, 4, 9),
+          ("prefill", 2, 3, 7))
+
+
+def _signature(ops: list[Op]) -> list[tuple[str, str]]:
+    """What identifies each op across shapes: its kind and name (MoE names carry a count: cut it)."""
+    return [(op.kind, op.name.split(" (")[0]) for op in ops]
+
+
+def _features(stage: str, batch: int, length: int, context: int | None = None) -> list[float]:
+    return _decode_features(batch, length) if stage == "decode" else _prefill_features(batch, length, context)
+
+
+def _basis_shape(model: ModelSpec, res, stage: str, batch: int, length: int, context: int | None = None):
+    shape = step_shape(model, res, stage, batch, length)  # type: ignore[arg-type]
+    return shape if context is None else shape.model_copy(update={"context_len": context})
+
+
+class OpTable:
+    """Every op of one stage's step as rows linear in the step features (one TP rank).
+
+    Built once per (model, scenario) by evaluating the layers' own ``ops`` at the basis shapes and
+    solving for each row's coefficients (exact: the residual is checked). ``evaluate`` gives each
+    row's FLOPs, bytes, GEMM rows and all-reduce payload for any step's features, so a step costs
+    the same rows the roofline binds, op by op. Rows are the ops of one layer per distinct layer
+    (``count`` = layers that run it) and the model's own ops (embedding, final norm, lm_head,
+    sampler); MoE expert rows keep their routing so their weight bytes follow the touched experts.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tp: int = Field(description="Tensor-parallel size the work is split over.")
-    compute_dtype: str = Field(description="Math dtype of the linear layers (before the card's fallback).")
-    lin_flops_per_token: float = Field(description="Linear-layer FLOPs per token.")
-    lin_act_per_token: float = Field(description="Activation bytes per token (linear layers, norms, elementwise).")
-    lin_weight_bytes: float = Field(description="Dense weight bytes read once per step (attention, dense MLP, shared experts).")
-    moe: list[tuple[int, int, float, float, float]] = Field(
-        description="Per routing (experts E, top-k): bytes of one expert, FLOPs per token and activation bytes per token, "
-        "each summed over the layers with that routing. Bound on their own, as GEMMs of T x k / touched rows.")
-    attn_flops_per_pair: float = Field(description="Attention FLOPs per (query, key) pair, all layers.")
-    kv_bytes_per_token: float = Field(description="KV bytes read per cached token attended, all layers.")
-    kv_write_per_token: float = Field(description="KV bytes written per new token, all layers.")
-    scan_flops_per_token: float = Field(description="Selective-scan FLOPs per token (Mamba layers).")
-    state_bytes_per_seq: float = Field(description="Recurrent-state bytes read and written per sequence per step.")
-    head_flops_per_seq: float = Field(description="lm_head + sampler FLOPs per sampled sequence.")
-    head_weight_bytes: float = Field(description="lm_head weight bytes read once per step.")
-    comm_bytes_per_token: float = Field(description="All-reduce payload bytes per token, all layers.")
-    allreduces: int = Field(description="All-reduce calls per step.")
-    kernels: int = Field(description="Kernel launches per step.")
-
-
-def step_work(model: ModelSpec, res) -> StepWork:
-    """Sum every distinct layer's ops at a one-token decode shape, times its count."""
-    one = step_shape(model, res, "decode", 1, 1)
-    acc = dict(lin_flops=0.0, lin_act=0.0, lin_weights=0.0, pair=0.0, kv=0.0, kv_write=0.0, scan=0.0, state=0.0, comm=0.0)
-    moe: dict[tuple[int, int], list[float]] = {}
-    kernels = allreduces = 0
-    compute_dtype = "bf16"
-    for _, idx in layer_groups(model):
-        layer, n = model.layers[idx[0]], len(idx)
-        for op in layer.ops(one):
-            kernels += op.kernels * n
+    def __init__(self, model: ModelSpec, res, stages: tuple[str, ...]):
+        bases = [b for b in _BASIS if b[0] in stages]
+        per_basis: list[list[tuple[Op, int, object]]] = []
+        for basis in bases:
+            shape = _basis_shape(model, res, *basis)
+            rows: list[tuple[Op, int, object]] = []
+            for _group, idx in layer_groups(model):
+                layer = model.layers[idx[0]]
+                rows += [(op, len(idx), layer) for op in layer.ops(shape)]
+            rows += [(op, 1, None) for op in model_ops(model, shape)]
+            per_basis.append(rows)
+        first = per_basis[0]
+        X = np.asarray([_features(*b) for b in bases], float)
+        n = len(first)
+        self.kind = np.asarray([step.KIND_CODES[op.kind] for op, _, _ in first], float)
+        self.count = np.asarray([c for _, c, _ in first], float)
+        self.kernels = np.asarray([op.kernels for op, _, _ in first], float)
+        self.compute_dtypes = [op.compute_dtype for op, _, _ in first]
+        self.names = [op.name for op, _, _ in first]
+        self.window = np.asarray([getattr(layer.mixer, "window_tokens", None) or np.inf if layer is not None
+                                  and op.kind == "attention" else np.inf for op, _, layer in first], float)
+        self.moe: list[tuple[int, float, float, float]] = []  # (row, E, k, bytes of one expert)
+        quantities = {"flops": [], "other_bytes": [], "m": [], "comm": []}
+        for rows in per_basis:
+            quantities["flops"].append([op.flops for op, _, _ in rows])
+            quantities["other_bytes"].append([op.bytes - (op.weight_bytes if op.kind == "grouped_gemm" else 0.0)
+                                              for op, _, _ in rows])
+            quantities["m"].append([0 if op.kind == "grouped_gemm" else op.gemm_m_tokens or 0 for op, _, _ in rows])
+            quantities["comm"].append([op.comm_bytes for op, _, _ in rows])
+        for i, (op, _, layer) in enumerate(first):
             if op.kind == "grouped_gemm":
-                row = moe.setdefault((layer.ffn.num_experts, layer.ffn.experts_per_token), [0.0, 0.0, 0.0])
-                row[0] += n * op.weight_bytes / layer.ffn.expected_distinct_experts(1)
-                row[1] += n * op.flops
-                row[2] += n * op.activation_bytes
-            elif op.kind == "gemm":
-                acc["lin_flops"] += op.flops * n
-                acc["lin_act"] += op.activation_bytes * n
-                acc["lin_weights"] += op.weight_bytes * n
-                compute_dtype = op.compute_dtype
-            elif op.kind == "attention":
-                acc["pair"] += op.flops * n
-                acc["kv"] += op.kv_bytes * n
-            elif op.kind == "scan":  # recurrent state: read and written once per sequence per step
-                acc["scan"] += op.flops * n
-                acc["state"] += op.kv_bytes * n
-                acc["lin_act"] += op.activation_bytes * n
-            elif op.kind == "allreduce":
-                acc["comm"] += op.comm_bytes * n
-                allreduces += n
-            else:
-                acc["lin_act"] += op.activation_bytes * n
-                acc["kv_write"] += op.kv_bytes * n
-    head = model_ops(model, one)
-    return StepWork(
-        tp=res.tp, compute_dtype=compute_dtype, lin_flops_per_token=acc["lin_flops"], lin_act_per_token=acc["lin_act"],
-        lin_weight_bytes=acc["lin_weights"], moe=[(E, k, *row) for (E, k), row in moe.items()],
-        attn_flops_per_pair=acc["pair"], kv_bytes_per_token=acc["kv"], kv_write_per_token=acc["kv_write"],
-        scan_flops_per_token=acc["scan"], state_bytes_per_seq=acc["state"],
-        head_flops_per_seq=sum(op.flops for op in head), head_weight_bytes=sum(op.weight_bytes for op in head),
-        comm_bytes_per_token=acc["comm"], allreduces=allreduces, kernels=kernels + sum(op.kernels for op in head),
-    )
+                ffn = layer.ffn
+                self.moe.append((i, ffn.num_experts, ffn.experts_per_token,
+                                 op.weight_bytes / ffn.expected_distinct_experts(int(X[0, 1]))))
+        self.coef = {}
+        for name, values in quantities.items():
+            Y = np.asarray(values, float)  # bases x rows
+            C, *_ = np.linalg.lstsq(X, Y, rcond=None)
+            scale = np.maximum(np.abs(Y).max(axis=0), 1.0)
+            if np.abs(X @ C - Y).max(axis=0).__truediv__(scale).max() > 1e-9:
+                raise AssertionError(f"op table for {model.name} {stages}: {name} is not linear in the step features")
+            C[np.abs(C) < 1e-9 * np.maximum(np.abs(C).max(axis=0), 1.0)] = 0.0  # lstsq noise on unused features
+            self.coef[name] = C.T  # rows x features
+        self.is_gemm = np.asarray([op.gemm_m_tokens is not None and op.kind != "grouped_gemm" for op, _, _ in first])
+        self._finish()
+        #: Rows whose work depends on the step's tokens and sequences only / on its attention too.
+        attends = (np.abs(self.coef["flops"][:, 3:]) + np.abs(self.coef["other_bytes"][:, 3:])).sum(axis=1) > 0
+        self.attention_rows = np.nonzero(attends)[0]
+        self.token_rows = np.nonzero(~attends)[0]
+        self._subsets: dict[bytes, OpTable] = {}
+
+    def _finish(self) -> None:
+        """Derived arrays (call after the rows or coefficients change)."""
+        self.gemm_like = self.is_gemm | (self.kind == step.KIND_CODES["grouped_gemm"])
+        self.allreduce_rows = np.nonzero(self.kind == step.KIND_CODES["allreduce"])[0]
+        self.window_rows = np.nonzero(np.isfinite(self.window))[0]
+        self.n = len(self.kind)
+        # One matrix for the four quantities: rows of flops, other bytes, GEMM rows, payload.
+        self._all = np.vstack([self.coef["flops"], self.coef["other_bytes"], self.coef["m"], self.coef["comm"]])
+
+    def subset(self, rows: np.ndarray) -> OpTable:
+        """The same table restricted to ``rows`` (cached per row set)."""
+        key = rows.tobytes()
+        hit = self._subsets.get(key)
+        if hit is None:
+            hit = object.__new__(OpTable)
+            hit.kind, hit.count, hit.kernels = self.kind[rows], self.count[rows], self.kernels[rows]
+            hit.compute_dtypes = [self.compute_dtypes[i] for i in rows]
+            hit.names = [self.names[i] for i in rows]
+            hit.window, hit.is_gemm = self.window[rows], self.is_gemm[rows]
+            hit.coef = {k: v[rows] for k, v in self.coef.items()}
+            where = {int(r): j for j, r in enumerate(rows)}
+            hit.moe = [(where[i], E, k, b) for i, E, k, b in self.moe if i in where]
+            hit._finish()
+            hit._subsets = {}
+            self._subsets[key] = hit
+        return hit
+
+    def peaks(self, hw: HardwareProfile) -> np.ndarray:
+        """Peak FLOP/s of each row's math dtype on ``hw`` (after the card's dtype fallback)."""
+        return np.asarray([hw.peak_flops_per_s[hw.compute_dtype_for(d) or hw.compute_dtype_for("bf16") or "fp32"]
+                           for d in self.compute_dtypes], float)
+
+    def evaluate(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(flops, bytes, GEMM rows, all-reduce bytes) of every row for features ``f`` (5,) or (5, N)."""
+        f = np.asarray(f, float)
+        q = self._all @ f
+        n = self.n
+        flops, nbytes, m, comm = q[:n], q[n:2 * n], q[2 * n:3 * n], q[3 * n:]
+        if len(self.window_rows):  # sliding layers: a sequence attends at most its window
+            w = self.window[self.window_rows]
+            w = w if f.ndim == 1 else w[:, None]
+            d_pairs = np.minimum(f[3], f[1] * w) - f[3]
+            d_kv = np.minimum(f[4], f[2] * w) - f[4]
+            for name, out in (("flops", flops), ("other_bytes", nbytes)):
+                c = self.coef[name][self.window_rows]
+                c3, c4 = (c[:, 3], c[:, 4]) if f.ndim == 1 else (c[:, 3:4], c[:, 4:5])
+                out[self.window_rows] += c3 * d_pairs + c4 * d_kv
+        m = np.maximum(m, 1.0)
+        tokens = f[1]
+        for i, E, k, per_expert in self.moe:
+            touched = E * (1.0 - (1.0 - k / E) ** tokens)
+            nbytes[i] = nbytes[i] + per_expert * touched
+            m[i] = np.maximum(1, np.round(tokens * k / np.maximum(touched, 1.0)))
+        return flops, nbytes, m, comm
+
+
+def op_tables(model: ModelSpec, res) -> tuple[OpTable, OpTable]:
+    """(decode table, prefill table) of one model and resolved scenario; the same object when both
+    stages run the same ops."""
+    if same_ops_in_both_stages(model, res):
+        table = OpTable(model, res, ("decode", "prefill"))
+        return table, table
+    return OpTable(model, res, ("decode",)), OpTable(model, res, ("prefill",))
+
+
+def same_ops_in_both_stages(model: ModelSpec, res) -> bool:
+    """Whether a prefill step runs the same ops as a decode step (not so for MLA: expanded vs absorbed)."""
+    sigs = []
+    for st in ("decode", "prefill"):
+        shape = step_shape(model, res, st, 1, 4)
+        sigs.append([sig for _, idx in layer_groups(model) for sig in _signature(model.layers[idx[0]].ops(shape))])
+    return sigs[0] == sigs[1]
+
+
+def roofline_max_rows() -> float:
+    from planner.estimate.roofline import MAX_GEMM_ROWS
+
+    return float(MAX_GEMM_ROWS)
 
 
 class StepTimeModel:
     """Seconds of one engine step with any mix of prefill chunks and decodes (for the simulator).
 
-    The step's work (``StepWork``) is linear in four counts; it is bound to the card op class by
-    op class, as the roofline binds single ops:
-
-    * dense linear layers: FLOPs and activation bytes per token, weight bytes per step, bound as
-      GEMMs with M = tokens; routed experts likewise but bound on their own (weights of the experts
-      that many tokens touch), since they are often memory-bound while the dense part is not;
-    * attention: FLOPs per (query, key) pair, KV bytes per cached token read, at the attention
-      efficiency; recurrent state per sequence for Mamba layers;
-    * lm_head and sampler: weights once, FLOPs per sequence that samples a token;
-    * TP all-reduce: payload per token; plus launch costs (CUDA graphs for pure-decode steps when
-      the engine uses them) and the fixed step overhead.
-
-    Sliding-window layers are costed as full attention over the whole context here (an upper
-    bound above the window); the per-op roofline caps them. ``step_seconds`` costs a few
-    microseconds, so 10,000 simulated requests stay well under a second.
+    The ops of the step come from ``OpTable`` (the same layer ops the roofline binds, as rows linear in
+    the step's tokens, sequences, attention pairs and cached tokens); each row is bound by
+    ``planner.estimate.step.op_seconds`` / ``allreduce_seconds`` exactly as ``roofline.bind`` binds
+    the op, then the engine's host work is combined with the GPU time (``step.combine_step``:
+    overlapped under async scheduling). A pure-decode step at batch B and context C costs what
+    ``roofline(decode, B, C).total_seconds`` says (tested op by op); a pure-decode batch replaying a
+    CUDA graph runs at the padded graph size. Mixed steps use the prefill table when the model's
+    prefill and decode ops differ (MLA's expanded vs absorbed attention): the decode part is then
+    costed with the decode table and the two added.
     """
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None):
-        self.eff = efficiency or efficiency_for(hw)
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None,
+                 tables: tuple[OpTable, OpTable] | None = None):
+        self.eff = efficiency or efficiency_for(hw, sc=sc)
         self.kind = prediction_kind(self.eff)
         self.hw, self.sc = hw, sc
+        self.engine = engine_of(sc)
         self.graphs = sc.engine == "cuda-graphs"
-        self.work = w = step_work(model, resolve(model, hw, sc))
-        self.tp = w.tp
-        self.peak = hw.peak_flops_per_s[hw.compute_dtype_for(w.compute_dtype) or "bf16"]
-        self.bw = hw.hbm_bandwidth_bytes_per_s
-        self.link = hw.unidirectional_interconnect_bytes_per_s or 32e9
+        res = resolve(model, hw, sc)
+        self.tp = res.tp
+        self.link = step.Link.for_group(hw, res.tp)
+        self.decode_table, self.prefill_table = tables or op_tables(model, res)
+        self.shared = self.decode_table is self.prefill_table
+        self._fixed: dict[int, dict[str, np.ndarray]] = {}
+        self._memo: dict[tuple, float] = {}
+        self._attn_rows: dict[int, list] = {}
 
-    def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int) -> float:
+    def gpu_seconds(self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None) -> np.ndarray | float:
+        """Sum over the table's rows (or the subset ``rows``) of each op's bound time x layers
+        (features ``f``: (5,) or (5, N))."""
+        eff = self.eff
+        if rows is not None:
+            table = table.subset(rows)
+        flops, nbytes, m, comm = table.evaluate(f)
+        col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
+        kind, fixed = col(table.kind), self._fixed_for(table)
+        launch = step.launch_seconds(eff, col(table.kernels), graphs)
+        gemm = col(table.gemm_like)
+        f_compute = np.where(gemm, step.gemm_fraction(eff, m) * col(fixed["grouped"]), col(fixed["compute"]))
+        floor = step.kernel_floor_seconds(eff, col(table.kernels))
+        t, _, _ = step.bound_seconds(flops, nbytes, f_compute, col(fixed["memory"]), col(fixed["peak"]),
+                                     self.hw.hbm_bandwidth_bytes_per_s, floor)
+        ar = table.allreduce_rows
+        if len(ar):
+            t[ar] = np.maximum(step.allreduce_seconds(eff, comm[ar], self.tp, self.link, self.engine.custom_allreduce),
+                               floor[ar])
+        count = col(table.count)
+        return (t * count).sum(axis=0), (launch * count).sum(axis=0)
+
+    def _fixed_for(self, table: OpTable) -> dict[str, np.ndarray]:
+        hit = self._fixed.get(id(table))
+        if hit is None:
+            hit = self._fixed[id(table)] = self._fixed_fractions(table)
+        return hit
+
+    def _fixed_fractions(self, table: OpTable) -> dict[str, np.ndarray]:
+        """Per-row factors that do not depend on the step: memory fraction, non-GEMM compute fraction,
+        the grouped-GEMM derate and the peak (``step.op_fractions`` with the GEMM rows' M left open)."""
+        compute, memory = step.op_fractions(self.eff, table.kind, np.full(table.n, roofline_max_rows()))
+        grouped = np.where(table.kind == step.KIND_CODES["grouped_gemm"], self.eff.grouped_gemm_fraction, 1.0)
+        return {"compute": np.asarray(compute, float), "memory": np.asarray(memory, float) * np.ones(table.n),
+                "grouped": grouped, "peak": table.peaks(self.hw)}
+
+    def decode_seconds(self, batch, context) -> np.ndarray | float:
+        """Wall time of pure-decode steps at ``batch`` sequences of ``context`` tokens (1-d arrays allowed).
+
+        A batch the engine captured as a CUDA graph runs at the padded graph size.
+        """
+        if np.ndim(batch) == 0 and np.ndim(context) == 0:
+            return self._decode_scalar(float(batch), float(context))
+        batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
+        cap = self.engine.max_cuda_graph_batch
+        graphs = np.logical_and(self.graphs, batch <= cap)
+        run = np.where(graphs, step.graph_padded_batch(batch, cap), batch)
+        table = self.decode_table
+        # Rows that follow the tokens only are costed once per distinct batch, attention rows per point.
+        unique, inverse = np.unique(run, return_inverse=True)
+        u_graphs = np.logical_and(self.graphs, unique <= cap)  # padded sizes keep the graph flag
+        zeros = np.zeros_like(unique)
+        k0, l0 = self.gpu_seconds(table, np.stack([np.ones_like(unique), unique, unique, zeros, zeros]), u_graphs,
+                                  rows=table.token_rows)
+        f = np.stack([np.ones_like(run), run, run, run * context, run * context])
+        k1, l1 = self.gpu_seconds(table, f, graphs, rows=table.attention_rows)
+        gpu = step.gpu_step_seconds(np.asarray(k0)[inverse] + k1, np.asarray(l0)[inverse] + l1)
+        out = step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _decode_scalar(self, batch: float, context: float) -> float:
+        """``decode_seconds`` of one step: token rows memoized by batch, attention rows per call."""
+        cap = self.engine.max_cuda_graph_batch
+        graphs = bool(self.graphs and batch <= cap)
+        run = float(step.graph_padded_batch(batch, cap)) if graphs else batch
+        key = (id(self.decode_table), run, run, graphs)
+        token_part = self._memo.get(key)
+        if token_part is None:
+            f0 = np.asarray([1.0, run, run, 0.0, 0.0])
+            token_part = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(
+                self.decode_table, f0, graphs, rows=self.decode_table.token_rows))
+        k1, l1 = self._attention_scalar(self.decode_table, (1.0, run, run, run * context, run * context), graphs)
+        gpu = float(step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1))
+        return float(step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling))
+
+    def _attention_scalar(self, table: OpTable, f: tuple[float, ...], graphs: bool) -> tuple[float, float]:
+        """(kernel, launch) seconds of the attention rows for one step, in plain floats (the simulator's
+        hot path): each row's work from its coefficients (windows applied), bound by ``step.bound_seconds``."""
+        rows = self._attn_rows.get(id(table))
+        if rows is None:
+            fixed = self._fixed_for(table)
+            rows = self._attn_rows[id(table)] = [
+                (tuple(table.coef["flops"][i]), tuple(table.coef["other_bytes"][i]), float(table.window[i]),
+                 float(fixed["compute"][i]), float(fixed["memory"][i]), float(fixed["peak"][i]), float(table.count[i]),
+                 float(table.kernels[i]), tuple(table.coef["m"][i]) if table.gemm_like[i] else None)
+                for i in table.attention_rows]
+        bw = self.hw.hbm_bandwidth_bytes_per_s
+        per_kernel = float(step.launch_seconds(self.eff, 1.0, graphs))
+        floor = float(step.kernel_floor_seconds(self.eff, 1.0))
+        kernels = launches = 0.0
+        one, tokens, seqs, pairs, kv = f
+        for cf, cb, window, fc, fm, peak, count, n_kernels, cm in rows:
+            p, k = (pairs, kv) if window == math.inf else (min(pairs, tokens * window), min(kv, seqs * window))
+            g = (one, tokens, seqs, p, k)
+            if cm is not None:  # a GEMM over the context (MLA's expanded prefill): its M is context tokens
+                fc = step.gemm_fraction(self.eff, max(sum(c * x for c, x in zip(cm, f)), 1.0))
+            flops = sum(c * x for c, x in zip(cf, g))
+            nbytes = sum(c * x for c, x in zip(cb, g))
+            t = step.bound_seconds(flops, nbytes, fc, fm, peak, bw, n_kernels * floor)[0]
+            kernels += count * float(t)
+            launches += count * n_kernels * per_kernel
+        return kernels, launches
+
+    def _piecewise(self, tokens: float) -> bool:
+        return self.graphs and self.engine.cuda_graph_mode in ("full_and_piecewise", "piecewise") and (
+            tokens <= self.engine.max_cuda_graph_batch)
+
+    def _rows_by_tokens(self, table: OpTable, tokens: float, seqs: float, graphs: bool) -> tuple[float, float]:
+        """(kernel, launch) seconds of the rows that depend only on the step's tokens and sequences
+        (GEMMs, norms, MoE, all-reduce, lm_head: everything but attention), memoized: a simulation
+        repeats them."""
+        key = (id(table), tokens, seqs, graphs)
+        hit = self._memo.get(key)
+        if hit is None:
+            f = np.asarray([1.0, tokens, seqs, 0.0, 0.0])
+            hit = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(table, f, graphs, rows=table.token_rows))
+            if len(self._memo) > 200_000:
+                self._memo.clear()
+        return hit
+
+    def mixed_gpu_seconds(self, table: OpTable, f: np.ndarray) -> tuple[float, float]:
+        """(kernel seconds, launch seconds) of a step that is not a pure decode (features ``f``).
+
+        Engines with piecewise CUDA graphs (vLLM V1) replay everything but attention as graphs when
+        the step's tokens fit the largest captured size; attention is launched eagerly.
+        """
+        k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), self._piecewise(float(f[1])))
+        k1, l1 = self._attention_scalar(table, tuple(float(x) for x in f), False)
+        return k0 + k1, l0 + l1
+
+    def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int,
+                     prefill_seqs: int | None = None) -> float:
         """Seconds of one step: ``prefill_tokens`` prompt tokens (with ``prefill_attention_pairs``
-        causal (query, key) pairs) plus ``decode_seqs`` decodes over ``decode_kv_tokens`` cached tokens."""
-        eff, w = self.eff, self.work
-        T = prefill_tokens + decode_seqs
-        if T <= 0:
+        causal (query, key) pairs, in ``prefill_seqs`` chunks, default 1 when there are any) plus
+        ``decode_seqs`` decodes over ``decode_kv_tokens`` cached tokens."""
+        if prefill_tokens + decode_seqs <= 0:
             return 0.0
-        frac = gemm_fraction(eff, T)
-        t_lin = max(T * w.lin_flops_per_token / (self.peak * frac),
-                    (w.lin_weight_bytes + T * w.lin_act_per_token) / (self.bw * eff.bandwidth_fraction))
-        for E, k, per_expert, flops, act in w.moe:
-            touched = E * (1.0 - (1.0 - k / E) ** T)
-            rows = max(1, round(T * k / max(touched, 1.0)))  # tokens per touched expert: the GEMMs' M
-            g = eff.grouped_gemm_fraction
-            t_lin += max(T * flops / (self.peak * gemm_fraction(eff, rows) * g),
-                         (per_expert * touched + T * act) / (self.bw * eff.bandwidth_fraction * g))
-        pairs = prefill_attention_pairs + decode_kv_tokens
-        kv_read = (decode_kv_tokens + prefill_tokens) * w.kv_bytes_per_token + T * w.kv_write_per_token
-        t_attn = max(pairs * w.attn_flops_per_pair / (self.peak * eff.attention_fraction),
-                     kv_read / (self.bw * eff.attention_fraction))
-        sampled = decode_seqs + (1 if prefill_tokens else 0)
-        t_scan = 0.0
-        if w.state_bytes_per_seq:
-            t_scan = max(T * w.scan_flops_per_token / (self.peak * eff.attention_fraction),
-                         sampled * w.state_bytes_per_seq / (self.bw * eff.bandwidth_fraction))
-        t_head = max(w.head_weight_bytes / (self.bw * eff.bandwidth_fraction),
-                     sampled * w.head_flops_per_seq / (self.peak * gemm_fraction(eff, sampled)))
-        t_comm = 0.0
-        if self.tp > 1:
-            t_comm = w.allreduces * eff.allreduce_latency_seconds + 2 * (self.tp - 1) / self.tp * T * w.comm_bytes_per_token / (
-                self.link * eff.allreduce_fraction)
-        graphs = self.graphs and prefill_tokens == 0
-        launch = w.kernels * (eff.graph_launch_seconds if graphs else eff.kernel_launch_seconds)
-        return max(t_lin + t_attn + t_scan + t_head + t_comm, launch) + eff.step_overhead_seconds
+        if prefill_tokens == 0:
+            return self.decode_seconds(decode_seqs, decode_kv_tokens / decode_seqs)
+        chunks = prefill_seqs if prefill_seqs is not None else 1
+        seqs = decode_seqs + chunks
+        if self.shared:
+            f = np.asarray([1.0, prefill_tokens + decode_seqs, seqs, prefill_attention_pairs + decode_kv_tokens,
+                            prefill_tokens + decode_kv_tokens])
+            kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
+        else:
+            f = np.asarray([1.0, prefill_tokens, chunks, prefill_attention_pairs, prefill_tokens])
+            kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
+            if decode_seqs:
+                k, l_ = self.mixed_gpu_seconds(self.decode_table, np.asarray(_decode_features(decode_seqs, decode_kv_tokens / decode_seqs)))
+                kernels, launches = kernels + k, launches + l_
+        gpu = float(step.gpu_step_seconds(kernels, launches))
+        return float(step.combine_step(gpu, step.host_seconds(self.eff, seqs), self.engine.async_scheduling))

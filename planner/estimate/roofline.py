@@ -25,8 +25,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import BOUND, Efficiency
+from planner.engine import DEFAULT_ENGINE, EngineProfile, resolve_engine
+from planner.estimate import step
 from planner.estimate.memory import Resolved, resolve
-from planner.estimate.defaults import default_efficiency
 from planner.hardware import HardwareProfile
 from planner.model.ops import Op, StepShape, elementwise, gemm
 from planner.model.spec import ModelSpec, dtype_bytes
@@ -37,6 +38,9 @@ Stage = Literal["prefill", "decode"]
 PredictionKind = Literal["bound", "estimate", "calibrated"]
 #: vLLM captures CUDA graphs for decode batches up to this size (max_cudagraph_capture_size default 512).
 MAX_GRAPH_BATCH = 512
+#: GEMM rows assumed for ops that are not GEMMs (their compute fraction is the large-GEMM one).
+MAX_GEMM_ROWS = 1 << 30
+gemm_fraction = step.gemm_fraction
 
 
 class OpTime(BaseModel):
@@ -87,39 +91,47 @@ def prediction_kind(eff: Efficiency) -> PredictionKind:
     return {"bound": "bound", "default": "estimate", "calibrated": "calibrated"}[eff.kind]
 
 
-def efficiency_for(hw: HardwareProfile, mode: Literal["auto", "bound"] = "auto") -> Efficiency:
-    """BOUND for a pure roofline; the card's calibration if it has one; else the fitted defaults."""
+def engine_of(sc: Scenario | None) -> EngineProfile:
+    """The engine profile a scenario's steps are timed with (``sc.engine_version``)."""
+    return resolve_engine(sc.engine_version if sc is not None else DEFAULT_ENGINE)[0]
+
+
+def efficiency_for(hw: HardwareProfile, mode: Literal["auto", "bound"] = "auto", sc: Scenario | None = None) -> Efficiency:
+    """BOUND for a pure roofline; the card's calibration if it has one; else the engine's fitted factors."""
     if mode == "bound":
         return BOUND
-    return hw.efficiency or default_efficiency(hw)
+    return hw.efficiency or engine_of(sc).efficiency
 
 
-def gemm_fraction(eff: Efficiency, m_tokens: int | None) -> float:
-    """Achieved fraction of peak for a GEMM with ``m`` rows: log-interpolated from M=1 to the knee."""
-    if m_tokens is None or m_tokens >= eff.gemm_m_knee_tokens:
-        return eff.gemm_fraction_large
-    x = math.log(max(m_tokens, 1)) / math.log(max(eff.gemm_m_knee_tokens, 2))
-    return eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
+def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool,
+         engine: EngineProfile | None = None) -> tuple[float, Bound, float, float, float, str]:
+    """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank.
 
+    The op's seconds are its compute/memory (or link) bound, at least its kernels' GPU floor; its host
+    launch cost is returned apart: the host enqueues kernels ahead of the GPU, so launches bind only
+    when the step's launches together outlast its kernels (``step.gpu_step_seconds``).
 
-def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool) -> tuple[float, Bound, float, float, float, str]:
-    """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank."""
+    The physics is ``planner.estimate.step`` (op_seconds, allreduce_seconds, launch_seconds); this
+    only looks up the card's peaks for the op and names the ceiling that binds.
+    """
     compute_dtype = hw.compute_dtype_for(op.compute_dtype) or hw.compute_dtype_for("bf16") or "fp32"
-    launch = op.kernels * (eff.graph_launch_seconds if graphs else eff.kernel_launch_seconds)
+    launch = float(step.launch_seconds(eff, op.kernels, graphs))
     if op.kind == "allreduce":
-        link = hw.unidirectional_interconnect_bytes_per_s or 32e9
-        t = eff.allreduce_latency_seconds + 2 * (tp - 1) / tp * op.comm_bytes / (link * eff.allreduce_fraction)
-        return max(t, launch), "interconnect" if t >= launch else "overhead", 0.0, 0.0, launch, compute_dtype
-    peak = hw.peak_flops_per_s[compute_dtype]
-    grouped = eff.grouped_gemm_fraction if op.kind == "grouped_gemm" else 1.0
-    frac = {"gemm": gemm_fraction(eff, op.gemm_m_tokens), "grouped_gemm": gemm_fraction(eff, op.gemm_m_tokens) * grouped,
-            "attention": eff.attention_fraction}.get(op.kind, eff.gemm_fraction_large)
-    bw_frac = eff.attention_fraction if op.kind == "attention" else eff.bandwidth_fraction * grouped
-    t_c = op.flops / (peak * frac)
-    t_m = op.bytes / (hw.hbm_bandwidth_bytes_per_s * bw_frac)
-    t = max(t_c, t_m, launch)
+        custom = (engine or engine_of(None)).custom_allreduce
+        t = max(step.allreduce_seconds(eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), custom),
+                float(step.kernel_floor_seconds(eff, op.kernels)))
+        return t, "interconnect", 0.0, 0.0, launch, compute_dtype
+    m = op.gemm_m_tokens if op.gemm_m_tokens is not None else MAX_GEMM_ROWS
+    t, t_c, t_m = (float(x) for x in step.op_seconds(
+        eff, step.KIND_CODES[op.kind], op.flops, op.bytes, m, hw.peak_flops_per_s[compute_dtype],
+        hw.hbm_bandwidth_bytes_per_s, step.kernel_floor_seconds(eff, op.kernels)))
     bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
     return t, bound, t_c, t_m, launch, compute_dtype
+
+
+def uses_graphs(sc: Scenario, engine: EngineProfile, stage: Stage, batch: int) -> bool:
+    """A pure-decode step replays a CUDA graph when the engine captures one of that size (not eager)."""
+    return sc.engine == "cuda-graphs" and stage == "decode" and batch <= engine.max_cuda_graph_batch
 
 
 def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_len: int) -> StepShape:
@@ -174,13 +186,15 @@ def roofline(
 ) -> Roofline:
     """Per-op roofline of one prefill or decode step on one rank of ``sc``'s deployment."""
     res = resolve(model, hw, sc)
-    eff = efficiency or efficiency_for(hw)
-    shape = step_shape(model, res, stage, batch, seq_len)
-    graphs = sc.engine == "cuda-graphs" and stage == "decode" and batch <= MAX_GRAPH_BATCH
+    eff = efficiency or efficiency_for(hw, sc=sc)
+    engine = engine_of(sc)
+    graphs = uses_graphs(sc, engine, stage, batch)
+    run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if graphs else batch
+    shape = step_shape(model, res, stage, run_batch, seq_len)
     rows: list[OpTime] = []
 
     def add(op: Op, group: str, count: int) -> None:
-        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, graphs)
+        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, graphs, engine)
         rows.append(OpTime(
             name=f"{group.split(':')[0]} / {op.name}", group=group, count=count, kind=op.kind, flops=op.flops, bytes=op.bytes,
             arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None, compute_dtype=cdt, bound=bound,
@@ -192,11 +206,23 @@ def roofline(
             add(op, group, len(idx))
     for op in model_ops(model, shape):
         add(op, "model", 1)
-    if eff.step_overhead_seconds:
+    kernels_gpu = sum(r.total_seconds for r in rows)
+    launches = sum(r.overhead_seconds * r.count for r in rows)
+    gpu = float(step.gpu_step_seconds(kernels_gpu, launches))
+    if gpu > kernels_gpu:
         rows.append(OpTime(
-            name="engine / step overhead (scheduler, sampling, Python)", group="engine", count=1, kind="overhead", flops=0.0,
-            bytes=0.0, arithmetic_intensity=None, compute_dtype="-", bound="overhead", compute_seconds=0.0, memory_seconds=0.0,
-            overhead_seconds=eff.step_overhead_seconds, seconds=eff.step_overhead_seconds, total_seconds=eff.step_overhead_seconds,
+            name="engine / kernel launches not hidden behind the GPU", group="engine", count=1, kind="overhead",
+            flops=0.0, bytes=0.0, arithmetic_intensity=None, compute_dtype="-", bound="overhead", compute_seconds=0.0,
+            memory_seconds=0.0, overhead_seconds=gpu - kernels_gpu, seconds=gpu - kernels_gpu,
+            total_seconds=gpu - kernels_gpu,
+        ))
+    visible_host = float(step.combine_step(gpu, step.host_seconds(eff, batch), engine.async_scheduling)) - gpu
+    if visible_host > 0:
+        hidden = " not hidden by async scheduling" if engine.async_scheduling else ""
+        rows.append(OpTime(
+            name=f"engine / host work{hidden} (scheduler, input prep, outputs)", group="engine", count=1, kind="overhead",
+            flops=0.0, bytes=0.0, arithmetic_intensity=None, compute_dtype="-", bound="overhead", compute_seconds=0.0,
+            memory_seconds=0.0, overhead_seconds=visible_host, seconds=visible_host, total_seconds=visible_host,
         ))
     total = sum(r.total_seconds for r in rows)
     by_bound: dict[str, float] = {}

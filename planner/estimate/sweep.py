@@ -1,8 +1,8 @@
 """Vectorized what-if sweep: decode speed and fit over (model, GPU, TP, weight dtype, batch, context).
 
-The same step model as ``StepTimeModel`` (its hardware-free ``StepWork`` per model, TP and dtype),
-evaluated with numpy over every card, batch size and context length at once, so a million points
-take about a second. A point "fits" when batch x (KV bytes of one sequence at that context, sliding
+The same step model as the simulator: one ``StepTimeModel`` per (model, TP, dtype, card), sharing
+the card-free op tables of (model, TP, dtype), evaluated with numpy over every batch size and
+context length at once (``StepTimeModel.decode_seconds``: the code path of a single step). A point "fits" when batch x (KV bytes of one sequence at that context, sliding
 layers capped at their window) fits the KV budget of the memory plan (block rounding ignored:
 within one block per sequence of ``plan_memory``).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.errors import PlannerError
-from planner.estimate.latency import StepWork, step_work
+from planner.estimate.latency import StepTimeModel, op_tables
 from planner.estimate.memory import activation_peak_bytes, cuda_graph_bytes, non_torch_bytes, resolve, stage_weight_bytes
 from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile
@@ -44,39 +44,6 @@ class SweepResult:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
-def _gemm_fraction(eff_small, eff_large, knee, m):
-    x = np.clip(np.log(np.maximum(m, 1)) / np.log(np.maximum(knee, 2)), 0.0, 1.0)
-    return eff_small + (eff_large - eff_small) * x
-
-
-def decode_seconds(w: StepWork, peak, bw, link, eff: dict[str, np.ndarray], graphs: bool, batch, context):
-    """TPOT of a pure decode step over arrays (the formula of ``StepTimeModel.step_seconds``)."""
-    T = batch
-    frac = _gemm_fraction(eff["gemm_fraction_small"], eff["gemm_fraction_large"], eff["gemm_m_knee_tokens"], T)
-    t_lin = np.maximum(T * w.lin_flops_per_token / (peak * frac),
-                       (w.lin_weight_bytes + T * w.lin_act_per_token) / (bw * eff["bandwidth_fraction"]))
-    for E, k, per_expert, flops, act in w.moe:
-        touched = E * (1.0 - (1.0 - k / E) ** T)
-        rows = np.maximum(1, np.round(T * k / np.maximum(touched, 1.0)))
-        mfrac = _gemm_fraction(eff["gemm_fraction_small"], eff["gemm_fraction_large"], eff["gemm_m_knee_tokens"], rows)
-        g = eff["grouped_gemm_fraction"]
-        t_lin = t_lin + np.maximum(T * flops / (peak * mfrac * g), (per_expert * touched + T * act) / (bw * eff["bandwidth_fraction"] * g))
-    kv_tokens = batch * context
-    t_attn = np.maximum(kv_tokens * w.attn_flops_per_pair / (peak * eff["attention_fraction"]),
-                        (kv_tokens * w.kv_bytes_per_token + T * w.kv_write_per_token) / (bw * eff["attention_fraction"]))
-    t_scan = 0.0
-    if w.state_bytes_per_seq:
-        t_scan = np.maximum(T * w.scan_flops_per_token / (peak * eff["attention_fraction"]),
-                            batch * w.state_bytes_per_seq / (bw * eff["bandwidth_fraction"]))
-    t_head = np.maximum(w.head_weight_bytes / (bw * eff["bandwidth_fraction"]),
-                        batch * w.head_flops_per_seq / (peak * _gemm_fraction(eff["gemm_fraction_small"], eff["gemm_fraction_large"], eff["gemm_m_knee_tokens"], batch)))
-    t_comm = 0.0
-    if w.tp > 1:
-        t_comm = w.allreduces * eff["allreduce_latency_seconds"] + 2 * (w.tp - 1) / w.tp * T * w.comm_bytes_per_token / (link * eff["allreduce_fraction"])
-    launch = w.kernels * (eff["graph_launch_seconds"] if graphs else eff["kernel_launch_seconds"])
-    return np.maximum(t_lin + t_attn + t_scan + t_head + t_comm, launch) + eff["step_overhead_seconds"]
-
-
 def _kv_per_sequence(model: ModelSpec, tp: int, kv_bytes: float, context: np.ndarray) -> np.ndarray:
     """``KVSpec.sequence_bytes`` over an array of contexts: min(context, cap) x bytes/token + fixed."""
     out = np.zeros_like(context, dtype=float)
@@ -99,10 +66,6 @@ def sweep(
     B, C = np.meshgrid(np.asarray(batches, float), np.asarray(contexts, float), indexing="ij")
     B, C = B.ravel(), C.ravel()
     n_shape = len(B)
-    effs = [efficiency_for(hw).model_dump() for hw in gpus]
-    eff = {k: np.asarray([e[k] for e in effs], float)[:, None] for k in effs[0] if isinstance(effs[0][k], (int, float))}
-    bw = np.asarray([hw.hbm_bandwidth_bytes_per_s for hw in gpus], float)[:, None]
-    link = np.asarray([hw.unidirectional_interconnect_bytes_per_s or 32e9 for hw in gpus], float)[:, None]
     parts: dict[str, list] = {k: [] for k in SweepResult.__dataclass_fields__}
     for name, model in models.items():
         for tp in tps:
@@ -112,9 +75,9 @@ def sweep(
                     res = resolve(model, gpus[0], sc)
                 except PlannerError:
                     continue
-                w = step_work(model, res)
-                peak = np.asarray([hw.peak_flops_for(w.compute_dtype) or hw.peak_flops_for("bf16") for hw in gpus], float)[:, None]
-                tpot = decode_seconds(w, peak, bw, link, eff, engine == "cuda-graphs", B[None, :], C[None, :])
+                tables = op_tables(model, res)
+                tpot = np.stack([StepTimeModel(model, hw, sc.model_copy(update={"gpu": hw.id}), efficiency_for(hw, sc=sc),
+                                               tables=tables).decode_seconds(B, C) for hw in gpus])
                 weights = max(stage_weight_bytes(model, res))
                 budget = np.asarray([
                     math.ceil(hw.memory_bytes * res.gpu_memory_utilization) - weights - non_torch_bytes(sc)

@@ -228,8 +228,14 @@ def label_result(
     scheduler: SchedulerConfig,
     memory_verdict: str,
 ) -> ServingResult:
-    """Attach what produced a simulation's numbers (step-time kind, deployment, limits)."""
+    """Attach what produced a simulation's numbers (step-time kind, deployment, limits), and add the
+    API server's per-request time (``frontend_seconds_per_request``) to TTFT and end-to-end latency."""
     fields = {name: getattr(result, name) for name in SimulationResult.model_fields}
+    front = step.eff.frontend_seconds_per_request  # the API server's time: outside the engine, per request
+    for name in ("ttft_seconds", "e2e_seconds"):
+        stats = fields[name]
+        if stats is not None and front:
+            fields[name] = stats.model_copy(update={k: getattr(stats, k) + front for k in ("mean", "p50", "p90", "p99")})
     return ServingResult(
         **fields,
         step_time_kind=step.kind,

@@ -276,7 +276,7 @@ def scenario_rooflines(
     n_in = (baseline.input_len if baseline else None) or wl.input_len
     n_out = (baseline.output_len if baseline else None) or wl.output_len
     context = n_in + max(1, n_out // 2)
-    eff = efficiency or efficiency_for(hw)
+    eff = efficiency or efficiency_for(hw, sc=sc)
     return ScenarioRooflines(
         decode_bound=roofline(model, hw, sc, "decode", batch, context, BOUND),
         prefill_bound=roofline(model, hw, sc, "prefill", 1, n_in, BOUND),

@@ -39,7 +39,8 @@ from planner.errors import PlannerError
 from planner.estimate.defaults import FITTED
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import plan_memory, resolve
-from planner.estimate.roofline import MAX_GRAPH_BATCH, bind, layer_groups, model_ops, step_shape
+from planner.estimate import step
+from planner.estimate.roofline import MAX_GEMM_ROWS, bind, engine_of, layer_groups, model_ops, step_shape, uses_graphs
 from planner.hardware import HardwareProfile, get_profile
 from planner.model.families import build_spec
 from planner.model.ops import Op
@@ -182,8 +183,11 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ModelMatch(r"llama-2-7b", "meta-llama/Llama-2-7b-hf"),
     ModelMatch(r"llama-2-13b", "meta-llama/Llama-2-13b-hf"),
     ModelMatch(r"llama-2-70b", "meta-llama/Llama-2-70b-hf"),
-    ModelMatch(r"llama-4-maverick", None, "Llama-4-Maverick-17B-128E"),
-    ModelMatch(r"llama-4-scout", None, "Llama-4-Scout-17B-16E"),
+    ModelMatch(r"llama-4-maverick", "meta-llama/Llama-4-Maverick-17B-128E-Instruct"),
+    ModelMatch(r"llama-4-scout.*fp8", "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"),
+    ModelMatch(r"llama-4-scout", None, "Llama-4-Scout-17B-16E (bf16)"),
+    ModelMatch(r"qwen2\.5-7b", "Qwen/Qwen2.5-7B", "stand-in: Qwen2.5-7B-Instruct keeps the base model's architecture"),
+    ModelMatch(r"yi-34b", "01-ai/Yi-34B"),
     ModelMatch(r"mistral-7b-instruct-v0\.3", "mistralai/Mistral-7B-Instruct-v0.3"),
     ModelMatch(r"^mistral-7b$", "mistralai/Mistral-7B-v0.1"),
     ModelMatch(r"mistral-nemo", "mistralai/Mistral-Nemo-Base-2407",
@@ -285,14 +289,18 @@ class StepOps:
     """The ops of one forward step on one rank, built once, timed for any efficiency factors.
 
     ``seconds(eff)`` equals ``roofline(...).total_seconds`` for the same step: every op bound by
-    ``roofline.bind`` times the layers that run it, plus the engine's step overhead.
+    ``roofline.bind`` times the layers that run it, combined with the engine's host work
+    (``planner.estimate.step.combine_step``).
     """
 
     def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, stage: str, batch: int, seq_len: int):
         res = resolve(model, hw, sc)
-        shape = step_shape(model, res, stage, batch, seq_len)  # type: ignore[arg-type]
-        self.hw, self.tp = hw, res.tp
-        self.graphs = sc.engine == "cuda-graphs" and stage == "decode" and batch <= MAX_GRAPH_BATCH
+        self.engine = engine_of(sc)
+        self.graphs = uses_graphs(sc, self.engine, stage, batch)  # type: ignore[arg-type]
+        run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if self.graphs else batch
+        shape = step_shape(model, res, stage, run_batch, seq_len)  # type: ignore[arg-type]
+        self.hw, self.tp, self.batch = hw, res.tp, batch
+        self.link = step.Link.for_group(hw, res.tp)
         rows: list[tuple[Op, int]] = []
         for _group, idx in _layer_groups(model):
             rows += [(op, len(idx)) for op in model.layers[idx[0]].ops(shape)]
@@ -303,39 +311,35 @@ class StepOps:
     def seconds(self, eff: Efficiency) -> float:
         if self._memo is not None and self._memo[0] is eff:
             return self._memo[1]
-        ops = sum(count * bind(op, self.hw, eff, self.tp, self.graphs)[0] for op, count in self.rows)
-        return ops + eff.step_overhead_seconds
-
-
-_KINDS = {"gemm": 0, "attention": 1, "allreduce": 3, "grouped_gemm": 4}
+        bound = [(count, bind(op, self.hw, eff, self.tp, self.graphs, self.engine)) for op, count in self.rows]
+        gpu = float(step.gpu_step_seconds(sum(c * b[0] for c, b in bound), sum(c * b[4] for c, b in bound)))
+        return float(step.combine_step(gpu, step.host_seconds(eff, self.batch), self.engine.async_scheduling))
 
 
 class StepOpsBatch:
     """Many ``StepOps`` timed at once with numpy, for fits that try hundreds of factor sets.
 
-    ``prime(eff)`` computes every step's seconds with the formula of ``roofline.bind`` over one
-    array of all their ops and memoizes it in each ``StepOps`` for that ``eff`` object, so the
-    predictions that read them cost nothing more. ``StepOps.seconds`` stays the reference: the
-    tests check that both agree on every record.
+    ``prime(eff)`` computes every step's seconds with ``planner.estimate.step`` (``op_seconds`` and
+    ``allreduce_seconds``, the functions ``roofline.bind`` calls) over one array of all their ops,
+    and memoizes it in each ``StepOps`` for that ``eff`` object. ``StepOps.seconds`` stays the
+    reference: the tests check that both agree on every record.
     """
 
     def __init__(self, works: list[StepOps]):
         self.works = works
-        cols: dict[str, list[float]] = {k: [] for k in ("kind", "flops", "bytes", "m", "peak", "bw", "link", "ring",
-                                                         "comm", "kernels", "graphs", "count")}
+        cols: dict[str, list[float]] = {k: [] for k in ("kind", "flops", "bytes", "m", "peak", "bw", "comm", "kernels",
+                                                         "graphs", "count")}
         owner: list[int] = []
         for w, work in enumerate(works):
             hw = work.hw
             for op, count in work.rows:
                 dtype = hw.compute_dtype_for(op.compute_dtype) or hw.compute_dtype_for("bf16") or "fp32"
-                cols["kind"].append(_KINDS.get(op.kind, 2))
+                cols["kind"].append(step.KIND_CODES[op.kind])
                 cols["flops"].append(op.flops)
                 cols["bytes"].append(op.bytes)
-                cols["m"].append(math.inf if op.gemm_m_tokens is None else max(op.gemm_m_tokens, 1))
+                cols["m"].append(MAX_GEMM_ROWS if op.gemm_m_tokens is None else max(op.gemm_m_tokens, 1))
                 cols["peak"].append(hw.peak_flops_per_s.get(dtype, math.inf) if op.kind != "allreduce" else math.inf)
                 cols["bw"].append(hw.hbm_bandwidth_bytes_per_s)
-                cols["link"].append(hw.unidirectional_interconnect_bytes_per_s or 32e9)
-                cols["ring"].append(2 * (work.tp - 1) / work.tp)
                 cols["comm"].append(op.comm_bytes)
                 cols["kernels"].append(op.kernels)
                 cols["graphs"].append(1.0 if work.graphs else 0.0)
@@ -343,23 +347,23 @@ class StepOpsBatch:
                 owner.append(w)
         self.a = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
         self.owner = np.asarray(owner, dtype=np.int64)
+        self.reduce_rows = [np.nonzero((self.owner == w) & (self.a["kind"] == step.KIND_CODES["allreduce"]))[0]
+                            for w in range(len(works))]
 
     def prime(self, eff: Efficiency) -> np.ndarray:
         a = self.a
-        kind = a["kind"]
-        knee = max(eff.gemm_m_knee_tokens, 2)
-        x = np.log(a["m"].clip(1, knee)) / math.log(knee)
-        ramp = eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
-        gemm_frac = np.where(a["m"] >= eff.gemm_m_knee_tokens, eff.gemm_fraction_large, ramp)
-        grouped = np.where(kind == 4, eff.grouped_gemm_fraction, 1.0)
-        frac = np.where(kind == 0, gemm_frac, np.where(kind == 4, gemm_frac * grouped,
-                        np.where(kind == 1, eff.attention_fraction, eff.gemm_fraction_large)))
-        bw_frac = np.where(kind == 1, eff.attention_fraction, eff.bandwidth_fraction * grouped)
-        launch = a["kernels"] * np.where(a["graphs"] > 0, eff.graph_launch_seconds, eff.kernel_launch_seconds)
-        t = np.maximum(np.maximum(a["flops"] / (a["peak"] * frac), a["bytes"] / (a["bw"] * bw_frac)), launch)
-        reduce = eff.allreduce_latency_seconds + a["ring"] * a["comm"] / (a["link"] * eff.allreduce_fraction)
-        t = np.where(kind == 3, np.maximum(reduce, launch), t)
-        steps = np.bincount(self.owner, weights=t * a["count"], minlength=len(self.works)) + eff.step_overhead_seconds
+        launch = step.launch_seconds(eff, a["kernels"], a["graphs"] > 0)
+        floor = step.kernel_floor_seconds(eff, a["kernels"])
+        t, _, _ = step.op_seconds(eff, a["kind"], a["flops"], a["bytes"], a["m"], a["peak"], a["bw"], floor)
+        for work, rows in zip(self.works, self.reduce_rows):
+            if len(rows):
+                t[rows] = np.maximum(step.allreduce_seconds(eff, a["comm"][rows], work.tp, work.link,
+                                                            work.engine.custom_allreduce), floor[rows])
+        kernels = np.bincount(self.owner, weights=t * a["count"], minlength=len(self.works))
+        launches = np.bincount(self.owner, weights=launch * a["count"], minlength=len(self.works))
+        gpu = step.gpu_step_seconds(kernels, launches)
+        steps = np.asarray([float(step.combine_step(g, step.host_seconds(eff, w.batch), w.engine.async_scheduling))
+                            for g, w in zip(gpu, self.works)])
         for work, value in zip(self.works, steps):
             work._memo = (eff, float(value))
         return steps
@@ -389,7 +393,9 @@ class StaticBatch:
         self._decode = StepOps(self.model, self.hw, self.sc, "decode", self.batch, self.input_len + max(1, self.output_len // 2))
 
     def ttft_seconds(self, eff: Efficiency) -> float:
-        return self._prefill.seconds(eff) + (self.steps - 1) * eff.step_overhead_seconds
+        engine = self._prefill.engine
+        chunk_host = 0.0 if engine.async_scheduling else float(step.host_seconds(eff, self.batch))
+        return self._prefill.seconds(eff) + (self.steps - 1) * chunk_host
 
     def tpot_seconds(self, eff: Efficiency) -> float:
         return self._decode.seconds(eff)
@@ -433,7 +439,8 @@ class OpsPrediction:
     how: str
 
     def predict(self, eff: Efficiency) -> float:
-        return sum(bind(op, self.hw, eff, self.tp, False)[0] for op in self.ops) * 1e3
+        bound = [bind(op, self.hw, eff, self.tp, False, NCCL_ONLY) for op in self.ops]
+        return sum(max(b[0], b[4]) for b in bound) * 1e3  # a lone timed kernel: it waits for its launch
 
 
 @dataclass
@@ -621,9 +628,29 @@ def _lengths(record: PublicRecord) -> tuple[int, int]:
     return n_in, n_out
 
 
+def engine_spec(engine_text: str) -> str:
+    """The planner's ENGINE@VERSION for a record's engine field: 'TensorRT-LLM 0.17 (...)' -> 'trtllm@0.17',
+    'vLLM v0.5.4 (...)' -> 'vllm@0.5.4', 'SGLang v0.3.0' -> 'sglang@0.3.0'; vLLM V0/V1 without a number ->
+    vllm@0.6.4 / vllm@0.8.0; anything else (Vidur's profilers) -> vllm@0.6.0."""
+    found = re.search(r"(TensorRT-LLM|vLLM|SGLang)\D{0,4}?(\d+\.\d+(?:\.\d+)?)", engine_text)
+    names = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
+    if found:
+        return f"{names[found.group(1)]}@{found.group(2)}"
+    if "TensorRT-LLM" in engine_text:
+        return "trtllm@1.0"
+    if "vLLM V1" in engine_text:
+        return "vllm@0.8.0"
+    return "vllm@0.6.0"
+
+
+#: Vidur's collective profiler times torch.distributed (NCCL) all-reduce: no custom all-reduce.
+NCCL_ONLY = engine_of(None).model_copy(update={"custom_allreduce": False})
+
+
 def _scenario(record: PublicRecord, model: ModelSpec, hw: HardwareProfile, **extra: Any) -> Scenario:
     tp, pp = _parallelism(record)
     weight_dtype, kv_dtype = _precision(record)
+    extra.setdefault("engine_version", engine_spec(record.engine))
     return Scenario(gpu=hw.id, tp=tp, pp=pp, num_gpus=max(record.n_gpus, tp * pp), weight_dtype=weight_dtype,
                     kv_cache_dtype=kv_dtype, **extra)
 

@@ -233,6 +233,9 @@ def score(
     ``efficiency``: None uses the card's calibration if it has one, else the fitted defaults.
     Raises ``ScenarioError`` when the deployment would not start (the memory plan's verdict).
     """
+    if engine_version:  # the run's engine version picks the engine profile that times its steps
+        sc = sc.model_copy(update={"engine_version": engine_version if "@" in engine_version else f"vllm@{engine_version}"})
+        Scenario.model_validate(sc.model_dump())  # an unknown version is refused with the known ranges
     workload, described, notes = serving_workload(bench, sc, max_requests=max_requests)
     notes = list(bench.warnings) + notes
     if workload is not None:

@@ -1,0 +1,139 @@
+"""EngineProfile: how one serving engine, in one range of versions, spends a step and sizes memory.
+
+Engines differ in what the planner's step cost depends on (``planner.estimate.step``): whether the
+scheduler's host work overlaps the GPU (vLLM's async scheduling from v0.14, SGLang's overlap
+scheduler), which batches run as CUDA graphs and up to what size, whether a custom all-reduce
+takes small TP messages, whether the CUDA-graph pool is reserved before the KV cache is sized,
+and the fitted efficiency factors of its kernels. Each profile is a cited YAML file in
+``planner/engines/`` (``<id>.yaml``); the fitted factors of every profile are in
+``planner/engines/fitted.yaml``, written by ``benchmarks/serving_accuracy.py --write``.
+
+An engine is named ``ENGINE@VERSION`` (``vllm@0.15.1``, ``sglang@0.5.4``, ``trtllm@1.2``) or by a
+profile id (``vllm-v1-async``); ``resolve_engine`` picks the profile whose version range holds the
+version. The default is the version the exports target (``DEFAULT_ENGINE``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.efficiency import Efficiency
+from planner.errors import PlannerError
+
+ENGINES_DIR = Path(__file__).resolve().parent / "engines"
+FITTED_FILE = ENGINES_DIR / "fitted.yaml"
+#: The engine and version the exports target (vLLM's argument names and defaults of this release).
+DEFAULT_ENGINE = "vllm@0.33.0"
+
+
+class EngineError(PlannerError):
+    """An engine name or version the planner has no profile for, or a malformed profile file."""
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'0.15.1' -> (0, 15, 1); 'v0.5.4.post2' -> (0, 5, 4); '1.2.0rc1' -> (1, 2, 0)."""
+    parts = re.findall(r"\d+", text.lstrip("vV").split("rc")[0].split(".post")[0].split("+")[0])
+    if not parts:
+        raise EngineError(f"engine version {text!r} has no number.", hint="Write it as e.g. vllm@0.15.1.")
+    return tuple(int(p) for p in parts[:4])
+
+
+class EngineProfile(BaseModel):
+    """One engine family over a range of versions (``min_version`` <= v < ``max_version``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(description="Profile id, the file name without .yaml (e.g. vllm-v1-async).")
+    engine: Literal["vllm", "sglang", "trtllm"] = Field(description="Engine family.")
+    name: str = Field(description="Human name with the version range.")
+    min_version: str = Field(description="First version the profile holds for (included).")
+    max_version: str | None = Field(description="First version it no longer holds for (excluded); None: still current.")
+    async_scheduling: bool = Field(
+        description="Host work of step N+1 overlaps the GPU's step N by default (a step lasts max(gpu, host); "
+        "else gpu + host).")
+    cuda_graph_mode: Literal["full_and_piecewise", "piecewise", "decode_only"] = Field(
+        description="Which batches replay CUDA graphs: decode_only / full_and_piecewise give pure-decode steps "
+        "full graphs; mixed steps launch attention eagerly.")
+    max_cuda_graph_batch: int = Field(ge=1, le=8192, description="Largest captured decode batch, in sequences.")
+    custom_allreduce: bool = Field(description="A custom all-reduce takes small TP messages (< 8 MiB, NVLink or 2 ranks).")
+    reserves_cuda_graph_memory: bool = Field(
+        description="The CUDA-graph pool is estimated and reserved before the KV cache is sized.")
+    reserves_cuda_graph_memory_from: str | None = Field(
+        description="Version from which reserves_cuda_graph_memory holds inside this range (None: the whole range).")
+    chunked_prefill_default: bool = Field(description="Chunked prefill is on by default.")
+    sources: dict[str, str] = Field(default_factory=dict, description="Field -> citation.")
+    efficiency: Efficiency = Field(
+        default_factory=Efficiency, description="Fitted kernel and host factors for this engine (fitted.yaml).")
+
+    def holds(self, version: tuple[int, ...]) -> bool:
+        lo = parse_version(self.min_version)
+        return version >= lo and (self.max_version is None or version < parse_version(self.max_version))
+
+    def reserves_graph_memory_at(self, version: str | None) -> bool:
+        """Whether the graph pool is reserved before KV sizing at ``version`` (None: the range's newest)."""
+        if not self.reserves_cuda_graph_memory:
+            return False
+        if self.reserves_cuda_graph_memory_from is None or version is None:
+            return True
+        return parse_version(version) >= parse_version(self.reserves_cuda_graph_memory_from)
+
+
+@functools.lru_cache(maxsize=1)
+def engine_profiles() -> dict[str, EngineProfile]:
+    """Every profile in planner/engines/, with its fitted factors, by id."""
+    fitted = _read_yaml(FITTED_FILE) if FITTED_FILE.exists() else {}
+    out: dict[str, EngineProfile] = {}
+    for path in sorted(ENGINES_DIR.glob("*.yaml")):
+        if path == FITTED_FILE:
+            continue
+        data = _read_yaml(path)
+        factors = fitted.get(data.get("id"))
+        if factors:
+            data["efficiency"] = factors
+        try:
+            out[data["id"]] = EngineProfile(**data)
+        except (ValidationError, KeyError, TypeError) as err:
+            raise EngineError(f"engine profile {path.name} is malformed: {err}") from None
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=loader)  # noqa: S506 (a safe loader)
+    if not isinstance(data, dict):
+        raise EngineError(f"engine profile {path.name} is not a mapping.")
+    return data
+
+
+@functools.lru_cache(maxsize=256)
+def resolve_engine(spec: str = DEFAULT_ENGINE) -> tuple[EngineProfile, str | None]:
+    """(profile, version or None) for ``ENGINE@VERSION``, ``ENGINE`` (its newest profile) or a profile id."""
+    profiles = engine_profiles()
+    text = spec.strip().lower()
+    if text in profiles:
+        return profiles[text], None
+    if text[:1].isdigit() or text[:2] == "v0":  # a bare version: vLLM's
+        text = f"vllm@{text}"
+    name, _, version = text.partition("@")
+    family = [p for p in profiles.values() if p.engine == name]
+    if not family:
+        raise EngineError(
+            f"unknown engine {spec!r}.",
+            hint=f"Use ENGINE@VERSION with ENGINE one of {', '.join(sorted({p.engine for p in profiles.values()}))} "
+            f"(e.g. {DEFAULT_ENGINE}), or a profile id: {', '.join(sorted(profiles))}.")
+    if not version:
+        newest = max(family, key=lambda p: parse_version(p.min_version))
+        return newest, None
+    v = parse_version(version)
+    for profile in family:
+        if profile.holds(v):
+            return profile, version
+    raise EngineError(f"no {name} profile holds version {version}.",
+                      hint="Known ranges: " + "; ".join(f"{p.id} {p.min_version}-{p.max_version or 'now'}" for p in family))

@@ -1,0 +1,226 @@
+"""Step cost: how one op, one collective and one whole engine step bind on a card under an engine.
+
+This is the one definition of the physics of a step. The roofline (``planner.estimate.roofline``),
+the latency estimate, the simulator's ``StepTimeModel``, the vectorized sweep and the public-record
+predictions all call these functions; none of them re-derives a bound. Every function takes plain
+numbers *or* numpy arrays (only ``np.maximum``/``np.where``-style arithmetic inside), so the
+vectorized callers run the same code path as the scalar ones.
+
+One op on one rank (FLOPs ``F``, HBM bytes ``Q``, GEMM rows ``m``)::
+
+    t_compute = F / (peak FLOP/s of its math dtype x f(kind, m))
+    t_memory  = Q / (HBM bandwidth x b(kind))
+    t_floor   = kernels x the least GPU time of a kernel (launch latency and tail)
+    t_op      = max(t_compute, t_memory, t_floor)
+    t_launch  = kernels x the host's eager launch cost (0 inside a replayed CUDA graph), summed over
+                the step: the GPU's step is max(sum of t_op, sum of t_launch) (the host runs ahead)
+
+``f`` is the GEMM fraction of peak, log-interpolated in ``m`` between ``gemm_fraction_small`` (M=1)
+and ``gemm_fraction_large`` (M >= knee); fused-MoE grouped GEMMs reach ``grouped_gemm_fraction`` of
+that in FLOP/s but stream the touched experts' weights at the card's full ``bandwidth_fraction``
+(weights are read once per expert, as a dense GEMM reads them); attention kernels use
+``attention_fraction`` for both.
+
+One all-reduce of ``P`` bytes over ``n`` ranks (``allreduce_seconds``), as the engine dispatches it
+(``shared/reference/engines.md`` 3a):
+
+* custom all-reduce (vLLM, SGLang, TensorRT-LLM) when the engine has one, ``n`` is 2, 4, 6 or 8,
+  ``P`` < 8 MiB and the ranks share NVLink (or ``n`` = 2 over PCIe): ``alpha_n + P / beta_n`` with
+  ``alpha``/``beta`` fitted to the published vLLM custom all-reduce latencies on H100 NVLink
+  (sgl-project/sglang#2904, eager, 512 B - 1 MiB; least squares on four sizes per world size:
+  TP2 8.7 us + P / 58.9 GB/s, TP4 9.8 us + P / 33.7 GB/s, TP8 11.8 us + P / 30.8 GB/s), the
+  bandwidth term scaled by the link's speed relative to NVLink 4; bytes beyond the measured 1 MiB
+  stream at the ring bandwidth below (the two-shot kernel);
+* otherwise NCCL's ring: ``latency(link) + 2 (n - 1) / n x P / (one-way link bandwidth x
+  allreduce_fraction)``; the latency is 12.5 us inside an NVLink domain (8 x H20, DeepEP#303),
+  42 us over PCIe (8 x RTX 4090, nccl#1530) and 46 us across nodes (2 x 8 H20, nccl#1244); TP
+  that spans nodes runs at the network's per-GPU bandwidth.
+
+One engine step: ``gpu = max(sum of op times + collectives, sum of launches)``; host work (scheduling, input
+preparation, output processing) is ``step_overhead_seconds + host_seconds_per_seq x sequences``.
+An engine with async scheduling (vLLM >= 0.14, SGLang's overlap scheduler, TensorRT-LLM's
+PyExecutor) prepares step N+1 while the GPU runs step N, so a step lasts ``max(gpu, host)``;
+a synchronous engine pays ``gpu + host``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from planner.efficiency import Efficiency
+
+#: Custom all-reduce fit per world size on H100 NVLink 4: (latency s, bandwidth bytes/s); see the
+#: module docstring for the source and the fit. 6 ranks interpolated between 4 and 8.
+CUSTOM_ALLREDUCE_H100: dict[int, tuple[float, float]] = {
+    2: (8.72e-6, 58.9e9),
+    4: (9.81e-6, 33.7e9),
+    6: (10.8e-6, 32.2e9),
+    8: (11.8e-6, 30.8e9),
+}
+#: One-way NVLink 4 bandwidth of an H100 SXM (900 GB/s bidirectional), the reference of the fit.
+NVLINK4_ONE_WAY_BYTES_PER_S = 450e9
+#: Largest message of the published custom all-reduce timings the fit is drawn from.
+CUSTOM_ALLREDUCE_FIT_MAX_BYTES = 1024 * 1024
+#: vLLM's custom all-reduce buffer: messages of at least this many bytes go to NCCL.
+CUSTOM_ALLREDUCE_MAX_BYTES = 8 * 1024 * 1024
+#: NCCL small-message latency by where the ranks sit, seconds (engines.md 3b).
+NCCL_LATENCY_SECONDS = {"nvlink": 12.5e-6, "pcie": 42e-6, "network": 46e-6}
+#: One-way PCIe bandwidth when a profile gives no link (PCIe 4 x16 ~ 32 GB/s raw, ~25 usable).
+PCIE_FALLBACK_BYTES_PER_S = 25e9
+
+
+def gemm_fraction(eff: Efficiency, m_tokens: Any) -> Any:
+    """Achieved fraction of peak for a GEMM with ``m`` rows: log-interpolated from M=1 to the knee.
+
+    Example (small 0.06, large 0.66, knee 2435): M=1 -> 0.06, M=49 (half the log range) -> 0.36,
+    M >= 2435 -> 0.66. ``m`` may be an array.
+    """
+    knee = max(eff.gemm_m_knee_tokens, 2)
+    x = np.clip(np.log(np.maximum(m_tokens, 1)) / math.log(knee), 0.0, 1.0)
+    out = eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
+    return float(out) if np.ndim(out) == 0 else out
+
+
+#: Op kinds as codes, for the array form of ``op_seconds``.
+KIND_CODES = {"gemm": 0, "attention": 1, "elementwise": 2, "scan": 2, "allreduce": 3, "grouped_gemm": 4}
+
+
+def op_fractions(eff: Efficiency, kind_code: Any, m_tokens: Any) -> tuple[Any, Any]:
+    """(fraction of peak FLOP/s, fraction of HBM bandwidth) an op of this kind reaches."""
+    gemm = gemm_fraction(eff, m_tokens)
+    compute = np.where(kind_code == 0, gemm,
+                       np.where(kind_code == 4, gemm * eff.grouped_gemm_fraction,
+                                np.where(kind_code == 1, eff.attention_fraction, eff.gemm_fraction_large)))
+    memory = np.where(kind_code == 1, eff.attention_fraction, eff.bandwidth_fraction)
+    return compute, memory
+
+
+def bound_seconds(flops: Any, nbytes: Any, compute_fraction: Any, memory_fraction: Any, peak_flops_per_s: Any,
+                  hbm_bytes_per_s: Any, launch: Any) -> tuple[Any, Any, Any]:
+    """(t_op, t_compute, t_memory): the roofline of one op at the given achieved fractions."""
+    t_compute = flops / (peak_flops_per_s * compute_fraction)
+    t_memory = nbytes / (hbm_bytes_per_s * memory_fraction)
+    return np.maximum(np.maximum(t_compute, t_memory), launch), t_compute, t_memory
+
+
+def op_seconds(eff: Efficiency, kind_code: Any, flops: Any, nbytes: Any, m_tokens: Any, peak_flops_per_s: Any,
+               hbm_bytes_per_s: Any, launch_seconds: Any) -> tuple[Any, Any, Any]:
+    """(t_op, t_compute, t_memory) of compute/memory ops (every kind but collectives).
+
+    ``m_tokens`` is the GEMM's rows (use a large number when the op is not a GEMM).
+    """
+    f_compute, f_memory = op_fractions(eff, kind_code, m_tokens)
+    return bound_seconds(flops, nbytes, f_compute, f_memory, peak_flops_per_s, hbm_bytes_per_s, launch_seconds)
+
+
+def launch_seconds(eff: Efficiency, kernels: Any, graphs: Any) -> Any:
+    """Host (CPU) time to launch ``kernels`` kernels: per eager launch; 0 inside a replayed CUDA graph
+    (one launch for the whole graph). Summed over a step, it bounds the step from below."""
+    return kernels * np.where(graphs, 0.0, eff.kernel_launch_seconds)
+
+
+def kernel_floor_seconds(eff: Efficiency, kernels: Any) -> Any:
+    """Least GPU time of an op of ``kernels`` kernels: each kernel occupies the GPU at least
+    ``graph_launch_seconds`` (launch latency and tail), however little it computes."""
+    return kernels * eff.graph_launch_seconds
+
+
+class Link:
+    """Where the ranks of one collective sit and how fast they talk (from the hardware profile).
+
+    ``kind`` is 'nvlink' (an NVLink/Infinity-Fabric domain), 'pcie' or 'network' (the group spans
+    nodes). ``one_way_bytes_per_s`` is the per-GPU bandwidth in one direction on that path.
+    """
+
+    __slots__ = ("kind", "one_way_bytes_per_s")
+
+    def __init__(self, kind: str, one_way_bytes_per_s: float):
+        self.kind = kind
+        self.one_way_bytes_per_s = one_way_bytes_per_s
+
+    @classmethod
+    def for_group(cls, hw: Any, ranks: int) -> Link:
+        """The path a group of ``ranks`` GPUs of card ``hw`` uses: inside the node's fast domain when it
+        fits (``gpus_per_node``), else the scale-out network."""
+        per_node = hw.gpus_per_node or 8
+        if ranks > per_node:
+            bw = hw.inter_node_bandwidth_bytes_per_s or PCIE_FALLBACK_BYTES_PER_S / 2
+            return cls("network", bw)
+        kind = hw.interconnect_kind or "pcie4"
+        one_way = hw.unidirectional_interconnect_bytes_per_s or PCIE_FALLBACK_BYTES_PER_S
+        return cls("pcie" if kind.startswith("pcie") or kind == "none" else "nvlink", one_way)
+
+    def __repr__(self) -> str:
+        return f"Link({self.kind!r}, {self.one_way_bytes_per_s:.3g} B/s)"
+
+
+def custom_allreduce_applies(payload_bytes: Any, ranks: int, link: Link, engine_has_custom: bool) -> Any:
+    """Whether the engine's custom all-reduce takes this call (engines.md 3a: world size 2/4/6/8,
+    < 8 MiB, a fully NVLink-connected group, or 2 ranks over PCIe; never across nodes)."""
+    topology_ok = link.kind == "nvlink" or (link.kind == "pcie" and ranks == 2)
+    if not (engine_has_custom and ranks in CUSTOM_ALLREDUCE_H100 and topology_ok):
+        return np.zeros_like(payload_bytes, dtype=bool) if np.ndim(payload_bytes) else False
+    return payload_bytes < CUSTOM_ALLREDUCE_MAX_BYTES
+
+
+def allreduce_seconds(eff: Efficiency, payload_bytes: Any, ranks: int, link: Link, engine_has_custom: bool) -> Any:
+    """Seconds of one all-reduce of ``payload_bytes`` over ``ranks`` GPUs (0 for one rank).
+
+    Worked example: 70B decode at batch 16, TP4 on H100: P = 16 x 8192 x 2 B = 256 KiB ->
+    custom all-reduce 9.8 us + 262,144 / 33.7 GB/s = 17.6 us (NCCL ring: 12.5 us + 1.5 x 256 KiB /
+    (450 GB/s x 0.47) = 14.4 us; the engine picks custom below 8 MiB as vLLM does).
+    """
+    if ranks <= 1:
+        return payload_bytes * 0.0
+    alpha, beta = CUSTOM_ALLREDUCE_H100.get(ranks, CUSTOM_ALLREDUCE_H100[8])
+    scale = link.one_way_bytes_per_s / NVLINK4_ONE_WAY_BYTES_PER_S
+    ring_bytes_per_s = link.one_way_bytes_per_s * eff.allreduce_fraction / (2 * (ranks - 1) / ranks)
+    # The fit holds over the measured 512 B - 1 MiB; above it the two-shot kernel streams at the link's
+    # ring bandwidth, so the rest of the message is priced at that rate.
+    measured = np.minimum(payload_bytes, CUSTOM_ALLREDUCE_FIT_MAX_BYTES)
+    custom = alpha + measured / (beta * scale) + (payload_bytes - measured) / ring_bytes_per_s
+    ring = NCCL_LATENCY_SECONDS[link.kind] + payload_bytes / ring_bytes_per_s
+    use_custom = custom_allreduce_applies(payload_bytes, ranks, link, engine_has_custom)
+    out = np.where(use_custom, custom, ring)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def gpu_step_seconds(kernel_seconds: Any, launch_seconds_total: Any) -> Any:
+    """GPU time of a step: its kernels back to back, unless launching them takes longer (the host
+    enqueues ahead of the GPU, so launches bind only in aggregate: tiny eager kernels)."""
+    return np.maximum(kernel_seconds, launch_seconds_total)
+
+
+def host_seconds(eff: Efficiency, num_seqs: Any) -> Any:
+    """CPU work of one engine step (schedule, prepare inputs, process outputs) for ``num_seqs`` sequences."""
+    return eff.step_overhead_seconds + eff.host_seconds_per_seq * num_seqs
+
+
+def combine_step(gpu_seconds: Any, host: Any, async_scheduling: bool) -> Any:
+    """Wall time of one step: ``max(gpu, host)`` when the engine overlaps the next step's host work with
+    this step's GPU work (async scheduling), else ``gpu + host``."""
+    if async_scheduling:
+        return np.maximum(gpu_seconds, host)
+    return gpu_seconds + host
+
+
+def graph_padded_batch(batch: Any, max_graph_batch: int) -> Any:
+    """The CUDA-graph size a pure-decode batch runs at: the smallest captured size >= batch.
+
+    vLLM captures [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16) (engines.md 2); a batch
+    above the largest captured size runs eagerly at its own size. Example: 13 -> 16, 250 -> 256,
+    300 -> 304.
+    """
+    if np.ndim(batch) == 0:
+        b = float(batch)
+        if b > max_graph_batch or b <= 2:
+            return b
+        size = 4.0 if b <= 4 else (math.ceil(b / 8) * 8.0 if b < 256 else math.ceil(b / 16) * 16.0)
+        return min(size, float(max(max_graph_batch, 1)))
+    b = np.asarray(batch, dtype=float)
+    padded = np.where(b <= 2, b, np.where(b <= 4, 4.0, np.where(b < 256, np.ceil(b / 8) * 8, np.ceil(b / 16) * 16)))
+    padded = np.where(b > max_graph_batch, b, np.minimum(padded, max(max_graph_batch, 1)))
+    return float(padded) if np.ndim(padded) == 0 else padded

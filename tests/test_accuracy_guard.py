@@ -1,0 +1,79 @@
+"""CI guard: the planner's accuracy on published measurements must not regress.
+
+Two fast runs, each against the medians recorded in ``tests/golden/accuracy_guard.json``:
+
+* ``public``: ``planner.verify.public_records.evaluate(fast=True)``, per source family and metric
+  (TensorRT-LLM tables, Vidur per-op timings, vLLM/SGLang serving sweeps, startup logs);
+* ``vllm_v0.15``: the open-loop vLLM 0.15.1 runs (``planner.verify.serving_runs``) simulated with
+  the fitted vllm-v1-async profile, per metric (mean TPOT, E2E, TTFT).
+
+A family whose median |error| rises more than ``TOLERANCE_POINTS`` above its recorded value fails
+the test. After an intended improvement, record the new values with
+``PLANNER_RECORD_ACCURACY=1 python -m pytest -q tests/test_accuracy_guard.py`` and commit the file
+with the change that earned them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+from planner.verify.public_records import evaluate
+from planner.verify.serving_runs import METRICS, load_runs, stage_predictions
+
+GOLDEN = Path(__file__).parent / "golden" / "accuracy_guard.json"
+TOLERANCE_POINTS = 2.0
+REQUESTS_PER_STAGE = 100
+RECORD = os.environ.get("PLANNER_RECORD_ACCURACY") == "1"
+
+
+def _recorded(section: str) -> dict[str, float]:
+    if not GOLDEN.exists():
+        return {}
+    return json.loads(GOLDEN.read_text()).get(section, {})
+
+
+def _record(section: str, values: dict[str, float]) -> None:
+    data = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    data[section] = {k: round(v, 1) for k, v in sorted(values.items())}
+    data["tolerance_points"] = TOLERANCE_POINTS
+    GOLDEN.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _check(section: str, now: dict[str, float]) -> None:
+    if RECORD:
+        _record(section, now)
+        return
+    recorded = _recorded(section)
+    assert recorded, f"no recorded accuracy for {section}: run with PLANNER_RECORD_ACCURACY=1 once"
+    missing = sorted(set(recorded) - set(now))
+    assert not missing, f"families no longer predicted: {missing}"
+    worse = {k: (recorded[k], round(v, 1)) for k, v in now.items() if k in recorded and v > recorded[k] + TOLERANCE_POINTS}
+    assert not worse, f"median |error| regressed by more than {TOLERANCE_POINTS} points (recorded, now): {worse}"
+
+
+def test_public_records_do_not_regress():
+    report = evaluate(fast=True)
+    now = {f"{s.family} / {s.metric}": s.median_abs_error_pct for s in report.summaries if s.median_abs_error_pct is not None}
+    _check("public", now)
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_vllm_v015_runs_do_not_regress(metric, vllm015_predictions):
+    errs = [abs(p.error(metric)) * 100 for p in vllm015_predictions]
+    _check(f"vllm_v0.15_{metric}", {"median": statistics.median(errs)})
+
+
+@pytest.fixture(scope="module")
+def vllm015_predictions():
+    preds = []
+    for run in load_runs():
+        out = stage_predictions(run, None, REQUESTS_PER_STAGE)
+        if not isinstance(out, str):
+            preds += out
+    assert len(preds) >= 10
+    return preds
