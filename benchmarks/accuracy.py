@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from planner.commands.accuracy import render_table  # noqa: E402
-from planner.efficiency import BOUND  # noqa: E402
-from planner.verify.public_records import AccuracyReport, evaluate, load_records  # noqa: E402
+from planner.commands.accuracy import render_table
+from planner.efficiency import BOUND
+from planner.verify.public_records import AccuracyReport, evaluate, load_records
 
 
 def summary_line(report: AccuracyReport, bound: AccuracyReport, seconds: float) -> dict:

@@ -9,7 +9,9 @@ A rerun is what every click in the sidebar costs. Two kinds are timed, median of
 
 First it prints what the page's core calls cost with a cold cache (what a changed-input rerun
 adds to an unchanged one), then the measurements, then one line of JSON.
-Usage: python benchmarks/bench_app_rerun.py
+Usage, from the repository root (the app's ``ui`` folder is not part of the installed package):
+
+    python -m benchmarks.bench_app_rerun
 """
 
 from __future__ import annotations
@@ -17,21 +19,19 @@ from __future__ import annotations
 import json
 import logging
 import statistics
-import sys
 import time
 from pathlib import Path
 
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario
+from ui.sweeps import concurrency_vs_context, memory_plan, roofline_stages
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from anywhere without installing
-
-from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from planner.hardware import get_profile  # noqa: E402
-from planner.model.families import build_spec  # noqa: E402
-from planner.model.sources import load_config  # noqa: E402
-from planner.scenario import Scenario  # noqa: E402
-from ui.sweeps import concurrency_vs_context, memory_plan, roofline_stages  # noqa: E402
 
 RUNS = 15
 TIMEOUT_S = 60

@@ -20,11 +20,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from planner.serve.simulate import LinearStepCost, SchedulerConfig, simulate
 from planner.serve.workload import FixedLength, PoissonArrivals, Workload

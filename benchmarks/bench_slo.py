@@ -18,20 +18,16 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
-
-from planner.estimate.latency import StepTimeModel  # noqa: E402
-from planner.hardware import get_profile  # noqa: E402
-from planner.model.families import build_spec  # noqa: E402
-from planner.model.sources import load_config  # noqa: E402
-from planner.scenario import Scenario  # noqa: E402
-from planner.serve.replica import simulate_scenario  # noqa: E402
-from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo  # noqa: E402
-from planner.serve.workload import FixedLength, PoissonArrivals, Workload  # noqa: E402
+from planner.estimate.latency import StepTimeModel
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario
+from planner.serve.replica import simulate_scenario
+from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo
+from planner.serve.workload import FixedLength, PoissonArrivals, Workload
 
 TARGET_RATE = 20.0
 SPACE = CandidateSpace(gpus=("h100-sxm", "l40s", "a100-80gb"), tp=(1, 2, 4, 8), weight_dtypes=("auto", "fp8"))

@@ -9,16 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from planner.estimate.sweep import sweep  # noqa: E402
-from planner.hardware import load_profiles  # noqa: E402
-from planner.model.families import build_spec  # noqa: E402
-from planner.model.sources import load_config  # noqa: E402
+from planner.estimate.sweep import sweep
+from planner.hardware import load_profiles
+from planner.model.families import build_spec
+from planner.model.sources import load_config
 
 MODELS = ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen2.5-7B",
           "mistralai/Mistral-7B-v0.1", "google/gemma-2-9b", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b"]

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from planner.estimate.latency import estimate_latency  # noqa: E402
-from planner.estimate.memory import plan_memory  # noqa: E402
-from planner.estimate.roofline import roofline  # noqa: E402
-from planner.hardware import get_profile  # noqa: E402
-from planner.model.families import build_spec  # noqa: E402
-from planner.model.sources import load_config  # noqa: E402
-from planner.scenario import Scenario, Workload  # noqa: E402
+from planner.estimate.latency import estimate_latency
+from planner.estimate.memory import plan_memory
+from planner.estimate.roofline import roofline
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario, Workload
 
 
 def timed(fn, repeat: int = 50) -> float:

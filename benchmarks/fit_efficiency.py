@@ -29,7 +29,6 @@ import datetime
 import json
 import math
 import re
-import sys
 import textwrap
 import time
 from dataclasses import dataclass
@@ -37,11 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from planner.efficiency import BOUND, Efficiency  # noqa: E402
-from planner.estimate.defaults import FITTED  # noqa: E402
-from planner.verify.public_records import (  # noqa: E402
+from planner.efficiency import BOUND, Efficiency
+from planner.estimate.defaults import FITTED
+from planner.verify.public_records import (
     Expressed, MemoryPrediction, ServingPrediction, StepOpsBatch, catalog_model, express_all, load_records, step_ops,
 )
 

@@ -29,20 +29,18 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from planner.bench.calibrate import calibrate_report, calibration_folder
+from planner.bench.device import NoGPUError, detect_device
+from planner.bench.report import ValidationReport, render_table
+from planner.bench.suite import run_validation
+from planner.errors import PlannerError
+from planner.estimate.roofline import efficiency_for
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.units import fmt_seconds
 
-from planner.bench.calibrate import calibrate_report, calibration_folder  # noqa: E402
-from planner.bench.device import NoGPUError, detect_device  # noqa: E402
-from planner.bench.report import ValidationReport, render_table  # noqa: E402
-from planner.bench.suite import run_validation  # noqa: E402
-from planner.errors import PlannerError  # noqa: E402
-from planner.estimate.roofline import efficiency_for  # noqa: E402
-from planner.hardware import get_profile  # noqa: E402
-from planner.model.families import build_spec  # noqa: E402
-from planner.model.sources import load_config  # noqa: E402
-from planner.units import fmt_seconds  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # (model, models_scale, benchmarks or None for all, suite seconds): the GPU set fits in 5 minutes.
 GPU_MODELS = [

@@ -5,4 +5,5 @@
 # Arguments pass through to benchmarks/gpu_check.py (--out DIR, --models ..., --install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec python benchmarks/gpu_check.py "$@"
+# As a module from the repository root, so a bare checkout runs it without installing the package.
+exec python -m benchmarks.gpu_check "$@"

@@ -39,8 +39,11 @@ GRID = {
 #: Fixed with the grid: a GEMM of one row reaches 30% of peak and the large fraction from M = 64
 #: (decode GEMMs are memory-bound whatever the fraction; an earlier grid was flat in the knee between
 #: 64 and 256); host work per step is hidden by async scheduling in every fitted run (the fit is flat
-#: in it), so it keeps the V1 blog's order of magnitude.
-FIXED = {"gemm_fraction_small": 0.3, "gemm_m_knee_tokens": 64, "step_overhead_seconds": 2e-3}
+#: in it), so it keeps the V1 blog's order of magnitude. A per-sequence attention floor
+#: (``attention_seconds_per_seq``: 0, 1, 2.5 us with attention 0.55-0.85) fitted worse on 2026-12-01
+#: (out of sample TPOT 13.0% at best), so it stays 0.
+FIXED = {"gemm_fraction_small": 0.3, "gemm_m_knee_tokens": 64, "step_overhead_seconds": 2e-3,
+         "attention_seconds_per_seq": 0.0}
 #: The API server's per-request time (TTFT and E2E offset) is fitted in closed form per grid point:
 #: the median of measured - predicted TTFT over the fitted stages, clipped to [0, 50 ms].
 FRONTEND_MAX_SECONDS = 0.05

@@ -29,21 +29,17 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from planner.estimate.defaults import FITTED  # noqa: E402
-from planner.estimate.latency import StepTimeModel  # noqa: E402
-from planner.estimate.memory import plan_memory  # noqa: E402
-from planner.serve.replica import scheduler_config  # noqa: E402
-from planner.serve.slo import saturated_run  # noqa: E402
-from planner.verify.public_records import (  # noqa: E402
+from planner.estimate.defaults import FITTED
+from planner.estimate.latency import StepTimeModel
+from planner.estimate.memory import plan_memory
+from planner.serve.replica import scheduler_config
+from planner.serve.slo import saturated_run
+from planner.verify.public_records import (
     MAX_THROUGHPUT_BATCH_CAP, Expressed, ThroughputPrediction, error_pct, express, load_records, source_family,
 )
 

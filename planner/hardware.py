@@ -2,7 +2,7 @@
 
 A :class:`HardwareProfile` answers "how many bytes fit, how fast they stream, how many FLOP/s
 each dtype gets, how fast the GPUs talk": the datasheet ceilings the roofline divides by. One card
-per YAML file; the built-in cards live in the repository's ``hardware_profiles/`` folder and a
+per YAML file; the built-in cards live in the top-level ``hardware_profiles/`` folder (installed as ``planner/hardware_profiles/``) and a
 user adds or overrides cards through folders named in ``PLANNER_HARDWARE_DIR``.
 
 Three traps this module guards against (see ``shared/reference/hardware.md``):
@@ -38,8 +38,15 @@ InterconnectKind = Literal["nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "
 DTYPES: tuple[str, ...] = get_args(Dtype)
 INTERCONNECT_KINDS: tuple[str, ...] = get_args(InterconnectKind)
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "hardware_profiles"
-"""The repository's ``hardware_profiles/`` folder (built-in cards)."""
+def _builtin_dir() -> Path:
+    """The built-in cards: ``hardware_profiles/`` at the top of a checkout (the project's layout), which an
+    installed wheel carries as ``planner/hardware_profiles/`` (pyproject.toml maps it there)."""
+    installed = Path(__file__).resolve().parent / "hardware_profiles"
+    return installed if installed.is_dir() else Path(__file__).resolve().parents[1] / "hardware_profiles"
+
+
+BUILTIN_DIR = _builtin_dir()
+"""The built-in cards' folder (see ``_builtin_dir``)."""
 
 ENV_VAR = "PLANNER_HARDWARE_DIR"
 """Environment variable: folders of user cards, separated by ``os.pathsep``; they override built-ins."""
@@ -320,7 +327,7 @@ _KNOWN_KEYS = tuple(HardwareProfile.model_fields)
 
 def _display(path: Path) -> str:
     """A path as a reader finds it: relative to the working folder or the repo when possible."""
-    for base in (Path.cwd(), BUILTIN_DIR.parent):
+    for base in (Path.cwd(), BUILTIN_DIR.parent.parent):
         try:
             return str(path.resolve().relative_to(base.resolve()))
         except ValueError:
@@ -534,7 +541,8 @@ def _resolve_id(profile_id: str, reg: _Registry) -> str:
     maybe = "did you mean " + " or ".join(f"'{reg.aliases.get(c, c)}'" for c in dict.fromkeys(close)) + "? " if close else ""
     raise HardwareProfileError(
         f"unknown GPU '{profile_id}'; known ids: {', '.join(known)}.",
-        hint=f"{maybe}Pass one of them, or add a card YAML to a folder in {ENV_VAR} (see hardware_profiles/README.md).",
+        hint=f"{maybe}Pass one of them, or add a card YAML to a folder in {ENV_VAR} "
+        "(see hardware_profiles/README.md).",
     )
 
 

@@ -7,6 +7,7 @@ Sizes are tiny so the whole file runs in well under a minute on two cores.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -395,11 +396,9 @@ def test_diagnosis_reads_like_the_seed(gpu, memory, expected):
 
 
 def test_gpu_check_cpu_smoke(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_LLAMA_CONFIG))
     out = tmp_path / "out"

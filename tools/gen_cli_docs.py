@@ -19,9 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "cli.md"
 WIDTH = 100
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 
 def render() -> str:
     """The full text of docs/cli.md."""
