@@ -24,8 +24,10 @@ layout = (f"{dep.replicas} replica(s) x {dep.gpus_per_replica} GPU(s) (TP {dep.t
 if dep.multi_node:
     layout += (f"; each replica spans {dep.nodes_per_replica} nodes: vLLM on Ray, tensor parallel within a node, "
                "pipeline parallel across nodes, deployed as a Kubernetes LeaderWorkerSet")
-st.caption(f"{dep.model} · {layout} · image {dep.image}. Each file carries the planner's expected metrics as "
-           "comments. No file holds your Hugging Face token: they read it from HF_TOKEN or a Kubernetes Secret.")
+st.caption(f"{dep.model} · {layout} · image {dep.image} · each pod requests {dep.cpu_request} CPU cores and "
+           f"{dep.memory_request_gib} GiB of host memory. Each file carries the planner's expected metrics as comments, "
+           "in the form the engines' own parsers accept (tested with vLLM 0.33.0, SGLang 0.5.23, kubernetes-validate 1.37). "
+           "No file holds your Hugging Face token: they read it from HF_TOKEN or a Kubernetes Secret.")
 for warning in bundle.warnings:
     st.warning(warning, icon=":material/warning:")
 

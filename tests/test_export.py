@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.deploy.export import ExportBundle, LATENCY_TPOT_SLACK, export_bundle
+from planner.deploy.export import LATENCY_TPOT_SLACK, ExportBundle, export_bundle
 from planner.estimate.latency import estimate_latency
 from planner.hardware import get_profile
 from planner.model.families import build_spec
@@ -33,24 +33,29 @@ VLLM_SERVE_FLAGS = {
     "max-num-batched-tokens", "max-num-seqs", "max-num-partial-prefills", "long-prefill-token-threshold",
     "scheduling-policy", "enable-chunked-prefill", "async-scheduling", "max-cudagraph-capture-size",
     "host", "port",
+    # The negative form argparse's BooleanOptionalAction adds; a --config file must spell a false
+    # boolean this way (vllm/utils/argparse_utils.py load_config_file looks "--no-<flag>" up on the
+    # top-level parser, which lacks serve's flags, and drops "flag: false").
+    "no-enable-chunked-prefill",
 }
-# Value choices from the same commit: ModelDType and CacheDType (vllm/config/model.py, vllm/config/cache.py;
-# float16 and int8 KV are in later releases), DistributedExecutorBackend, BlockSize.
+# Value choices: ModelDType (vllm/config/model.py), the 16-bit and fp8 members of vLLM 0.33.0's CacheDType
+# (vllm/config/cache.py; no plain int8 there), DistributedExecutorBackend, BlockSize.
 VLLM_CHOICES = {
     "dtype": {"auto", "half", "float16", "bfloat16", "float", "float32"},
-    "kv-cache-dtype": {"auto", "bfloat16", "float16", "int8", "fp8", "fp8_e4m3", "fp8_e5m2"},
+    "kv-cache-dtype": {"auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"},
     "distributed-executor-backend": {"ray", "mp", "uni", "external_launcher"},
     "block-size": {1, 8, 16, 32, 64, 128, 256},
 }
-# SGLang launch_server flags: sgl-project/sglang docs/advanced_features/server_arguments.md at commit
-# b36e8e198b71553316b55bce53de6ecf9b3a9a47 (tables and the multi-node example).
+# `sglang serve` flags, typed from the sglang 0.5.23 wheel (sglang/srt/arg_groups/fields/*.py): the
+# current names only (--disable-cuda-graph is deprecated there for --cuda-graph-backend-{decode,prefill}).
 SGLANG_FLAGS = {
     "model-path", "tokenizer-path", "revision", "host", "port", "dtype", "quantization", "kv-cache-dtype",
     "context-length", "mem-fraction-static", "max-running-requests", "max-total-tokens", "chunked-prefill-size",
     "max-prefill-tokens", "page-size", "tp-size", "tensor-parallel-size", "pp-size", "pipeline-parallel-size",
-    "nnodes", "node-rank", "dist-init-addr", "disable-cuda-graph", "trust-remote-code",
+    "nnodes", "node-rank", "dist-init-addr", "cuda-graph-backend-decode", "cuda-graph-backend-prefill",
+    "trust-remote-code",
 }
-SGLANG_KV_CHOICES = {"auto", "fp8_e5m2", "fp8_e4m3"}
+SGLANG_KV_CHOICES = {"auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"}
 # `vllm bench serve`: vllm-project/vllm vllm/benchmarks/serve.py add_cli_args at commit
 # def9ce85ba1079af970a58ed3d42dd861ae35d58, and vllm/benchmarks/datasets.py add_dataset_parser.
 BENCH_FLAGS = {
@@ -130,6 +135,17 @@ def as_cli(value: object) -> object:
     return value if isinstance(value, bool) else str(value)
 
 
+def config_as_flags(config: dict) -> dict:
+    """A vllm --config mapping as the flags it becomes: 'no-x: true' is x False (as parse_flags reads --no-x)."""
+    out = {}
+    for key, value in config.items():
+        if key.startswith("no-") and value is True:
+            out[key[3:]] = False
+        else:
+            out[key] = as_cli(value)
+    return out
+
+
 # ----------------------------------------------------------------------------- vLLM YAML
 
 
@@ -157,7 +173,7 @@ def test_command_line_matches_the_yaml(bundles, case, profile):
     words = command_words(b.artefact(profile, "vllm-cmd").text)
     assert words[:2] == ["vllm", "serve"]
     flags = parse_flags(words[3:])
-    assert {"model": words[2], **flags} == {k: as_cli(v) for k, v in config.items()}
+    assert {"model": words[2], **flags} == config_as_flags(config)
 
 
 def test_yaml_values_follow_the_scenario(bundles):
@@ -181,9 +197,11 @@ def test_without_chunked_prefill_the_budget_covers_max_model_len(bundles):
     b = bundles["no-chunked-prefill"]
     for profile in ("latency", "throughput"):
         c = yaml.safe_load(b.artefact(profile, "vllm-yaml").text)
-        assert c["enable-chunked-prefill"] is False and c["max-num-batched-tokens"] >= c["max-model-len"]
+        # What vLLM's config loader honours: "enable-chunked-prefill: false" would be dropped silently.
+        assert c["no-enable-chunked-prefill"] is True and "enable-chunked-prefill" not in c
+        assert c["max-num-batched-tokens"] >= c["max-model-len"]
         assert "--no-enable-chunked-prefill" in command_words(b.artefact(profile, "vllm-cmd").text)
-        sg = parse_flags(command_words(b.artefact(profile, "sglang").text)[3:])
+        sg = parse_flags(command_words(b.artefact(profile, "sglang").text)[2:])
         assert sg["chunked-prefill-size"] == "-1"
 
 
@@ -203,7 +221,7 @@ def test_latency_and_throughput_profiles_differ_as_intended(bundles):
     # Latency: TPOT within the slack of batch 1, and the next power of two breaks it (or the cap binds).
     spec, _ = spec_of("meta-llama/Llama-3.1-8B")
     hw = get_profile("h100-sxm")
-    tpot = lambda batch: estimate_latency(spec, hw, lat.scenario, batch_size=batch, check_memory=False).tpot_seconds  # noqa: E731
+    tpot = lambda batch: estimate_latency(spec, hw, lat.scenario, batch_size=batch, check_memory=False).tpot_seconds
     assert tpot(lat.max_num_seqs) <= LATENCY_TPOT_SLACK * tpot(1)
     assert tpot(2 * lat.max_num_seqs) > LATENCY_TPOT_SLACK * tpot(1)
 
@@ -243,9 +261,13 @@ def test_k8s_single_node_deployment(bundles):
     assert env["name"] == "HF_TOKEN" and env["valueFrom"]["secretKeyRef"]["name"] == "hf-token" and "value" not in env
     config = yaml.safe_load(b.artefact("latency", "vllm-yaml").text)
     assert container["command"] == ["vllm", "serve"]
-    assert {"model": container["args"][0], **parse_flags(container["args"][1:])} == {
-        k: as_cli(v) for k, v in config.items()}
+    assert {"model": container["args"][0], **parse_flags(container["args"][1:])} == config_as_flags(config)
     assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    requests = container["resources"]["requests"]
+    dep = b.deployment
+    assert requests["cpu"] == str(dep.tp + 2)  # a core per GPU worker, two for the API server and engine core
+    weights_gib = b.profile("latency").plan.weight_bytes_per_gpu * 4 / 2**30
+    assert weights_gib + 16 + 8 <= int(requests["memory"].removesuffix("Gi")) < weights_gib + 16 + 8 + 1
     replicas = yaml.safe_load_all(bundles["two-replicas"].artefact("throughput", "k8s").text)
     assert next(replicas)["spec"]["replicas"] == 2
 
@@ -272,8 +294,15 @@ def test_multi_node_is_ray_and_a_leaderworkerset(bundles):
     assert "$LWS_LEADER_ADDRESS" in worker["args"][0] and "--block" in worker["args"][0]
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
     assert service["spec"]["selector"]["role"] == "leader"
+    # The LWS controller names its headless Service (the workers' DNS domain) after the LWS and skips
+    # creating it when a Service of that name exists: ours must have another name.
+    assert service["metadata"]["name"] != lws["metadata"]["name"]
     assert template["leaderTemplate"]["metadata"]["labels"]["role"] == "leader"
-    sg = parse_flags(command_words(b.artefact("throughput", "sglang").text)[3:])
+    assert worker["args"][0].startswith("i=0; until ray start") and "exit 1" in worker["args"][0]  # retried, bounded
+    assert "exit 1" in script  # the head's wait for its workers is bounded too
+    for container in (leader, worker):
+        assert {"cpu", "memory", "nvidia.com/gpu"} <= set(container["resources"]["requests"])
+    sg = parse_flags(command_words(b.artefact("throughput", "sglang").text)[2:])
     assert sg["nnodes"] == "2" and sg["node-rank"] == "$NODE_RANK"
 
 
@@ -291,8 +320,8 @@ def test_sglang_flags_are_sglang_flags(bundles, case):
     for profile in ("latency", "throughput"):
         b = bundles[case]
         words = command_words(b.artefact(profile, "sglang").text)
-        assert words[:3] == ["python", "-m", "sglang.launch_server"]
-        flags = parse_flags(words[3:])
+        assert words[:2] == ["sglang", "serve"]  # python -m sglang.launch_server is the legacy entrypoint
+        flags = parse_flags(words[2:])
         assert set(flags) <= SGLANG_FLAGS, set(flags) - SGLANG_FLAGS
         assert flags.get("kv-cache-dtype", "auto") in SGLANG_KV_CHOICES
         prof = b.profile(profile)
@@ -350,6 +379,14 @@ def test_local_config_serves_its_folder(tmp_path):
     b = export_bundle(spec, get_profile("h100-sxm"), Scenario(max_model_len=4096), loaded=loaded)
     assert yaml.safe_load(b.artefact("latency", "vllm-yaml").text)["model"] == str(folder.resolve())
     assert any("local file" in w for w in b.warnings)
+    # In the cluster the folder of the planner's machine does not exist: it is mounted from a claim.
+    deploy = next(yaml.safe_load_all(b.artefact("latency", "k8s").text))
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][0] == "/models/served" and str(folder) not in container["args"]
+    assert {"name": "model", "mountPath": "/models/served", "readOnly": True} in container["volumeMounts"]
+    (claim,) = [v for v in pod["volumes"] if v["name"] == "model"]
+    assert claim["persistentVolumeClaim"]["claimName"] == f"{b.deployment.app_name}-model"
 
 
 def test_bundle_round_trips_as_json(bundles):
@@ -358,3 +395,73 @@ def test_bundle_round_trips_as_json(bundles):
     assert again == b
     assert {(a.profile, a.target) for a in b.artefacts} == {
         (p, t) for p in ("latency", "throughput") for t in ("vllm-yaml", "vllm-cmd", "sglang", "k8s", "bench")}
+
+
+# -------------------------------------------------- what the engines refuse, and what they run
+
+
+@pytest.mark.parametrize("name, scenario", [
+    ("mistralai/Mixtral-8x7B-v0.1", {"tp": 2, "max_model_len": 8192}),
+    ("Qwen/Qwen3-30B-A3B", {"max_model_len": 8192}),
+    ("ai21labs/AI21-Jamba-1.5-Mini", {"tp": 2, "max_model_len": 8192}),
+    ("deepseek-ai/DeepSeek-V3", {"gpu": "h200", "tp": 8, "max_model_len": 8192, "kv_cache_dtype": "fp8"}),
+])
+def test_latency_profile_takes_concurrent_requests(name, scenario):
+    """MoE TPOT rises at batch 2 (more experts read), but a latency server still takes 8 requests."""
+    from planner.deploy.export import LATENCY_MIN_NUM_SEQS
+
+    lat = bundle(name, **scenario).profile("latency")
+    fit = lat.plan.kv_cache_tokens // (lat.scenario.workload.input_len + lat.scenario.workload.output_len)
+    assert lat.max_num_seqs >= min(LATENCY_MIN_NUM_SEQS, fit) and lat.max_num_seqs >= 2
+    assert f"at least {min(LATENCY_MIN_NUM_SEQS, 256, fit)}" in lat.rule
+
+
+@pytest.mark.parametrize("name, scenario, expected", [
+    ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "int8"}, "Invalid kv_cache_dtype: 'int8'"),
+    ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "fp16"}, 'kv_cache_dtype="float16" is incompatible with dtype="bfloat16"'),
+])
+def test_a_kv_cache_vllm_refuses_is_refused_with_its_reason(name, scenario, expected):
+    from planner.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as err:
+        bundle(name, max_model_len=8192, **scenario)
+    assert expected in str(err.value) and "--kv-cache-dtype" in str(err.value)
+    assert err.value.hint and "fp8" in err.value.hint
+
+
+def test_fp16_kv_is_fine_when_the_weights_are_served_in_fp16():
+    c = yaml.safe_load(bundle("meta-llama/Llama-3.1-8B", max_model_len=8192, kv_cache_dtype="fp16",
+                              weight_dtype="fp16").artefact("latency", "vllm-yaml").text)
+    assert (c["dtype"], c["kv-cache-dtype"]) == ("float16", "float16")
+
+
+@pytest.mark.parametrize("gpu, image, resource", [
+    ("h100-sxm", "vllm/vllm-openai:v0.33.0", "nvidia.com/gpu"),
+    ("mi300x", "vllm/vllm-openai-rocm:v0.33.0", "amd.com/gpu"),
+    ("cpu", "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.33.0", None),
+])
+def test_each_vendor_gets_its_own_vllm_image(gpu, image, resource):
+    b = bundle("Qwen/Qwen2.5-0.5B", gpu=gpu, max_model_len=4096)
+    workload = next(yaml.safe_load_all(b.artefact("latency", "k8s").text))
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == image == b.deployment.image
+    assert set(container["resources"]["requests"]) == {"cpu", "memory", *([resource] if resource else [])}
+
+
+def test_gaudi_needs_an_image_given():
+    from planner.errors import ScenarioError
+
+    spec, loaded = spec_of("Qwen/Qwen2.5-0.5B")
+    sc = Scenario(gpu="gaudi3", max_model_len=4096)
+    with pytest.raises(ScenarioError, match="no published vLLM image for Intel") as err:
+        export_bundle(spec, get_profile("gaudi3"), sc, loaded=loaded)
+    assert "--image" in err.value.hint
+    given = export_bundle(spec, get_profile("gaudi3"), sc, loaded=loaded, image="example.org/vllm-gaudi:1")
+    assert given.deployment.image == "example.org/vllm-gaudi:1"
+
+
+def test_sglang_eager_uses_the_current_cuda_graph_flags(bundles):
+    words = command_words(bundles["70b-tp4-fp8kv-eager"].artefact("latency", "sglang").text)
+    flags = parse_flags(words[2:])
+    assert flags["cuda-graph-backend-decode"] == flags["cuda-graph-backend-prefill"] == "disabled"
+    assert "disable-cuda-graph" not in flags

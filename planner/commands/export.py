@@ -7,14 +7,28 @@ from pathlib import Path
 from typing import Any
 
 from planner.commands.common import (
-    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
-    hardware_from_args, load_model, scenario_from_args, to_jsonable,
+    add_efficiency_flag,
+    add_model_argument,
+    add_scenario_flags,
+    efficiency_from_args,
+    field_descriptions,
+    hardware_from_args,
+    load_model,
+    scenario_from_args,
+    to_jsonable,
 )
-from planner.deploy.export import DEFAULT_IMAGE, PROFILES, TARGETS, ExportBundle, export_bundle
+from planner.deploy.export import (
+    PROFILES,
+    TARGETS,
+    VLLM_IMAGES,
+    ExportBundle,
+    export_bundle,
+)
 
 NAME = "export"
 HELP = ("Export deployment configs for a latency or a throughput profile: vLLM --config YAML, vllm serve command, "
-        "SGLang arguments, Kubernetes manifest, vllm bench serve command.")
+        "SGLang (sglang serve) command, Kubernetes manifest, vllm bench serve command. A combination vLLM refuses "
+        "(e.g. --kv-cache-dtype int8) is refused with vLLM's reason.")
 EXAMPLE = "python -m planner export meta-llama/Llama-3.1-8B --max-model-len 8192 --profile latency --target vllm-yaml > vllm.yaml"
 
 OUTPUT_KEYS = {
@@ -34,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "LeaderWorkerSet), bench (vllm bench serve), or all. Default: %(default)s.")
     out.add_argument("--output-dir", metavar="DIR", default=None,
                      help="Write the files into DIR (created if needed) instead of printing them.")
-    out.add_argument("--image", default=DEFAULT_IMAGE, help="Container image for the Kubernetes manifest. Default: %(default)s.")
+    out.add_argument("--image", default=None,
+                     help="Container image for the Kubernetes manifest. Default: vLLM's image for the card's vendor ("
+                     + ", ".join(f"{k}: {v}" for k, v in VLLM_IMAGES.items()) + "); Intel Gaudi needs one given.")
     add_scenario_flags(parser)
     add_efficiency_flag(parser)
 

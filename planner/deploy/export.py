@@ -11,9 +11,10 @@ The two profiles (vLLM's own tuning advice, docs/configuration/optimization.md: 
 ``max_num_batched_tokens`` gives better inter-token latency, a larger one better throughput):
 
 * **latency** (online serving): ``max_num_seqs`` is the largest power-of-two batch whose
-  estimated TPOT stays within ``LATENCY_TPOT_SLACK`` (25 %) of batch 1, capped by what the KV
-  cache holds at the workload's lengths; chunked prefill with a 2,048-token step budget, so a
-  long prompt never stalls the running decodes for long.
+  estimated TPOT stays within ``LATENCY_TPOT_SLACK`` (25 %) of batch 1, but at least
+  ``LATENCY_MIN_NUM_SEQS`` (8), and capped by what the KV cache holds at the workload's lengths;
+  chunked prefill with a 2,048-token step budget, so a long prompt never stalls the running
+  decodes for long.
 * **throughput** (offline / batch): ``max_num_seqs`` as high as the KV cache holds requests of
   the workload's length (at most vLLM's default cap, 1,024 or 256), and a 16,384-token step
   budget so prefills run as large GEMMs.
@@ -24,6 +25,12 @@ A deployment needing more GPUs than one server holds (``host_gpus``) becomes mul
 across nodes, as a LeaderWorkerSet. Every config names the Hugging Face token only as a
 Kubernetes Secret or an environment variable, never its value. YAML is written with
 ``yaml.safe_dump``.
+
+What the engines accept was checked with their own parsers (``tools/check_exports.py`` runs each
+file through vLLM 0.33.0's ``vllm serve`` parser and ``EngineArgs.create_engine_config``, SGLang
+0.5.23's ``ServerArgs``, kubernetes-validate 1.37 strict and the LeaderWorkerSet schema;
+``tests/test_export_engines.py``). A combination an engine refuses is refused here first, with
+the engine's reason (``check_engine_accepts``).
 """
 
 from __future__ import annotations
@@ -57,7 +64,17 @@ TARGETS: tuple[str, ...] = get_args(Target)
 
 #: vLLM release whose semantics the memory plan follows (planner.scenario); the default image tag.
 VLLM_VERSION = "0.33.0"
-DEFAULT_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+SGLANG_VERSION = "0.5.23"
+#: vLLM's published serving images per accelerator vendor (lower case), tagged with the release:
+#: vllm/vllm-openai (NVIDIA, docs/deployment/docker.md), vllm/vllm-openai-rocm (AMD ROCm, Docker Hub),
+#: and the x86 CPU release image of docs/getting_started/installation/cpu.x86.inc.md. Intel Gaudi
+#: has none (vLLM runs there through the vllm-gaudi plugin): the user passes an image.
+VLLM_IMAGES = {
+    "nvidia": f"vllm/vllm-openai:v{VLLM_VERSION}",
+    "amd": f"vllm/vllm-openai-rocm:v{VLLM_VERSION}",
+    "cpu": f"public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v{VLLM_VERSION}",
+}
+DEFAULT_IMAGE = VLLM_IMAGES["nvidia"]
 VLLM_PORT = 8000
 SGLANG_PORT = 30000
 RAY_PORT = 6379
@@ -79,16 +96,29 @@ VLLM_FLAGS: tuple[str, ...] = (
 VLLM_FLAG_SOURCE = ("vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs.add_cli_args) @ 99d7eb5d6a51; "
                     "config-file format: docs/configuration/serve_args.md")
 
-#: SGLang ``python -m sglang.launch_server`` flags this module writes, checked against
-#: sgl-project/sglang docs/advanced_features/server_arguments.md at commit
-#: b36e8e198b71553316b55bce53de6ecf9b3a9a47 (--tp-size and --pp-size are the aliases of
-#: --tensor-parallel-size and --pipeline-parallel-size; --chunked-prefill-size -1 disables chunking).
+#: vLLM 0.33.0's --kv-cache-dtype values (vllm/config/cache.py, CacheDType; CacheConfig refuses any
+#: other: "Invalid kv_cache_dtype: 'int8'"), and the planner's KV dtypes in vLLM's spelling. A planner
+#: KV dtype with no vLLM spelling (int8) is refused by ``check_engine_accepts``.
+VLLM_KV_CACHE_DTYPES: tuple[str, ...] = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4",
+    "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
+    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)
+_VLLM_KV_DTYPE = {"fp8": "fp8", "bf16": "bfloat16", "fp16": "float16"}
+
+#: SGLang ``sglang serve`` flags this module writes, checked against the sglang 0.5.23 wheel:
+#: sglang/srt/arg_groups/fields/*.py (--tp-size and --pp-size are the aliases of --tensor-parallel-size
+#: and --pipeline-parallel-size; --chunked-prefill-size -1 disables chunking; --disable-cuda-graph is
+#: deprecated there for --cuda-graph-backend-{decode,prefill} disabled), and sglang/launch_server.py,
+#: whose ``python -m sglang.launch_server`` warns that ``sglang serve`` is the recommended entrypoint.
 SGLANG_FLAGS: tuple[str, ...] = (
     "model-path", "revision", "host", "port", "dtype", "quantization", "kv-cache-dtype", "tp-size", "pp-size",
     "context-length", "mem-fraction-static", "max-running-requests", "chunked-prefill-size", "page-size",
-    "disable-cuda-graph", "nnodes", "node-rank", "dist-init-addr",
+    "cuda-graph-backend-decode", "cuda-graph-backend-prefill", "nnodes", "node-rank", "dist-init-addr",
 )
-SGLANG_FLAG_SOURCE = "sgl-project/sglang docs/advanced_features/server_arguments.md @ b36e8e198b71"
+SGLANG_FLAG_SOURCE = f"sglang {SGLANG_VERSION} (sglang/srt/arg_groups/fields, sglang serve)"
+SGLANG_COMMAND = ("sglang", "serve")
 
 #: ``vllm bench serve`` flags used: vllm-project/vllm vllm/benchmarks/serve.py add_cli_args at commit
 #: def9ce85ba1079af970a58ed3d42dd861ae35d58, and the dataset flags of vllm/benchmarks/datasets.py
@@ -98,16 +128,36 @@ BENCH_FLAG_SOURCE = "vllm-project/vllm vllm/benchmarks/serve.py (add_cli_args) @
 LATENCY_TPOT_SLACK = 1.25
 """The latency profile keeps TPOT within this factor of its batch-1 value."""
 LATENCY_MAX_NUM_SEQS = 256
+LATENCY_MIN_NUM_SEQS = 8
+"""The latency profile's floor on max-num-seqs (when the KV cache holds that many requests).
+
+The TPOT rule alone picks 1 or 2 for MoE models (Mixtral, Qwen3-30B-A3B, Jamba, DeepSeek-V3): each
+extra sequence in a decode step routes to other experts, so the step reads more expert weights and
+TPOT rises past the 25 % slack at batch 2. But a server with max-num-seqs 1 queues every concurrent
+request behind the running one, so its time to first token grows with the queue: that is not a
+latency deployment, it is a single-user one. 8 is the batch vLLM's own latency benchmark measures
+by default (``vllm bench latency --batch-size``, vllm/benchmarks/latency.py, default 8), the smallest
+concurrency a latency-tuned online server is measured at."""
 LATENCY_BATCHED_TOKENS = 2048
 THROUGHPUT_BATCHED_TOKENS = 16384
 BENCH_MIN_PROMPTS = 200
 BENCH_ROUNDS = 5
 """The bench sends BENCH_ROUNDS x max-num-seqs prompts (at least BENCH_MIN_PROMPTS) so steady state dominates."""
-SHM_SIZE = "16Gi"
+SHM_GIB = 16
+SHM_SIZE = f"{SHM_GIB}Gi"
+HOST_OVERHEAD_GIB = 8
+"""Host memory of vLLM's own processes (API server, engine core, workers) besides the weights."""
+MODEL_MOUNT_PATH = "/models/served"
+"""Where the Kubernetes manifest mounts a local model's folder (from a PersistentVolumeClaim)."""
+RAY_JOIN_TRIES = 60
+RAY_RETRY_SECONDS = 10
+"""A Ray worker retries joining the head this many times, this many seconds apart (10 min), then fails
+the pod (the LeaderWorkerSet then recreates the group); the head waits as long for its workers."""
 
 _VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-_VLLM_KV_DTYPE = {"fp8": "fp8", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
-_SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
+#: SGLang 0.5.23's --kv-cache-dtype choices (auto, fp8_e5m2, fp8_e4m3, mxfp8, bf16, bfloat16, nvfp4,
+#: fp4_mx_block16): the planner's KV dtypes it has. fp16 and int8 it has not (a note says so).
+_SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}
 #: --weight-dtype values an engine can apply to an unquantized checkpoint at load time.
 _ONLINE_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes"}
 _GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "intel": "habana.ai/gaudi"}
@@ -147,7 +197,12 @@ class Deployment(BaseModel):
     gpus_per_pod: int = Field(description="Accelerators each pod requests.")
     multi_node: bool = Field(description="True when a replica spans nodes (vLLM on Ray, LeaderWorkerSet).")
     gpu_resource: str | None = Field(description="Kubernetes extended resource of the card (nvidia.com/gpu ...); None for CPU.")
-    image: str = Field(description="Container image of the engine.")
+    image: str = Field(description="Container image of the engine (vLLM's image for the card's vendor unless given).")
+    local_model_dir: str | None = Field(
+        None, description="The folder on the planner's machine the model was read from; None for a Hub model. The "
+        "Kubernetes manifest mounts it from a PersistentVolumeClaim at MODEL_MOUNT_PATH instead.")
+    cpu_request: int = Field(description="CPU cores each pod requests (Kubernetes resources.requests.cpu).")
+    memory_request_gib: int = Field(description="Host memory each pod requests, GiB (Kubernetes resources.requests.memory).")
     app_name: str = Field(description="Base name of the Kubernetes objects (DNS-1035 label).")
 
 
@@ -219,7 +274,9 @@ def _finish(model: ModelSpec, hw: HardwareProfile, sc: Scenario, eff: Efficiency
 
 
 def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None) -> ServingProfile:
-    """Online serving: the largest power-of-two batch whose TPOT stays within 25 % of batch 1."""
+    """Online serving: the largest power-of-two batch whose TPOT stays within 25 % of batch 1, at least
+    ``LATENCY_MIN_NUM_SEQS`` (see there: a server of one request at a time is no latency profile) and at
+    most what the KV cache holds."""
     eff = efficiency or efficiency_for(hw)
     tokens = sc.max_num_batched_tokens or LATENCY_BATCHED_TOKENS
     max_len = sc.max_model_len or model.max_position_embeddings  # as planner.estimate.memory.resolve sets it
@@ -240,9 +297,13 @@ def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficie
             if tpot > LATENCY_TPOT_SLACK * tpot_1:
                 break
             seqs, batch = batch, batch * 2
-        rule = (f"max-num-seqs {seqs}: the largest power-of-two batch whose TPOT stays within {LATENCY_TPOT_SLACK:g} x "
-                f"batch 1 ({fmt_seconds(tpot_1)}), capped at {cap} (the smaller of {LATENCY_MAX_NUM_SEQS} and the "
-                f"{fit:,} requests of {per_request:,} tokens the KV cache holds)")
+        floor = min(LATENCY_MIN_NUM_SEQS, cap)
+        rule = (f"max-num-seqs {max(seqs, floor)}: the largest power-of-two batch whose TPOT stays within "
+                f"{LATENCY_TPOT_SLACK:g} x batch 1 ({fmt_seconds(tpot_1)}) is {seqs}; at least {floor} (a latency "
+                f"server still takes concurrent requests; vllm bench latency measures batch {LATENCY_MIN_NUM_SEQS}), "
+                f"capped at {cap} (the smaller of {LATENCY_MAX_NUM_SEQS} and the {fit:,} requests of "
+                f"{per_request:,} tokens the KV cache holds)")
+        seqs = max(seqs, floor)
     legal = _legal_budget(tokens, seqs, sc, max_len)
     source = "as given" if sc.max_num_batched_tokens else "small step budget: short decode stalls behind prefill chunks"
     rule += f"; max-num-batched-tokens {legal:,} ({source})"
@@ -296,18 +357,46 @@ def _served_model(spec: ModelSpec, loaded: LoadedConfig | None) -> tuple[str, li
         return spec.name, []
     if loaded.origin == "file":
         folder = str(Path(loaded.source).parent)
-        return folder, [f"the model was read from a local file; the configs serve the folder {folder}, which must "
-                        "hold the weights and tokenizer next to config.json (or replace it with the Hub repo id)."]
+        return folder, [f"the model was read from a local file; the vLLM and SGLang commands serve the folder {folder}, "
+                        "which must hold the weights and tokenizer next to config.json (or replace it with the Hub repo "
+                        f"id). The Kubernetes manifest mounts it read-only at {MODEL_MOUNT_PATH} from a "
+                        "PersistentVolumeClaim it names: copy the folder into that volume first."]
     if loaded.origin == "upload":
         return spec.name, [f"the config was uploaded as '{spec.name}'; replace the model in the configs with the Hub "
                            "repo id or the folder holding the weights."]
     return loaded.name, []
 
 
+def engine_image(hw: HardwareProfile, image: str | None) -> str:
+    """The container image: the one given, else vLLM's published image for the card's vendor (VLLM_IMAGES)."""
+    if image:
+        return image
+    key = "cpu" if hw.kind == "cpu" else hw.vendor.lower()
+    if key not in VLLM_IMAGES:
+        raise ScenarioError(
+            f"no published vLLM image for {hw.vendor} {hw.name} (known: {', '.join(sorted(VLLM_IMAGES))}).",
+            hint="pass --image with a vLLM image built for this card (for Intel Gaudi: the vllm-gaudi plugin's build).")
+    return VLLM_IMAGES[key]
+
+
+def pod_requests(plan: MemoryPlan, gpus_per_pod: int) -> tuple[int, int]:
+    """(CPU cores, host memory GiB) each pod requests.
+
+    CPU: one core per GPU worker process plus two for the API server and the engine core, which
+    busy-poll their queues. Memory: the pod's shard of the weights passes through host memory while
+    loading (safetensors are memory-mapped), the /dev/shm emptyDir (SHM_SIZE) is memory charged to
+    the pod, and a few GiB go to the Python processes themselves (HOST_OVERHEAD_GIB). Worked
+    example: Llama-3.1-70B at TP 4 on one pod: 4 x 32.9 GiB of weights + 16 + 8 = 156 GiB.
+    """
+    weights_gib = plan.weight_bytes_per_gpu * max(1, gpus_per_pod) / 2**30
+    return max(1, gpus_per_pod) + 2, cdiv(int(weights_gib * 1024), 1024) + SHM_GIB + HOST_OVERHEAD_GIB
+
+
 def deployment(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, loaded: LoadedConfig | None = None,
-               revision: str | None = None, image: str = DEFAULT_IMAGE) -> tuple[Deployment, list[str]]:
+               revision: str | None = None, image: str | None = None) -> tuple[Deployment, list[str]]:
     """Replicas, nodes and pods of the scenario, plus warnings about what it implies."""
     ref, warnings = _served_model(model, loaded)
+    image = engine_image(hw, image)
     per_replica = sc.gpus_per_replica
     host = hw.host_gpus
     nodes = cdiv(per_replica, host)
@@ -327,13 +416,14 @@ def deployment(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, loaded: L
         warnings.append("the CPU profile: the manifests request no accelerator; use a CPU build of vLLM.")
     elif resource is None:
         warnings.append(f"no known Kubernetes resource name for {hw.vendor} accelerators; the manifests leave it out.")
-    if hw.vendor.lower() != "nvidia" and image == DEFAULT_IMAGE:
-        warnings.append(f"{image} is built for NVIDIA GPUs; pass an image of vLLM built for {hw.vendor} {hw.name}.")
     app = f"vllm-{_slug(model.name.rsplit('/', 1)[-1])}"
+    local = ref if loaded is not None and loaded.origin == "file" else None
+    cpu, memory_gib = pod_requests(plan_memory(model, hw, sc, suggest=False), 0 if resource is None else per_pod)
     return Deployment(
         model=ref, model_name=model.name, revision=revision, gpu_id=hw.id, gpu_name=hw.name, tp=sc.tp, pp=sc.pp,
         gpus_per_replica=per_replica, replicas=sc.replicas, nodes_per_replica=nodes, gpus_per_pod=per_pod,
-        multi_node=nodes > 1, gpu_resource=resource, image=image, app_name=app,
+        multi_node=nodes > 1, gpu_resource=resource, image=image, app_name=app, local_model_dir=local,
+        cpu_request=cpu, memory_request_gib=memory_gib,
     ), warnings
 
 
@@ -362,12 +452,52 @@ def _weight_flags(model: ModelSpec, sc: Scenario) -> tuple[str | None, str | Non
     return dtype, quant, notes
 
 
-def _kv_choice(model: ModelSpec, prof: ServingProfile) -> str:
+def _kv_of(model: ModelSpec, sc: Scenario, resolved: str) -> str:
     """The resolved KV dtype, or 'auto' when it is the model's own dtype."""
-    resolved = prof.plan.resolved.kv_cache_dtype
-    if normalize_dtype(prof.scenario.kv_cache_dtype or "auto") == "auto" or resolved == model.dtype:
+    if normalize_dtype(sc.kv_cache_dtype or "auto") == "auto" or resolved == model.dtype:
         return "auto"
     return resolved
+
+
+def _kv_choice(model: ModelSpec, prof: ServingProfile) -> str:
+    return _kv_of(model, prof.scenario, prof.plan.resolved.kv_cache_dtype)
+
+
+def _planned_kv(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> str:
+    return _kv_of(model, sc, plan_memory(model, hw, sc, suggest=False).resolved.kv_cache_dtype)
+
+
+def _served_dtype(model: ModelSpec, sc: Scenario) -> str:
+    """The 16-bit dtype vLLM runs the model in (the --dtype written, else the checkpoint's)."""
+    dtype, _, _ = _weight_flags(model, sc)
+    return dtype or model.dtype
+
+
+def check_engine_accepts(model: ModelSpec, sc: Scenario, kv: str) -> None:
+    """Refuse, with vLLM 0.33.0's own reason, a KV-cache dtype its engine config rejects.
+
+    Two rules of vLLM's config validation (reproduced by tools/check_exports.py):
+    CacheConfig takes only VLLM_KV_CACHE_DTYPES ("Invalid kv_cache_dtype: 'int8'"), and a 16-bit
+    KV cache must be the model's own dtype ('kv_cache_dtype="float16" is incompatible with
+    dtype="bfloat16". Please set `--kv-cache-dtype` to `auto` or `bfloat16`').
+    """
+    if kv == "auto":
+        return
+    name = _VLLM_KV_DTYPE.get(kv)
+    if name is None or name not in VLLM_KV_CACHE_DTYPES:
+        raise ScenarioError(
+            f"--kv-cache-dtype {sc.kv_cache_dtype}: vLLM {VLLM_VERSION} has no such KV cache (it refuses it: "
+            f"\"Invalid kv_cache_dtype: {kv!r}\"; its 8-bit KV caches are fp8 and int8_per_token_head, with "
+            "per-token scales the planner does not model).",
+            hint=f"plan with --kv-cache-dtype fp8 or auto; allowed here: auto, {', '.join(sorted(_VLLM_KV_DTYPE))}.")
+    served = _served_dtype(model, sc)
+    if kv in ("bf16", "fp16") and kv != served:
+        served_name = _VLLM_DTYPE.get(served, served)
+        raise ScenarioError(
+            f"--kv-cache-dtype {sc.kv_cache_dtype} on a {served_name} model: vLLM {VLLM_VERSION} refuses it "
+            f"(kv_cache_dtype=\"{name}\" is incompatible with dtype=\"{served_name}\").",
+            hint=f"use --kv-cache-dtype auto (the model's {served_name}) or fp8, or serve the weights as {kv} "
+                 f"(--weight-dtype {kv}).")
 
 
 def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[str, Any]:
@@ -390,8 +520,7 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
         args["distributed-executor-backend"] = "mp"
     args["max-model-len"] = res.max_model_len
     args["gpu-memory-utilization"] = res.gpu_memory_utilization
-    kv = _kv_choice(model, prof)
-    args["kv-cache-dtype"] = _VLLM_KV_DTYPE.get(kv, "auto")
+    args["kv-cache-dtype"] = _VLLM_KV_DTYPE.get(_kv_choice(model, prof), "auto")
     if sc.block_size:
         args["block-size"] = res.block_size
     args["max-num-seqs"] = prof.max_num_seqs
@@ -473,6 +602,18 @@ def _comment(lines: list[str]) -> str:
 # ---------------------------------------------------------------------------- the targets
 
 
+def config_file_keys(args: dict[str, Any]) -> dict[str, Any]:
+    """vLLM flags as ``vllm serve --config`` keys: a false boolean becomes ``no-<flag>: true``.
+
+    vLLM's config loader turns ``flag: false`` into ``--no-flag`` only when the *top-level* ``vllm``
+    parser defines ``--no-flag`` (FlexibleArgumentParser.load_config_file checks its own
+    ``_option_string_actions``); the ``serve`` flags live on the subcommand's parser, so
+    ``enable-chunked-prefill: false`` is dropped without a word and chunked prefill stays on.
+    ``no-enable-chunked-prefill: true`` becomes ``--no-enable-chunked-prefill``, which ``serve`` parses.
+    """
+    return {(f"no-{key}" if value is False else key): (True if value is False else value) for key, value in args.items()}
+
+
 def vllm_yaml(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
     header = [
         f"vLLM serve config: vllm serve --config vllm-{prof.profile}.yaml",
@@ -481,7 +622,7 @@ def vllm_yaml(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings:
         f"Keys are vLLM's CLI flags without the leading '--' ({VLLM_FLAG_SOURCE}).",
         "For gated models set HF_TOKEN in the environment (it is not written here).",
     ]
-    return _comment(header) + yaml.safe_dump(vllm_args(model, dep, prof), sort_keys=False)
+    return _comment(header) + yaml.safe_dump(config_file_keys(vllm_args(model, dep, prof)), sort_keys=False)
 
 
 def vllm_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
@@ -523,7 +664,7 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
     flags += [("max-running-requests", prof.max_num_seqs),
               ("chunked-prefill-size", prof.max_num_batched_tokens if prof.enable_chunked_prefill else -1)]
     if sc.engine == "eager":
-        flags.append(("disable-cuda-graph", True))
+        flags += [("cuda-graph-backend-decode", "disabled"), ("cuda-graph-backend-prefill", "disabled")]
     if dep.multi_node:
         flags += [("nnodes", dep.nodes_per_replica), ("node-rank", "$NODE_RANK"),
                   ("dist-init-addr", f"$LEADER_ADDR:{SGLANG_DIST_PORT}")]
@@ -534,7 +675,7 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
 
 def sglang_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
     flags, notes = sglang_args(model, dep, prof)
-    words = ["python", "-m", "sglang.launch_server"]
+    words = list(SGLANG_COMMAND)
     for key, value in flags:
         words += [f"--{key}"] if value is True else [f"--{key}", str(value)]
     header = [f"SGLang launch command, {prof.profile} profile ({SGLANG_FLAG_SOURCE}).",
@@ -551,16 +692,20 @@ def sglang_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warn
 
 
 def _container_common(dep: Deployment) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
+    requests: dict[str, Any] = {"cpu": str(dep.cpu_request), "memory": f"{dep.memory_request_gib}Gi"}
+    resources: dict[str, Any] = {"requests": requests}
     if dep.gpu_resource:
-        resources = {"limits": {dep.gpu_resource: dep.gpus_per_pod}, "requests": {dep.gpu_resource: dep.gpus_per_pod}}
+        resources = {"limits": {dep.gpu_resource: dep.gpus_per_pod},
+                     "requests": {**requests, dep.gpu_resource: dep.gpus_per_pod}}
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}]
+    if dep.local_model_dir:
+        mounts.append({"name": "model", "mountPath": MODEL_MOUNT_PATH, "readOnly": True})
     return {
         "image": dep.image,
         "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": HF_SECRET_NAME, "key": HF_SECRET_KEY,
                                                                       "optional": True}}}],
         "resources": resources,
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
+        "volumeMounts": mounts,
     }
 
 
@@ -574,16 +719,58 @@ def _probes() -> dict[str, Any]:
     }
 
 
-def _volumes() -> list[dict[str, Any]]:
-    return [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
-            {"name": "hf-cache", "emptyDir": {}}]
+def model_claim_name(dep: Deployment) -> str:
+    """The PersistentVolumeClaim that holds a local model's folder in the cluster."""
+    return f"{dep.app_name}-model"
+
+
+def _volumes(dep: Deployment) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+                                     {"name": "hf-cache", "emptyDir": {}}]
+    if dep.local_model_dir:
+        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model_claim_name(dep), "readOnly": True}})
+    return volumes
+
+
+def service_name(dep: Deployment, profile: str) -> str:
+    """The client-facing Service. Not the workload's own name: the LeaderWorkerSet controller creates a
+    headless Service named after the LeaderWorkerSet (the DNS domain through which workers resolve
+    $LWS_LEADER_ADDRESS) only if no Service of that name exists (kubernetes-sigs/lws
+    pkg/utils/controller, CreateHeadlessServiceIfNotExists), so a Service of that name would leave the
+    workers unable to find the leader."""
+    return f"{dep.app_name}-{profile}-api"
+
+
+def ray_worker_script() -> str:
+    """Join the Ray head, retrying while it starts (the leader pod may come up after the worker)."""
+    return (f"i=0; until ray start --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" --block; do i=$((i+1)); "
+            f"if [ \"$i\" -ge {RAY_JOIN_TRIES} ]; then echo \"Ray head unreachable after $i tries\"; exit 1; fi; "
+            f"echo \"waiting for the Ray head (try $i of {RAY_JOIN_TRIES})\"; sleep {RAY_RETRY_SECONDS}; done")
+
+
+def ray_leader_script(serve_words: list[str]) -> str:
+    """Start the Ray head, wait (bounded) until the whole group has joined, then run vLLM."""
+    count = ("python3 -c 'import ray; ray.init(address=\"auto\", logging_level=\"ERROR\"); "
+             "print(len([n for n in ray.nodes() if n[\"Alive\"]]))'")
+    wait = (f"i=0; until [ \"$({count})\" -ge \"$LWS_GROUP_SIZE\" ]; do i=$((i+1)); "
+            f"if [ \"$i\" -ge {RAY_JOIN_TRIES} ]; then echo \"Ray workers missing after $i tries\"; exit 1; fi; "
+            f"echo \"waiting for Ray workers (try $i of {RAY_JOIN_TRIES})\"; sleep {RAY_RETRY_SECONDS}; done")
+    return f"ray start --head --port={RAY_PORT} && {wait} && exec " + " ".join(shlex.quote(w) for w in serve_words)
+
+
+def _k8s_serve_words(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> list[str]:
+    """The vLLM flags inside the cluster: a local model is served from its mounted volume."""
+    args = vllm_args(model, dep, prof)
+    if dep.local_model_dir:
+        args["model"] = MODEL_MOUNT_PATH
+    return flag_list(args, "model")
 
 
 def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
     """Deployment + Service, or (multi-node) LeaderWorkerSet + Service, running the profile's vLLM flags."""
     name = f"{dep.app_name}-{prof.profile}"
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "vllm", "planner/profile": prof.profile}
-    words = flag_list(vllm_args(model, dep, prof), "model")
+    words = _k8s_serve_words(model, dep, prof)
     port = [{"name": "http", "containerPort": VLLM_PORT}]
     if not dep.multi_node:
         container = {"name": "vllm", **_container_common(dep), "command": ["vllm", "serve"], "args": words,
@@ -592,20 +779,15 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
             "spec": {"replicas": dep.replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
                      "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [container], "volumes": _volumes()}}},
+                                  "spec": {"containers": [container], "volumes": _volumes(dep)}}},
         }
         selector = {"app.kubernetes.io/name": name}
         kind_note = "a Deployment (one pod per replica) and a Service"
     else:
-        wait = ("until [ \"$(python3 -c 'import ray; ray.init(address=\"auto\", logging_level=\"ERROR\"); "
-                "print(len([n for n in ray.nodes() if n[\"Alive\"]]))')\" -ge \"$LWS_GROUP_SIZE\" ]; "
-                "do echo waiting for Ray workers; sleep 5; done")
-        leader_script = (f"ray start --head --port={RAY_PORT} && {wait} && exec "
-                         + " ".join(shlex.quote(w) for w in ["vllm", "serve", *words]))
-        worker_script = f"ray start --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" --block"
-        leader = {"name": "vllm-leader", **_container_common(dep), "command": ["/bin/sh", "-c"], "args": [leader_script],
-                  "ports": port, **_probes()}
-        worker = {"name": "vllm-worker", **_container_common(dep), "command": ["/bin/sh", "-c"], "args": [worker_script]}
+        leader = {"name": "vllm-leader", **_container_common(dep), "command": ["/bin/sh", "-c"],
+                  "args": [ray_leader_script(["vllm", "serve", *words])], "ports": port, **_probes()}
+        worker = {"name": "vllm-worker", **_container_common(dep), "command": ["/bin/sh", "-c"],
+                  "args": [ray_worker_script()]}
         workload = {
             "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
             "metadata": {"name": name, "labels": labels},
@@ -615,9 +797,9 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
                     "size": dep.nodes_per_replica,
                     "restartPolicy": "RecreateGroupOnPodRestart",
                     "leaderTemplate": {"metadata": {"labels": {**labels, "role": "leader"}},
-                                       "spec": {"containers": [leader], "volumes": _volumes()}},
+                                       "spec": {"containers": [leader], "volumes": _volumes(dep)}},
                     "workerTemplate": {"metadata": {"labels": {**labels, "role": "worker"}},
-                                       "spec": {"containers": [worker], "volumes": _volumes()}},
+                                       "spec": {"containers": [worker], "volumes": _volumes(dep)}},
                 },
             },
         }
@@ -625,7 +807,7 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
         kind_note = (f"a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1; one group of {dep.nodes_per_replica} pods per "
                      f"replica: a Ray head running vLLM and {dep.nodes_per_replica - 1} Ray worker(s)) and a Service")
     service = {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name(dep, prof.profile), "labels": labels},
         "spec": {"selector": selector, "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http"}]},
     }
     header = [f"Kubernetes manifest, {prof.profile} profile: {kind_note}.",
@@ -633,7 +815,12 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
               f"The token comes from a Secret: kubectl create secret generic {HF_SECRET_NAME} "
               f"--from-literal={HF_SECRET_KEY}=<your token> (this file holds no token).",
               "hf-cache is an emptyDir: replace it with a PersistentVolumeClaim to keep downloaded weights.",
+              (f"Each pod requests {dep.cpu_request} CPU cores and {dep.memory_request_gib} GiB of host memory "
+               f"(its weights, the {SHM_SIZE} /dev/shm and {HOST_OVERHEAD_GIB} GiB for vLLM's processes)."),
               f"Apply: kubectl apply -f k8s-{prof.profile}.yaml"]
+    if dep.local_model_dir:
+        header.append(f"The model folder {dep.local_model_dir} must be copied into the PersistentVolumeClaim "
+                      f"{model_claim_name(dep)} (ReadOnlyMany or ReadWriteMany), mounted at {MODEL_MOUNT_PATH}.")
     if dep.multi_node:
         header.append("Needs the LeaderWorkerSet controller: https://github.com/kubernetes-sigs/lws")
     docs = json.loads(json.dumps([workload, service]))  # fresh objects: no YAML anchors for shared dicts
@@ -663,7 +850,8 @@ def bench_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warni
               *expected_metrics(dep, prof),
               f"Sends {prompts:,} random prompts, {prof.max_num_seqs} at a time, to a server started with "
               f"vllm-{prof.profile}.yaml; the planner's predictions are saved in the result JSON as metadata.",
-              f"Against the Kubernetes Service: kubectl port-forward svc/{dep.app_name}-{prof.profile} {VLLM_PORT}:{VLLM_PORT}",
+              (f"Against the Kubernetes Service: kubectl port-forward svc/{service_name(dep, prof.profile)} "
+               f"{VLLM_PORT}:{VLLM_PORT}"),
               "The static-batch TTFT above is for all prompts arriving at once; the bench keeps the concurrency full, "
               "so compare its steady-state TPOT and throughput first."]
     return "#!/bin/sh\n" + _comment(header) + _shell(words) + "\n"
@@ -685,7 +873,7 @@ def export_bundle(
     *,
     loaded: LoadedConfig | None = None,
     revision: str | None = None,
-    image: str = DEFAULT_IMAGE,
+    image: str | None = None,
     efficiency: Efficiency | None = None,
     profiles: tuple[str, ...] = PROFILES,
 ) -> ExportBundle:
@@ -693,6 +881,7 @@ def export_bundle(
     unknown = set(profiles) - set(PROFILES)
     if unknown:
         raise ScenarioError(f"unknown export profile {sorted(unknown)}.", hint=f"Use {' or '.join(PROFILES)}.")
+    check_engine_accepts(model, sc, _planned_kv(model, hw, sc))
     dep, warnings = deployment(model, hw, sc, loaded=loaded, revision=revision, image=image)
     warnings += _weight_flags(model, sc)[2]
     builders = {"latency": latency_profile, "throughput": throughput_profile}
