@@ -61,6 +61,10 @@ class Efficiency(BaseModel):
         "server's HTTP handling, tokenization, detokenization and streaming of the first chunk, in seconds; "
         "added to TTFT and end-to-end latency (it does not hold the GPU)."
     )
+    attention_seconds_per_seq: float = Field(
+        0.0, ge=0, le=1e-4, description="Least time of one sequence's attention in one layer (walking its block "
+        "table, the first KV blocks; too few sequences cannot fill the SMs), in seconds."
+    )
     host_seconds_per_seq: float = Field(
         0.0, ge=0, le=1e-3, description="Host (CPU) work per scheduled sequence per engine step, in seconds."
     )

@@ -63,7 +63,7 @@ def roofline_stages(model: ModelSpec, hw: HardwareProfile, sc: Scenario, mode: s
 
     ``mode="bound"`` gives the pure datasheet roofline; ``"auto"`` the card's calibration or the fitted defaults.
     """
-    eff = efficiency_for(hw, "bound" if mode == "bound" else "auto")
+    eff = efficiency_for(hw, "bound" if mode == "bound" else "auto", sc=sc)
     wl = sc.workload
     prefill = roofline(model, hw, sc, "prefill", wl.batch_size, wl.input_len, eff)
     decode = roofline(model, hw, sc, "decode", wl.batch_size, decode_context_len(wl.input_len, wl.output_len), eff)
@@ -85,8 +85,8 @@ def _latency_row(est: LatencyEstimate) -> dict:
     }
 
 
-def _efficiencies(hw: HardwareProfile) -> list:
-    return [efficiency_for(hw), BOUND]
+def _efficiencies(hw: HardwareProfile, sc: Scenario) -> list:
+    return [efficiency_for(hw, sc=sc), BOUND]
 
 
 @st.cache_data(**_CACHE)
@@ -94,7 +94,7 @@ def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.
     """TTFT, TPOT and tokens/s for batch 1, 2, 4, ... up to max_num_seqs, estimate and bound."""
     limit = resolve(model, hw, sc).max_num_seqs
     rows = []
-    for eff in _efficiencies(hw):
+    for eff in _efficiencies(hw, sc):
         for batch in powers_of_two(1, limit):
             rows.append(_latency_row(estimate_latency(model, hw, sc, batch_size=batch, efficiency=eff)))
     return pd.DataFrame(rows)
@@ -106,7 +106,7 @@ def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> p
     res = resolve(model, hw, sc)
     longest = max(1, res.max_model_len - sc.workload.output_len)
     rows = []
-    for eff in _efficiencies(hw):
+    for eff in _efficiencies(hw, sc):
         for length in powers_of_two(min(128, longest), longest):
             rows.append(_latency_row(estimate_latency(model, hw, sc, input_len=length, efficiency=eff)))
     return pd.DataFrame(rows)

@@ -277,7 +277,7 @@ def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficie
     """Online serving: the largest power-of-two batch whose TPOT stays within 25 % of batch 1, at least
     ``LATENCY_MIN_NUM_SEQS`` (see there: a server of one request at a time is no latency profile) and at
     most what the KV cache holds."""
-    eff = efficiency or efficiency_for(hw)
+    eff = efficiency or efficiency_for(hw, sc=sc)
     tokens = sc.max_num_batched_tokens or LATENCY_BATCHED_TOKENS
     max_len = sc.max_model_len or model.max_position_embeddings  # as planner.estimate.memory.resolve sets it
     start = sc.max_num_seqs or 1
@@ -312,7 +312,7 @@ def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficie
 
 def throughput_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None) -> ServingProfile:
     """Offline serving: as many sequences as the KV cache holds at the workload's lengths."""
-    eff = efficiency or efficiency_for(hw)
+    eff = efficiency or efficiency_for(hw, sc=sc)
     default_tokens, default_seqs = default_batch_limits(hw.memory_bytes, hw.name)
     tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
     start = sc.max_num_seqs or default_seqs

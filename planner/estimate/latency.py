@@ -323,7 +323,8 @@ class StepTimeModel:
         launch = step.launch_seconds(eff, col(table.kernels), graphs)
         gemm = col(table.gemm_like)
         f_compute = np.where(gemm, step.gemm_fraction(eff, m) * col(fixed["grouped"]), col(fixed["compute"]))
-        floor = step.kernel_floor_seconds(eff, col(table.kernels))
+        floor = step.kernel_floor_seconds(eff, col(table.kernels)) + step.attention_floor_seconds(
+            eff, kind, col(table.kernels), f[2])
         t, _, _ = step.bound_seconds(flops, nbytes, f_compute, col(fixed["memory"]), col(fixed["peak"]),
                                      self.hw.hbm_bandwidth_bytes_per_s, floor)
         ar = table.allreduce_rows
@@ -395,21 +396,23 @@ class StepTimeModel:
             rows = self._attn_rows[id(table)] = [
                 (tuple(table.coef["flops"][i]), tuple(table.coef["other_bytes"][i]), float(table.window[i]),
                  float(fixed["compute"][i]), float(fixed["memory"][i]), float(fixed["peak"][i]), float(table.count[i]),
-                 float(table.kernels[i]), tuple(table.coef["m"][i]) if table.gemm_like[i] else None)
+                 float(table.kernels[i]), tuple(table.coef["m"][i]) if table.gemm_like[i] else None,
+                 bool(table.kind[i] == step.KIND_CODES["attention"] and table.kernels[i] > 0))
                 for i in table.attention_rows]
         bw = self.hw.hbm_bandwidth_bytes_per_s
         per_kernel = float(step.launch_seconds(self.eff, 1.0, graphs))
         floor = float(step.kernel_floor_seconds(self.eff, 1.0))
         kernels = launches = 0.0
         one, tokens, seqs, pairs, kv = f
-        for cf, cb, window, fc, fm, peak, count, n_kernels, cm in rows:
+        per_seq = self.eff.attention_seconds_per_seq
+        for cf, cb, window, fc, fm, peak, count, n_kernels, cm, attends in rows:
             p, k = (pairs, kv) if window == math.inf else (min(pairs, tokens * window), min(kv, seqs * window))
             g = (one, tokens, seqs, p, k)
             if cm is not None:  # a GEMM over the context (MLA's expanded prefill): its M is context tokens
                 fc = step.gemm_fraction(self.eff, max(sum(c * x for c, x in zip(cm, f)), 1.0))
             flops = sum(c * x for c, x in zip(cf, g))
             nbytes = sum(c * x for c, x in zip(cb, g))
-            t = step.bound_seconds(flops, nbytes, fc, fm, peak, bw, n_kernels * floor)[0]
+            t = step.bound_seconds(flops, nbytes, fc, fm, peak, bw, n_kernels * floor + (seqs * per_seq if attends else 0.0))[0]
             kernels += count * float(t)
             launches += count * n_kernels * per_kernel
         return kernels, launches

@@ -104,7 +104,7 @@ def efficiency_for(hw: HardwareProfile, mode: Literal["auto", "bound"] = "auto",
 
 
 def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool,
-         engine: EngineProfile | None = None) -> tuple[float, Bound, float, float, float, str]:
+         engine: EngineProfile | None = None, seqs: int = 1) -> tuple[float, Bound, float, float, float, str]:
     """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank.
 
     The op's seconds are its compute/memory (or link) bound, at least its kernels' GPU floor; its host
@@ -124,7 +124,8 @@ def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool,
     m = op.gemm_m_tokens if op.gemm_m_tokens is not None else MAX_GEMM_ROWS
     t, t_c, t_m = (float(x) for x in step.op_seconds(
         eff, step.KIND_CODES[op.kind], op.flops, op.bytes, m, hw.peak_flops_per_s[compute_dtype],
-        hw.hbm_bandwidth_bytes_per_s, step.kernel_floor_seconds(eff, op.kernels)))
+        hw.hbm_bandwidth_bytes_per_s, step.kernel_floor_seconds(eff, op.kernels)
+        + step.attention_floor_seconds(eff, step.KIND_CODES[op.kind], op.kernels, seqs)))
     bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
     return t, bound, t_c, t_m, launch, compute_dtype
 
@@ -194,7 +195,7 @@ def roofline(
     rows: list[OpTime] = []
 
     def add(op: Op, group: str, count: int) -> None:
-        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, graphs, engine)
+        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, graphs, engine, shape.num_seqs)
         rows.append(OpTime(
             name=f"{group.split(':')[0]} / {op.name}", group=group, count=count, kind=op.kind, flops=op.flops, bytes=op.bytes,
             arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None, compute_dtype=cdt, bound=bound,

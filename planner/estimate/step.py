@@ -10,7 +10,8 @@ One op on one rank (FLOPs ``F``, HBM bytes ``Q``, GEMM rows ``m``)::
 
     t_compute = F / (peak FLOP/s of its math dtype x f(kind, m))
     t_memory  = Q / (HBM bandwidth x b(kind))
-    t_floor   = kernels x the least GPU time of a kernel (launch latency and tail)
+    t_floor   = kernels x the least GPU time of a kernel (launch latency and tail), plus for an
+                attention kernel sequences x the least time of one sequence's attention
     t_op      = max(t_compute, t_memory, t_floor)
     t_launch  = kernels x the host's eager launch cost (0 inside a replayed CUDA graph), summed over
                 the step: the GPU's step is max(sum of t_op, sum of t_launch) (the host runs ahead)
@@ -120,6 +121,12 @@ def launch_seconds(eff: Efficiency, kernels: Any, graphs: Any) -> Any:
     """Host (CPU) time to launch ``kernels`` kernels: per eager launch; 0 inside a replayed CUDA graph
     (one launch for the whole graph). Summed over a step, it bounds the step from below."""
     return kernels * np.where(graphs, 0.0, eff.kernel_launch_seconds)
+
+
+def attention_floor_seconds(eff: Efficiency, kind_code: Any, kernels: Any, seqs: Any) -> Any:
+    """Least GPU time of an attention kernel over ``seqs`` sequences: ``attention_seconds_per_seq`` each
+    (0 for other kinds and for ops fused into another kernel)."""
+    return np.where((kind_code == KIND_CODES["attention"]) & (kernels > 0), seqs * eff.attention_seconds_per_seq, 0.0)
 
 
 def kernel_floor_seconds(eff: Efficiency, kernels: Any) -> Any:

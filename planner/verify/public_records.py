@@ -299,7 +299,7 @@ class StepOps:
         self.graphs = uses_graphs(sc, self.engine, stage, batch)  # type: ignore[arg-type]
         run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if self.graphs else batch
         shape = step_shape(model, res, stage, run_batch, seq_len)  # type: ignore[arg-type]
-        self.hw, self.tp, self.batch = hw, res.tp, batch
+        self.hw, self.tp, self.batch, self.run_batch = hw, res.tp, batch, run_batch
         self.link = step.Link.for_group(hw, res.tp)
         rows: list[tuple[Op, int]] = []
         for _group, idx in _layer_groups(model):
@@ -311,7 +311,8 @@ class StepOps:
     def seconds(self, eff: Efficiency) -> float:
         if self._memo is not None and self._memo[0] is eff:
             return self._memo[1]
-        bound = [(count, bind(op, self.hw, eff, self.tp, self.graphs, self.engine)) for op, count in self.rows]
+        bound = [(count, bind(op, self.hw, eff, self.tp, self.graphs, self.engine, self.run_batch))
+                 for op, count in self.rows]
         gpu = float(step.gpu_step_seconds(sum(c * b[0] for c, b in bound), sum(c * b[4] for c, b in bound)))
         return float(step.combine_step(gpu, step.host_seconds(eff, self.batch), self.engine.async_scheduling))
 
@@ -328,7 +329,7 @@ class StepOpsBatch:
     def __init__(self, works: list[StepOps]):
         self.works = works
         cols: dict[str, list[float]] = {k: [] for k in ("kind", "flops", "bytes", "m", "peak", "bw", "comm", "kernels",
-                                                         "graphs", "count")}
+                                                         "graphs", "count", "seqs")}
         owner: list[int] = []
         for w, work in enumerate(works):
             hw = work.hw
@@ -344,6 +345,7 @@ class StepOpsBatch:
                 cols["kernels"].append(op.kernels)
                 cols["graphs"].append(1.0 if work.graphs else 0.0)
                 cols["count"].append(count)
+                cols["seqs"].append(work.run_batch)
                 owner.append(w)
         self.a = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
         self.owner = np.asarray(owner, dtype=np.int64)
@@ -353,7 +355,8 @@ class StepOpsBatch:
     def prime(self, eff: Efficiency) -> np.ndarray:
         a = self.a
         launch = step.launch_seconds(eff, a["kernels"], a["graphs"] > 0)
-        floor = step.kernel_floor_seconds(eff, a["kernels"])
+        floor = step.kernel_floor_seconds(eff, a["kernels"]) + step.attention_floor_seconds(
+            eff, a["kind"], a["kernels"], a["seqs"])
         t, _, _ = step.op_seconds(eff, a["kind"], a["flops"], a["bytes"], a["m"], a["peak"], a["bw"], floor)
         for work, rows in zip(self.works, self.reduce_rows):
             if len(rows):
