@@ -6,11 +6,25 @@ Every message says what is wrong and what would make it work, e.g.
 
 from __future__ import annotations
 
+import re
+
+#: A URL's user:password@ (or token@) part, and a Hugging Face token: never shown to a user.
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,20}://)[^/@\s]{1,512}@")
+_HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with URL credentials (``https://user:pw@host`` -> ``https://***@host``) and ``hf_...``
+    tokens replaced by ``***``: every message and warning a face shows goes through this."""
+    return _HF_TOKEN.sub("***", _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text))
+
 
 class PlannerError(Exception):
     """Base class: a problem the user can fix. ``str(err)`` is the full message."""
 
     def __init__(self, message: str, *, hint: str | None = None):
+        message = redact_secrets(message)
+        hint = None if hint is None else redact_secrets(hint)
         self.message = message
         self.hint = hint
         super().__init__(message if hint is None else f"{message} {hint}")

@@ -91,7 +91,10 @@ def test_latency_grows_the_right_way():
     assert estimate_latency(model, hw, sc, batch_size=8, input_len=4096, output_len=128).ttft_seconds > base.ttft_seconds
     assert estimate_latency(model, hw, sc, batch_size=8, input_len=8192, output_len=2048).tpot_seconds > base.tpot_seconds
     big = estimate_latency(model, hw, sc, batch_size=64, input_len=1024, output_len=128)
-    assert big.throughput_tokens_per_s > 3 * base.throughput_tokens_per_s
+    # Batching pays: 8x the sequences give well over 2x the tokens/s. (The vLLM 0.15 fit's attention
+    # fraction, 0.40, prices 64 x 1,088 cached tokens at ~6.8 ms a step, so the gain is ~2.8x here; it was
+    # asserted > 3x under the 2026-11-29 factors, whose attention ran at 0.88 of bandwidth.)
+    assert big.throughput_tokens_per_s > 2.5 * base.throughput_tokens_per_s
     assert big.tpot_seconds > base.tpot_seconds
     assert base.e2e_seconds == pytest.approx(base.ttft_seconds + 127 * base.tpot_seconds)
 

@@ -202,3 +202,17 @@ def test_abandoned_fetches_end_when_the_server_lets_go(hub: HubStandin) -> None:
     while any(t.name == "planner-hub-fetch" for t in threading.enumerate()) and time.monotonic() < ends_by:
         time.sleep(0.05)
     assert not any(t.name == "planner-hub-fetch" for t in threading.enumerate())
+
+
+def test_credentials_in_an_endpoint_never_reach_a_message_or_a_warning():
+    """HF_ENDPOINT=https://user:TOKEN@host: errors and LoadedConfig warnings/sources show ***@host (CLI and app)."""
+    from planner.errors import PlannerError, redact_secrets
+    from planner.model.sources import LoadedConfig
+
+    secret = "hf_" + "A1b2C3d4" * 4
+    url = f"https://alice:{secret}@hub.example/api"
+    assert secret not in str(PlannerError(f"cannot reach {url}", hint=f"check {url}"))
+    loaded = LoadedConfig(config={}, name="x", origin="hub", source=url, warnings=[f"Hub at {url} unreachable"])
+    assert secret not in loaded.source and all(secret not in w for w in loaded.warnings)
+    assert "alice" not in loaded.source and "***@hub.example" in loaded.source
+    assert redact_secrets("2048 tokens, max-num-batched-tokens 2048") == "2048 tokens, max-num-batched-tokens 2048"

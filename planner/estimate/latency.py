@@ -2,8 +2,9 @@
 
 From the roofline of the two stages (``planner.estimate.roofline``):
 
-    TTFT  = prefill of the batch's prompts, in ceil(batch x input / max_num_batched_tokens) steps,
-            each paying the step overhead
+    TTFT  = prefill of the batch's prompts, in ceil(batch x input / max_num_batched_tokens) steps
+            (each further step paying the host work the engine does not hide), plus the API server's
+            time per request (``frontend_seconds_per_request``)
     TPOT  = one decode step at the batch's mean context (input + output / 2)
     E2E   = TTFT + (output - 1) x TPOT
     throughput = batch x output / E2E tokens/s;  requests/s = batch / E2E
@@ -82,7 +83,7 @@ def estimate_latency(
     pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
     # Each further prefill step pays the host work the engine does not hide behind the GPU.
     chunk_host = 0.0 if engine_of(sc).async_scheduling else float(step.host_seconds(eff, B))
-    ttft = pre.total_seconds + (steps - 1) * chunk_host
+    ttft = pre.total_seconds + (steps - 1) * chunk_host + eff.frontend_seconds_per_request
     decode_context = decode_context_len(n_in, n_out)
     dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
     tpot = dec.total_seconds

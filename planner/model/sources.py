@@ -73,9 +73,9 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.file_download import REGEX_COMMIT_HASH, get_hf_file_metadata, hf_hub_url, repo_folder_name
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from planner.errors import ConfigError, GatedModelError, HubUnavailableError, ModelNotFoundError
+from planner.errors import ConfigError, GatedModelError, HubUnavailableError, ModelNotFoundError, redact_secrets
 
 DEFAULT_CATALOG_DIR = Path(__file__).parent / "catalog"
 """Bundled catalog: ``index.yaml`` plus one verbatim ``<org>--<name>.json`` per model."""
@@ -135,6 +135,16 @@ class LoadedConfig(BaseModel):
     warnings: list[str] = Field(
         default_factory=list, description="Things the user should know, e.g. that the Hub was unreachable."
     )
+
+    @field_validator("source")
+    @classmethod
+    def _no_secret_in_source(cls, value: str) -> str:
+        return redact_secrets(value)
+
+    @field_validator("warnings")
+    @classmethod
+    def _no_secret_in_warnings(cls, value: list[str]) -> list[str]:
+        return [redact_secrets(w) for w in value]
 
 
 # ---- public API ----------------------------------------------------------------------------------

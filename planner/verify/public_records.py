@@ -205,13 +205,30 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ModelMatch(r"gpt-j-6b", None, "GPT-J-6B"),
     ModelMatch(r"falcon-180b", "tiiuae/falcon-180B"),
     ModelMatch(r"granite-4\.0-micro", None, "ibm-granite/granite-4.0-micro"),
+    ModelMatch(r"qwen3-vl-", None, "Qwen3-VL (a vision-language checkpoint)"),
+    ModelMatch(r"qwen3-coder-next", None, "Qwen3-Coder-Next"),
+    ModelMatch(r"qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Instruct"),
+    ModelMatch(r"qwen3-0\.6b", "Qwen/Qwen3-0.6B"),
+    ModelMatch(r"qwen3-1\.7b", None, "Qwen3-1.7B"),
+    ModelMatch(r"qwen3-8b", "Qwen/Qwen3-8B", "-FP8 and -AWQ re-uploads keep Qwen3-8B's shapes"),
+    ModelMatch(r"qwen3-14b", None, "Qwen3-14B"),
+    ModelMatch(r"qwen3-32b", "Qwen/Qwen3-32B", "-FP8 and -AWQ re-uploads keep Qwen3-32B's shapes"),
+    ModelMatch(r"qwen2\.5-72b", "Qwen/Qwen2.5-72B", "stand-in: Qwen2.5-72B-Instruct keeps the base model's architecture"),
+    ModelMatch(r"glm-4\.5-air", "zai-org/GLM-4.5-Air", "-FP8 re-upload keeps GLM-4.5-Air's shapes"),
+    ModelMatch(r"glm-4\.6", None, "GLM-4.6 (355B)"),
+    ModelMatch(r"deepseek-v3\.2", None, "DeepSeek-V3.2 (DeepSeek Sparse Attention; the catalog has V3 only)"),
+    ModelMatch(r"ministral-3-8b", None, "Ministral-3-8B"),
 )
 
 #: Published card name (lowercase, searched) -> hardware profile id; None: no profile yet.
 GPU_TABLE: tuple[tuple[str, str | None], ...] = (
     (r"^gh200", "gh200"),
     (r"^h200", "h200"),
+    (r"^h100 nvl", "h100-nvl"),
     (r"^h100", "h100-sxm"),
+    (r"^h20\b", "h20"),
+    (r"mi300x", "mi300x"),
+    (r"^l20\b", None),
     (r"^a100", "a100-80gb"),
     (r"^gb200", "gb200"),
     (r"^b200", "b200"),
@@ -398,7 +415,7 @@ class StaticBatch:
     def ttft_seconds(self, eff: Efficiency) -> float:
         engine = self._prefill.engine
         chunk_host = 0.0 if engine.async_scheduling else float(step.host_seconds(eff, self.batch))
-        return self._prefill.seconds(eff) + (self.steps - 1) * chunk_host
+        return self._prefill.seconds(eff) + (self.steps - 1) * chunk_host + eff.frontend_seconds_per_request
 
     def tpot_seconds(self, eff: Efficiency) -> float:
         return self._decode.seconds(eff)

@@ -1,0 +1,523 @@
+"""Serving corpus: published ``vllm bench serve`` results as simulated planner predictions.
+
+Two files share one schema (one number per record, with its full conditions):
+``shared/reference/serving_public_modern.json`` (486 records, GPUStack performance lab: vLLM V1
+0.10-0.13, SGLang 0.5, TensorRT-LLM 1.x on H100 / A100 / H200, mostly burst loads) and
+``reference/serving_corpus.json`` (158 records from 9 other publishers, many flagged).
+
+Each *run* (the records of one result block: same conditions, several metrics) becomes one
+simulation of one replica, with ``planner.serve.replica.simulate_scenario(..., saturation=False)``:
+
+* scenario: the card (``match_gpu``), TP, the weight precision of the checkpoint, and
+  ``engine_version`` from the record's engine string (``vLLM v0.11.0`` -> ``vllm@0.11.0``, or the
+  ``vllm-v1-async`` profile when the command passes ``--async-scheduling``); the serving flags the
+  command states (``--max-model-len``, ``--max-num-seqs``, ``--max-num-batched-tokens``,
+  ``--gpu-memory-utilization``, ``--max_seq_len``), else that engine's defaults (``ENGINE_DEFAULTS``);
+* load: a burst (``request_rate`` inf, no ``max_concurrency``: every prompt at t = 0) is a closed
+  loop whose concurrency is the number of prompts, simulated in full (its TTFT is queueing and grows
+  with the prompts, so it is never cut); a ``--max-concurrency`` run is a closed loop at that
+  concurrency and a rate is Poisson arrivals, both capped at ``MAX_PACED_REQUESTS``;
+* lengths: the measured means (total tokens / successful requests); fixed for random datasets,
+  log-normal around the means for ShareGPT (spread as ``public_records.SHAREGPT_STD_OVER_MEAN``);
+* step cost: the fitted factors of the engine's profile (``planner/engines/fitted.yaml``).
+
+A record that cannot be expressed comes back as ``Unexpressed`` with the reason: a flag of the
+corpus (INCOMPLETE, ASSUMED, ...), a card variant the source does not print, a model not in the
+catalog, expert / data / pipeline parallelism (not modelled), a PR's tuned kernel config, a
+metric the simulator has no counterpart for, or a scenario the planner says does not start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.efficiency import Efficiency
+from planner.engine import EngineProfile, resolve_engine
+from planner.errors import PlannerError
+from planner.estimate.memory import plan_memory
+from planner.hardware import HardwareProfile, get_profile
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+from planner.serve.replica import ServingResult, planned_replica, simulate_scenario
+from planner.serve.workload import (
+    ConcurrencyArrivals, FixedLength, LognormalLength, PoissonArrivals, Workload,
+)
+from planner.verify.public_records import (
+    SHAREGPT_STD_OVER_MEAN, SGLANG_MEM_FRACTION, catalog_model, match_gpu, match_model, reference_dir,
+)
+
+_SPEC = ConfigDict(frozen=True, extra="forbid")
+
+MODERN_FILE = "serving_public_modern.json"
+#: The project's own cited corpus (reference/ at the repository root).
+CORPUS_PATH = Path(__file__).resolve().parents[2] / "reference" / "serving_corpus.json"
+#: Requests simulated for a run at a rate or a concurrency cap (the published runs send 100; the
+#: means settle well before 500). Bursts are never cut: all their prompts are simulated.
+MAX_PACED_REQUESTS = 500
+#: Largest burst simulated (the published bursts send 100, 500 or 1000 prompts).
+MAX_BURST_REQUESTS = 1000
+SEED = 0
+
+#: Words of ``notes`` that mark a record whose conditions are not all printed at the source
+#: (``reference/serving_corpus.md``: "filter on the flags in notes").
+FLAGS = ("INCOMPLETE", "ASSUMED", "AMBIGUOUS", "INFERRED", "OUT OF TARGET SIZE RANGE")
+#: A kernel-tuning PR's "after" column runs the PR's config file, not the engine's default.
+TUNED_CONFIG = re.compile(r"\b[Aa]fter \(PR's")
+
+
+# ------------------------------------------------------------------------------------ records
+
+
+class ServingRecord(BaseModel):
+    """One published serving number with its conditions (schema of ``serving_public_modern.md``)."""
+
+    model_config = _SPEC
+
+    file: str = Field(description="File the record comes from (modern or corpus).")
+    index: int = Field(description="Position of the record in its file (0-based).")
+    source: str = Field(description="Where the number was published (repository, file, line or thread, block).")
+    model: str = Field(description="Model id as the source names it.")
+    gpu: str = Field(description="Card as the source names it.")
+    n_gpus: int = Field(description="GPUs the serving command uses (TP x PP x DP).")
+    tp: int = Field(description="Tensor-parallel size.")
+    pp: int = Field(description="Pipeline-parallel size.")
+    ep_dp: str | None = Field(description="Expert / data parallelism, as the source states it; None: none.")
+    dtype: str = Field(description="Activation precision label.")
+    quant: str = Field(description="Weight quantization label.")
+    kv_cache_dtype: str = Field(description="KV-cache dtype label.")
+    engine: str = Field(description="Engine and version as the source states them.")
+    engine_flags: str = Field(description="Serving command, then '; client:' and the benchmark command.")
+    workload: str = Field(description="Dataset and requested lengths, in words.")
+    input_len: float | None = Field(description="Mean prompt tokens per successful request; None: unknown.")
+    output_len: float | None = Field(description="Mean output tokens per successful request; None: unknown.")
+    request_rate: float | str | None = Field(description="Requests/s, 'inf' (all at t = 0), or None under a concurrency cap.")
+    max_concurrency: int | None = Field(description="Client's --max-concurrency; None: not capped.")
+    num_prompts: int | None = Field(description="Requests sent.")
+    metric: str = Field(description="What was measured (vllm bench serve's names).")
+    value: float = Field(description="The measured number, in the metric's unit (ms, tok/s, req/s).")
+    notes: str = Field(description="Conditions, caveats and flags.")
+
+
+def load_records(path: str | Path | None = None, file: str | None = None) -> list[ServingRecord]:
+    """Records of one file (default: the modern file in ``reference_dir()``)."""
+    path = Path(path) if path is not None else reference_dir() / MODERN_FILE
+    if not path.is_file():
+        raise PlannerError(f"the serving measurements file {path} does not exist.",
+                           hint="Check out the shared reference folder beside the repository (../shared/reference), "
+                           f"or set PLANNER_REFERENCE_DIR to the folder holding {MODERN_FILE}.")
+    label = file or path.name
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    return [ServingRecord(file=label, index=i, **row) for i, row in enumerate(rows)]
+
+
+def load_all() -> list[ServingRecord]:
+    """The modern file, then the project's corpus."""
+    return load_records(file="modern") + load_records(CORPUS_PATH, file="corpus")
+
+
+# ------------------------------------------------------------------------------------ tables
+
+
+#: Metric -> its value in a simulated result, in the record's unit; None when the run gave none.
+METRICS: dict[str, Callable[[ServingResult], float | None]] = {
+    "mean_tpot_ms": lambda r: r.tpot_seconds and r.tpot_seconds.mean * 1e3,
+    "median_tpot_ms": lambda r: r.tpot_seconds and r.tpot_seconds.p50 * 1e3,
+    "mean_ttft_ms": lambda r: r.ttft_seconds and r.ttft_seconds.mean * 1e3,
+    "median_ttft_ms": lambda r: r.ttft_seconds and r.ttft_seconds.p50 * 1e3,
+    "mean_itl_ms": lambda r: r.itl_seconds and r.itl_seconds.mean * 1e3,
+    "median_itl_ms": lambda r: r.itl_seconds and r.itl_seconds.p50 * 1e3,
+    "mean_e2el_ms": lambda r: r.e2e_seconds and r.e2e_seconds.mean * 1e3,
+    "output_throughput_tok_s": lambda r: r.throughput_tokens_per_s,
+    "request_throughput_rps": lambda r: r.requests_per_s,
+}
+
+#: Weight-quantization label (lowercase, searched, first match wins) -> Scenario.weight_dtype.
+#: Checkpoints that carry their quantization in config.json (gpt-oss MXFP4, DeepSeek block FP8)
+#: keep ``auto``; a re-upload (Qwen3-8B-FP8) is the catalog's bf16 config at that dtype.
+QUANT_TABLE: tuple[tuple[str, str], ...] = (
+    (r"mxfp4|native", "auto"),
+    (r"awq", "awq"),
+    (r"fp8", "fp8"),
+    (r"none|bf16|fp16", "auto"),
+)
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """What an engine's server starts with when the command does not say (per engine family)."""
+
+    gpu_memory_utilization: float | None
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    kv_fraction_of_free: float | None = None
+    needs_full_context: bool = True
+    source: str = ""
+
+
+#: Engine family -> serving defaults. None: the planner's vLLM defaults (``default_batch_limits``).
+ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
+    "vllm": ServingDefaults(0.9, None, None, source="vLLM 0.10-0.13: gpu_memory_utilization 0.9; max_num_seqs / "
+                            "max_num_batched_tokens by card (engines.md section 5)"),
+    "sglang": ServingDefaults(SGLANG_MEM_FRACTION, 4096, 8192, needs_full_context=False,
+                              source="SGLang 0.5: mem_fraction_static ~0.88 (as public_records), chunked_prefill_size "
+                              "8192 on 80 GB cards, max_running_requests derived from the KV pool (capped here at "
+                              "4096; believed, not checked); it sizes a token pool and starts even when one "
+                              "full-context request would not fit"),
+    "trtllm": ServingDefaults(None, 2048, 8192, kv_fraction_of_free=0.9, needs_full_context=False,
+                              source="trtllm-serve 1.x: max_batch_size 2048 (BuildConfig default), max_num_tokens "
+                              "8192, kv_cache_free_gpu_memory_fraction 0.9 of the memory left after weights "
+                              "(believed, not checked); it sizes the KV pool and starts even when one full-context "
+                              "request would not fit"),
+}
+
+#: Serving-command flag -> Scenario field and type (vLLM's and trtllm-serve's spellings).
+FLAG_FIELDS: tuple[tuple[str, str, type], ...] = (
+    (r"--max-model-len[ =](\d+)", "max_model_len", int),
+    (r"--max_seq_len[ =](\d+)", "max_model_len", int),
+    (r"--max-num-seqs[ =](\d+)", "max_num_seqs", int),
+    (r"--max-num-batched-tokens[ =](\d+)", "max_num_batched_tokens", int),
+    (r"--gpu-memory-utilization[ =](0?\.\d+)", "gpu_memory_utilization", float),
+)
+
+ENGINE_NAMES = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
+
+
+# ------------------------------------------------------------------------------------ reasons
+
+
+class Unexpressible(Exception):
+    """Raised while expressing a run: it cannot become a prediction, and why."""
+
+    def __init__(self, kind: str, reason: str):
+        self.kind, self.reason = kind, reason
+        super().__init__(reason)
+
+
+class Unexpressed(BaseModel):
+    """A record the planner does not predict, and why."""
+
+    model_config = _SPEC
+
+    file: str = Field(description="File of the record.")
+    index: int = Field(description="Position in its file.")
+    model: str = Field(description="Model as published.")
+    metric: str = Field(description="What was measured.")
+    reason_kind: str = Field(description="Category of the reason, for counting.")
+    reason: str = Field(description="Why, with the specifics.")
+
+
+def record_check(record: ServingRecord) -> None:
+    """Raise ``Unexpressible`` for a record whose own notes or metric stop it (before any run)."""
+    flags = [f for f in FLAGS if f in record.notes]
+    if flags:
+        raise Unexpressible("flagged in notes", f"the corpus flags it {'/'.join(flags)}: a condition is not printed")
+    if TUNED_CONFIG.search(record.notes):
+        raise Unexpressible("non-default kernel config", "runs a PR's tuned kernel config, not the engine's default")
+    if record.metric not in METRICS:
+        raise Unexpressible("metric not modelled", f"metric '{record.metric}' has no simulated counterpart")
+
+
+# ------------------------------------------------------------------------------------ runs
+
+
+def run_key(record: ServingRecord) -> tuple:
+    """Records with equal keys come from one run: every condition equal, only metric and value differ."""
+    fields = ("file", "source", "model", "gpu", "n_gpus", "tp", "pp", "ep_dp", "quant", "engine", "engine_flags",
+              "workload", "input_len", "output_len", "request_rate", "max_concurrency", "num_prompts")
+    return tuple(getattr(record, f) for f in fields)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run ready to simulate: the deployment, the load and the engine profile that times it."""
+
+    model: ModelSpec
+    hw: HardwareProfile
+    scenario: Scenario
+    workload: Workload
+    profile: EngineProfile
+    load: str
+    how: str
+
+    def simulate(self, efficiency: Efficiency | None = None) -> ServingResult:
+        """Simulated replica with ``efficiency`` (default: the profile's fitted factors)."""
+        eff = efficiency or self.profile.efficiency
+        return simulate_scenario(self.model, self.hw, self.scenario, self.workload, eff, saturation=False)
+
+
+def engine_version(record: ServingRecord) -> str:
+    """The planner's engine for a record: 'vLLM v0.11.0 (V1 engine)' -> 'vllm@0.11.0'; 'TensorRT-LLM (PyTorch
+    backend, trtllm-serve) v1.2.0rc1' -> 'trtllm@1.2.0'; a vLLM V1 command with --async-scheduling -> the
+    'vllm-v1-async' profile (its host work overlaps the GPU); no version printed -> the engine's newest profile."""
+    found = re.search(r"(TensorRT-LLM|vLLM|SGLang)", record.engine)
+    if found is None:
+        raise Unexpressible("engine not stated", f"engine not identified: '{record.engine}'")
+    name = ENGINE_NAMES[found.group(1)]
+    if name == "vllm" and "--async-scheduling" in serving_command(record):
+        return "vllm-v1-async"
+    version = re.search(r"(\d+\.\d+(?:\.\d+)?)", record.engine[found.end():])
+    return f"{name}@{version.group(1)}" if version else name
+
+
+def serving_command(record: ServingRecord) -> str:
+    return record.engine_flags.split("; client:")[0]
+
+
+def stated_flags(record: ServingRecord) -> dict[str, Any]:
+    """Scenario fields the serving command sets."""
+    command = serving_command(record)
+    out: dict[str, Any] = {}
+    for pattern, name, cast in FLAG_FIELDS:
+        found = re.search(pattern, command)
+        if found:
+            out[name] = cast(found.group(1))
+    return out
+
+
+def _card(record: ServingRecord) -> HardwareProfile:
+    if "not printed" in record.gpu or " or " in record.gpu:
+        raise Unexpressible("GPU variant not stated", f"card variant not printed: '{record.gpu}'")
+    known, profile = match_gpu(record.gpu)
+    if not known:
+        raise Unexpressible("GPU not stated", f"card not identified: '{record.gpu}'")
+    if profile is None:
+        raise Unexpressible("GPU not profiled", f"no hardware profile for '{record.gpu}'")
+    return get_profile(profile)
+
+
+def _model(record: ServingRecord) -> ModelSpec:
+    match = match_model(record.model)
+    if match is None or match.repo_id is None:
+        what = match.note if match else record.model
+        raise Unexpressible("model not in catalog", f"{what} is not in the bundled catalog")
+    return catalog_model(match.repo_id)
+
+
+def _parallelism(record: ServingRecord) -> int:
+    if record.ep_dp is not None:
+        raise Unexpressible("parallelism not modelled", f"{record.ep_dp}: expert / attention-data parallel is not modelled")
+    if record.pp > 1:
+        raise Unexpressible("parallelism not modelled", f"pipeline parallel PP{record.pp} is not simulated")
+    if record.n_gpus != record.tp:
+        raise Unexpressible("parallelism not modelled", f"{record.n_gpus} GPUs at TP{record.tp}: data parallel is not modelled")
+    return record.tp
+
+
+def _weight_dtype(record: ServingRecord) -> str:
+    low = record.quant.lower()
+    if "assumed" in low:
+        raise Unexpressible("flagged in notes", f"precision assumed by the corpus: '{record.quant}'")
+    for pattern, dtype in QUANT_TABLE:
+        if re.search(pattern, low):
+            return dtype
+    raise Unexpressible("condition not given", f"precision not understood: '{record.quant}'")
+
+
+def _lengths(record: ServingRecord) -> tuple[Any, Any]:
+    """(input, output) length distributions: ShareGPT log-normal around the means, else fixed."""
+    if record.input_len is None or record.output_len is None:
+        raise Unexpressible("condition not given",
+                            f"lengths not given (input {record.input_len!r}, output {record.output_len!r})")
+    fixed_out = "--sharegpt-output-len" in record.engine_flags
+
+    def spread(mean: float, fixed: bool) -> Any:
+        if fixed:
+            return FixedLength(tokens=max(1, round(mean)))
+        return LognormalLength(mean_tokens=mean, std_tokens=SHAREGPT_STD_OVER_MEAN * mean)
+
+    sharegpt = "sharegpt" in record.workload.lower()
+    return spread(record.input_len, not sharegpt), spread(record.output_len, fixed_out or not sharegpt)
+
+
+def _arrivals(record: ServingRecord) -> tuple[Any, int, str, str]:
+    """(arrivals, requests simulated, load kind, words) for the record's load."""
+    n = record.num_prompts
+    if n is None:
+        raise Unexpressible("condition not given", "number of prompts not given")
+    if record.max_concurrency is not None:
+        k = min(n, MAX_PACED_REQUESTS)
+        return (ConcurrencyArrivals(concurrency=record.max_concurrency), k, "concurrency",
+                f"{k} requests at concurrency {record.max_concurrency}")
+    if isinstance(record.request_rate, (int, float)):
+        k = min(n, MAX_PACED_REQUESTS)
+        return (PoissonArrivals(request_rate_per_s=float(record.request_rate)), k, "rate",
+                f"{k} requests at {record.request_rate} req/s")
+    if record.request_rate == "inf":
+        if n > MAX_BURST_REQUESTS:
+            raise Unexpressible("condition not given", f"a burst of {n} prompts is above the {MAX_BURST_REQUESTS} simulated")
+        return ConcurrencyArrivals(concurrency=n), n, "burst", f"burst of {n} requests at t=0"
+    raise Unexpressible("condition not given", f"load not understood (rate {record.request_rate!r})")
+
+
+def _memory_settings(profile: EngineProfile, model: ModelSpec, hw: HardwareProfile, base: dict[str, Any]) -> dict[str, Any]:
+    """gpu_memory_utilization, max_num_seqs and max_num_batched_tokens from the engine's defaults, where
+    the command did not set them. TensorRT-LLM gives the KV cache a fraction of the memory left after the
+    weights: utilization = w + f x (1 - w), with w the weights' share of the card (from the memory plan)."""
+    defaults = ENGINE_DEFAULTS[profile.engine]
+    out = dict(base)
+    for name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
+        value = getattr(defaults, name)
+        if value is not None:
+            out.setdefault(name, value)
+    if defaults.kv_fraction_of_free is not None and "gpu_memory_utilization" not in out:
+        weights = plan_memory(model, hw, Scenario(**{**out, "gpu_memory_utilization": 0.9}), suggest=False)
+        share = min(weights.weight_bytes_per_gpu / hw.memory_bytes, 1.0)
+        out["gpu_memory_utilization"] = round(share + defaults.kv_fraction_of_free * (1.0 - share), 4)
+    return out
+
+
+def express_run(record: ServingRecord) -> RunPlan:
+    """The run of ``record`` as a simulation plan; raises ``Unexpressible`` with the reason."""
+    hw = _card(record)
+    model = _model(record)
+    tp = _parallelism(record)
+    spec = engine_version(record)
+    profile, _ = resolve_engine(spec)
+    base = {"gpu": hw.id, "tp": tp, "weight_dtype": _weight_dtype(record), "engine_version": spec,
+            "enable_chunked_prefill": profile.chunked_prefill_default, **stated_flags(record)}
+    settings = _memory_settings(profile, model, hw, base)
+    longest = min(settings.get("max_model_len") or model.max_position_embeddings, model.max_position_embeddings)
+    if not profile.chunked_prefill_default and settings.get("max_num_batched_tokens"):
+        # without chunked prefill a prompt must fit one step: longer requests are refused by the engine
+        longest = min(longest, settings["max_num_batched_tokens"])
+    sc = Scenario(**{**settings, "max_model_len": longest})
+    inputs, outputs = _lengths(record)
+    arrivals, n, kind, load = _arrivals(record)
+    workload = Workload(arrivals=arrivals, num_requests=n, input_tokens=inputs, output_tokens=outputs, seed=SEED)
+    plan = plan_memory(model, hw, sc, suggest=False)
+    if not plan.fits and not ENGINE_DEFAULTS[profile.engine].needs_full_context and plan.max_model_len_that_fits:
+        sc = sc.model_copy(update={"max_model_len": plan.max_model_len_that_fits})  # the pool it would size
+        plan = plan_memory(model, hw, sc, suggest=False)
+    if not plan.fits or plan.num_gpu_blocks < 1:
+        raise Unexpressible("planner refused", f"the planner says it does not start: {plan.reason}")
+    planned_replica(model, hw, sc)  # the simulator's own checks (limits agree), ScenarioError if not
+    how = f"{load}, TP{tp} x {hw.id}, {profile.id}, max_num_seqs {plan.resolved.max_num_seqs}, {plan.num_gpu_blocks:,} KV blocks"
+    return RunPlan(model=model, hw=hw, scenario=sc, workload=workload, profile=profile, load=kind, how=how)
+
+
+# ------------------------------------------------------------------------------------ predictions
+
+
+class CorpusPrediction(BaseModel):
+    """One expressed record: measured, predicted, error."""
+
+    model_config = _SPEC
+
+    file: str = Field(description="File of the record.")
+    index: int = Field(description="Position in its file.")
+    family: str = Field(description="Engine profile that timed the run (vllm-v1, vllm-v1-async, sglang, trtllm, ...).")
+    metric: str = Field(description="What was measured.")
+    model: str = Field(description="Model as published.")
+    gpu: str = Field(description="Card as published.")
+    load: str = Field(description="Load kind: burst (all at t = 0), concurrency (closed loop) or rate (Poisson).")
+    measured: float = Field(description="Published value, in the metric's unit.")
+    predicted: float | None = Field(description="Simulated value, same unit; None when the run gave none.")
+    how: str = Field(description="The simulated run, in words.")
+
+    @property
+    def error(self) -> float | None:
+        """predicted / measured - 1 (negative: predicted low); None without a prediction."""
+        if self.predicted is None or not math.isfinite(self.predicted) or self.measured == 0:
+            return None
+        return self.predicted / self.measured - 1.0
+
+
+@dataclass
+class Expressed:
+    """A run and the records it answers."""
+
+    plan: RunPlan
+    records: list[ServingRecord]
+
+
+def express_all(records: list[ServingRecord]) -> tuple[list[Expressed], list[Unexpressed]]:
+    """Group the records into runs and express each run once; nothing is dropped silently."""
+    runs: dict[tuple, list[ServingRecord]] = {}
+    unexpressed: list[Unexpressed] = []
+    for record in records:
+        try:
+            record_check(record)
+        except Unexpressible as why:
+            unexpressed.append(_unexpressed(record, why.kind, why.reason))
+            continue
+        runs.setdefault(run_key(record), []).append(record)
+    expressed: list[Expressed] = []
+    for group in runs.values():
+        try:
+            expressed.append(Expressed(plan=express_run(group[0]), records=group))
+        except Unexpressible as why:
+            unexpressed += [_unexpressed(r, why.kind, why.reason) for r in group]
+        except PlannerError as err:
+            unexpressed += [_unexpressed(r, "planner refused", str(err)) for r in group]
+    return expressed, unexpressed
+
+
+def _unexpressed(record: ServingRecord, kind: str, reason: str) -> Unexpressed:
+    return Unexpressed(file=record.file, index=record.index, model=record.model, metric=record.metric,
+                       reason_kind=kind, reason=reason)
+
+
+def predict(run: Expressed, efficiency: Efficiency | None = None) -> list[CorpusPrediction]:
+    """Simulate the run once and read every record's metric from it."""
+    result = run.plan.simulate(efficiency)
+    out = []
+    for r in run.records:
+        value = METRICS[r.metric](result)
+        out.append(CorpusPrediction(file=r.file, index=r.index, family=run.plan.profile.id, metric=r.metric,
+                                    model=r.model, gpu=r.gpu, load=run.plan.load, measured=r.value,
+                                    predicted=None if value is None else float(value), how=run.plan.how))
+    return out
+
+
+def subsample(runs: list[Expressed], stride: int) -> list[Expressed]:
+    """Every ``stride``-th run in file order (deterministic), for a faster check."""
+    return runs[::max(1, stride)]
+
+
+# ------------------------------------------------------------------------------------ summary
+
+
+class MetricSummary(BaseModel):
+    """|error| statistics of one engine family and metric."""
+
+    model_config = _SPEC
+
+    family: str = Field(description="Engine profile.")
+    metric: str = Field(description="Metric.")
+    count: int = Field(description="Records with a prediction.")
+    median_abs_error_pct: float = Field(description="Median |error|, %.")
+    p90_abs_error_pct: float = Field(description="90th percentile of |error| (nearest rank), %.")
+    median_error_pct: float = Field(description="Median signed error, % (negative: predicted low).")
+
+
+def summarize(predictions: list[CorpusPrediction], by_load: bool = False) -> list[MetricSummary]:
+    """Per engine family (and load kind, with ``by_load``: 'sglang / burst') and metric."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for p in predictions:
+        if p.error is not None:
+            family = f"{p.family} / {p.load}" if by_load else p.family
+            groups.setdefault((family, p.metric), []).append(p.error * 100)
+    out = []
+    for (family, metric), errs in sorted(groups.items()):
+        abs_errs = sorted(abs(e) for e in errs)
+        p90 = abs_errs[min(len(abs_errs) - 1, math.ceil(0.9 * len(abs_errs)) - 1)]
+        out.append(MetricSummary(family=family, metric=metric, count=len(errs),
+                                 median_abs_error_pct=round(statistics.median(abs_errs), 1), p90_abs_error_pct=round(p90, 1),
+                                 median_error_pct=round(statistics.median(errs), 1)))
+    return out
+
+
+def reason_counts(unexpressed: list[Unexpressed]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for u in unexpressed:
+        counts[u.reason_kind] = counts.get(u.reason_kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

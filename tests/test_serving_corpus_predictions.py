@@ -1,0 +1,133 @@
+"""The public serving corpus as planner predictions (planner.verify.serving_corpus).
+
+Records of reference/serving_corpus.json (always in the repository) and, when ../shared/reference is
+beside the clone, of serving_public_modern.json: they express into one simulation per run, predict
+positive finite values, keep flagged or unmodelled records out with their reason, and express the
+same way twice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner.serve.workload import ConcurrencyArrivals, FixedLength, LognormalLength
+from planner.verify import serving_corpus as sc
+from planner.verify.public_records import reference_dir
+
+HAS_MODERN = (reference_dir() / sc.MODERN_FILE).is_file()
+needs_modern = pytest.mark.skipif(not HAS_MODERN, reason="no ../shared/reference/serving_public_modern.json")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return sc.load_records(sc.CORPUS_PATH, file="corpus")
+
+
+@pytest.fixture(scope="module")
+def modern():
+    return sc.load_records(file="modern") if HAS_MODERN else []
+
+
+def _one(records, **where):
+    """The records of the first run whose fields equal ``where``."""
+    first = next(r for r in records if all(getattr(r, k) == v for k, v in where.items()))
+    return [r for r in records if sc.run_key(r) == sc.run_key(first)]
+
+
+def _predict(records):
+    expressed, unexpressed = sc.express_all(records)
+    assert not unexpressed, [u.reason for u in unexpressed]
+    assert len(expressed) == 1  # one run, every metric read from one simulation
+    return expressed[0], sc.predict(expressed[0])
+
+
+def test_corpus_burst_run_predicts_positive_finite(corpus):
+    # vllm#17788: Qwen3-32B on one H100 NVL, ShareGPT burst of 1000 prompts, --max-num-seqs 32
+    run, preds = _predict(_one(corpus, model="Qwen/Qwen3-32B", gpu="H100 NVL 95GB"))
+    assert run.plan.hw.id == "h100-nvl" and run.plan.scenario.max_num_seqs == 32 and run.plan.load == "burst"
+    assert run.plan.workload.arrivals == ConcurrencyArrivals(concurrency=1000) and run.plan.workload.num_requests == 1000
+    assert isinstance(run.plan.workload.input_tokens, LognormalLength)  # ShareGPT: a spread around the mean
+    assert {p.metric for p in preds} == {"request_throughput_rps", "output_throughput_tok_s", "mean_ttft_ms", "median_ttft_ms"}
+    assert all(p.predicted is not None and math.isfinite(p.predicted) and p.predicted > 0 for p in preds)
+
+
+@needs_modern
+@pytest.mark.parametrize("engine, profile", [
+    ("vLLM v0.11.0 (V1 engine)", "vllm-v1"),
+    ("SGLang v0.5.3.post3", "sglang"),
+    ("TensorRT-LLM (PyTorch backend, trtllm-serve) v1.2.0rc1", "trtllm"),
+])
+def test_modern_low_concurrency_runs_predict_positive_finite(modern, engine, profile):
+    # Qwen3-8B on H100, ShareGPT at --max-concurrency 4, one engine each (the latency page's baselines)
+    run, preds = _predict(_one(modern, model="Qwen/Qwen3-8B", engine=engine, max_concurrency=4))
+    assert run.plan.profile.id == profile and run.plan.load == "concurrency"
+    assert len(preds) >= 3
+    for p in preds:
+        assert p.predicted is not None and math.isfinite(p.predicted) and p.predicted > 0, p
+
+
+@needs_modern
+def test_random_dataset_lengths_are_fixed_at_the_measured_means(modern):
+    records = _one(modern, model="openai/gpt-oss-120b", gpu="A100 SXM 80GB", num_prompts=500)
+    run = sc.express_all(records)[0][0]
+    rec = records[0]
+    assert "random" in rec.workload
+    assert run.plan.workload.input_tokens == FixedLength(tokens=round(rec.input_len))
+    assert run.plan.workload.output_tokens == FixedLength(tokens=round(rec.output_len))
+
+
+@pytest.mark.parametrize("engine, command, expected", [
+    ("vLLM v0.11.0 (V1 engine)", "vllm serve m", "vllm@0.11.0"),
+    ("vLLM v0.10.2 (V1 engine)", "vllm serve m --async-scheduling -tp 2", "vllm-v1-async"),
+    ("SGLang v0.5.4.post2", "python3 -m sglang.launch_server --model-path m", "sglang@0.5.4"),
+    ("TensorRT-LLM (PyTorch backend, trtllm-serve) v1.2.0rc1", "trtllm-serve m", "trtllm@1.2.0"),
+    ("TensorRT-LLM (PyTorch backend, trtllm-serve) 1.2.0rc5", "trtllm-serve m", "trtllm@1.2.0"),
+    ("SGLang main at the PR date 2026-02-03 (version not printed)", "python3 -m sglang.launch_server", "sglang"),
+])
+def test_engine_version_from_the_engine_string(corpus, engine, command, expected):
+    record = corpus[0].model_copy(update={"engine": engine, "engine_flags": f"{command} ; client: vllm bench serve"})
+    assert sc.engine_version(record) == expected
+
+
+@pytest.mark.parametrize("where, kind, words", [
+    ({"source": "https://github.com/tenstorrent/tt-inference-server/issues/340"}, "flagged in notes", "INCOMPLETE"),
+    ({"source": "https://github.com/sgl-project/sglang/pull/10467"}, "non-default kernel config", "tuned"),
+    ({"source": "https://github.com/vllm-project/vllm/pull/23151"}, "GPU variant not stated", "SXM or PCIe"),
+])
+def test_unexpressed_records_say_why(corpus, where, kind, words):
+    records = [r for r in corpus if all(r.source.startswith(v) for v in where.values())]
+    _, unexpressed = sc.express_all(records)
+    matching = [u for u in unexpressed if u.reason_kind == kind]
+    assert matching and all(words in u.reason for u in matching)
+
+
+@needs_modern
+def test_expert_parallel_run_is_unexpressed(modern):
+    records = [r for r in modern if r.ep_dp is not None][:3]
+    expressed, unexpressed = sc.express_all(records)
+    assert not expressed and {u.reason_kind for u in unexpressed} == {"parallelism not modelled"}
+
+
+def test_every_record_is_expressed_or_has_a_reason(corpus):
+    expressed, unexpressed = sc.express_all(corpus)
+    assert sum(len(e.records) for e in expressed) + len(unexpressed) == len(corpus)
+    flagged = [r for r in corpus if any(f in r.notes for f in sc.FLAGS)]
+    left_out = {(u.file, u.index) for u in unexpressed}
+    assert flagged and all((r.file, r.index) in left_out for r in flagged)
+
+
+def test_expressing_is_deterministic(corpus):
+    records = _one(corpus, model="Qwen/Qwen3-32B", gpu="H100 NVL 95GB")
+    first, second = sc.express_all(records)[0][0], sc.express_all(records)[0][0]
+    assert first.plan.scenario == second.plan.scenario and first.plan.workload == second.plan.workload
+    assert [p.predicted for p in sc.predict(first)] == [p.predicted for p in sc.predict(second)]
+
+
+def test_summary_counts_and_signs():
+    rows = [sc.CorpusPrediction(file="f", index=i, family="vllm-v1", metric="mean_tpot_ms", model="m", gpu="g",
+                                load="burst", measured=10.0, predicted=v, how="") for i, v in enumerate((8.0, 9.0, 12.0))]
+    (summary,) = sc.summarize(rows)
+    assert summary.count == 3 and summary.median_abs_error_pct == 20.0 and summary.median_error_pct == -10.0
+    assert summary.p90_abs_error_pct == 20.0
