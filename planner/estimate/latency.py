@@ -312,7 +312,8 @@ class StepTimeModel:
         self._memo: dict[tuple, float] = {}
         self._attn_rows: dict[int, list] = {}
 
-    def gpu_seconds(self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None) -> np.ndarray | float:
+    def gpu_seconds(self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None,
+                    piecewise: bool = False) -> np.ndarray | float:
         """Sum over the table's rows (or the subset ``rows``) of each op's bound time x layers
         (features ``f``: (5,) or (5, N))."""
         eff = self.eff
@@ -321,7 +322,7 @@ class StepTimeModel:
         flops, nbytes, m, comm = table.evaluate(f)
         col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
         kind, fixed = col(table.kind), self._fixed_for(table)
-        launch = step.launch_seconds(eff, col(table.kernels), graphs)
+        launch = step.launch_seconds(eff, col(table.kernels), step.replays_graph(kind, graphs, piecewise))
         gemm = col(table.gemm_like)
         f_compute = np.where(gemm, step.gemm_fraction(eff, m) * col(fixed["grouped"]), col(fixed["compute"]))
         floor = step.kernel_floor_seconds(eff, col(table.kernels)) + step.attention_floor_seconds(
@@ -388,7 +389,8 @@ class StepTimeModel:
         gpu = float(step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1))
         return float(step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling))
 
-    def _attention_scalar(self, table: OpTable, f: tuple[float, ...], graphs: bool) -> tuple[float, float]:
+    def _attention_scalar(self, table: OpTable, f: tuple[float, ...], graphs: bool,
+                          piecewise: bool = False) -> tuple[float, float]:
         """(kernel, launch) seconds of the attention rows for one step, in plain floats (the simulator's
         hot path): each row's work from its coefficients (windows applied), bound by ``step.bound_seconds``."""
         rows = self._attn_rows.get(id(table))
@@ -398,15 +400,16 @@ class StepTimeModel:
                 (tuple(table.coef["flops"][i]), tuple(table.coef["other_bytes"][i]), float(table.window[i]),
                  float(fixed["compute"][i]), float(fixed["memory"][i]), float(fixed["peak"][i]), float(table.count[i]),
                  float(table.kernels[i]), tuple(table.coef["m"][i]) if table.gemm_like[i] else None,
-                 bool(table.kind[i] == step.KIND_CODES["attention"] and table.kernels[i] > 0))
+                 bool(table.kind[i] == step.KIND_CODES["attention"] and table.kernels[i] > 0),
+                 bool(table.kind[i] == step.KIND_CODES["attention"]))
                 for i in table.attention_rows]
         bw = self.hw.hbm_bandwidth_bytes_per_s
-        per_kernel = float(step.launch_seconds(self.eff, 1.0, graphs))
+        eager = float(step.launch_seconds(self.eff, 1.0, False))
         floor = float(step.kernel_floor_seconds(self.eff, 1.0))
         kernels = launches = 0.0
         one, tokens, seqs, pairs, kv = f
         per_seq = self.eff.attention_seconds_per_seq
-        for cf, cb, window, fc, fm, peak, count, n_kernels, cm, attends in rows:
+        for cf, cb, window, fc, fm, peak, count, n_kernels, cm, attends, attends_kind in rows:
             p, k = (pairs, kv) if window == math.inf else (min(pairs, tokens * window), min(kv, seqs * window))
             g = (one, tokens, seqs, p, k)
             if cm is not None:  # a GEMM over the context (MLA's expanded prefill): its M is context tokens
@@ -415,12 +418,12 @@ class StepTimeModel:
             nbytes = sum(c * x for c, x in zip(cb, g))
             t = step.bound_seconds(flops, nbytes, fc, fm, peak, bw, n_kernels * floor + (seqs * per_seq if attends else 0.0))[0]
             kernels += count * float(t)
-            launches += count * n_kernels * per_kernel
+            in_graph = graphs or (piecewise and not attends_kind)
+            launches += count * n_kernels * (0.0 if in_graph else eager)
         return kernels, launches
 
     def _piecewise(self, tokens: float) -> bool:
-        return self.graphs and self.engine.cuda_graph_mode in ("full_and_piecewise", "piecewise") and (
-            tokens <= self.engine.max_cuda_graph_batch)
+        return step.piecewise_graphs(self.engine.cuda_graph_mode, self.graphs, tokens, self.engine.max_cuda_graph_batch)
 
     def _rows_by_tokens(self, table: OpTable, tokens: float, seqs: float, graphs: bool) -> tuple[float, float]:
         """(kernel, launch) seconds of the rows that depend only on the step's tokens and sequences
@@ -430,7 +433,8 @@ class StepTimeModel:
         hit = self._memo.get(key)
         if hit is None:
             f = np.asarray([1.0, tokens, seqs, 0.0, 0.0])
-            hit = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(table, f, graphs, rows=table.token_rows))
+            hit = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(table, f, False, rows=table.token_rows,
+                                                                              piecewise=graphs))
             if len(self._memo) > 200_000:
                 self._memo.clear()
         return hit
@@ -442,7 +446,7 @@ class StepTimeModel:
         the step's tokens fit the largest captured size; attention is launched eagerly.
         """
         k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), self._piecewise(float(f[1])))
-        k1, l1 = self._attention_scalar(table, tuple(float(x) for x in f), False)
+        k1, l1 = self._attention_scalar(table, tuple(float(x) for x in f), False, self._piecewise(float(f[1])))
         return k0 + k1, l0 + l1
 
     def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int,

@@ -190,12 +190,15 @@ def roofline(
     eff = efficiency or efficiency_for(hw, sc=sc)
     engine = engine_of(sc)
     graphs = uses_graphs(sc, engine, stage, batch)
+    piecewise = stage == "prefill" and step.piecewise_graphs(engine.cuda_graph_mode, sc.engine == "cuda-graphs",
+                                                             batch * seq_len, engine.max_cuda_graph_batch)
     run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if graphs else batch
     shape = step_shape(model, res, stage, run_batch, seq_len)
     rows: list[OpTime] = []
 
     def add(op: Op, group: str, count: int) -> None:
-        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, graphs, engine, shape.num_seqs)
+        in_graph = bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
+        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, in_graph, engine, shape.num_seqs)
         rows.append(OpTime(
             name=f"{group.split(':')[0]} / {op.name}", group=group, count=count, kind=op.kind, flops=op.flops, bytes=op.bytes,
             arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None, compute_dtype=cdt, bound=bound,

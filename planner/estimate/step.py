@@ -214,6 +214,18 @@ def combine_step(gpu_seconds: Any, host: Any, async_scheduling: bool) -> Any:
     return gpu_seconds + host
 
 
+def piecewise_graphs(cuda_graph_mode: str, graphs_on: bool, tokens: float, max_graph_batch: int) -> bool:
+    """Whether a step that is not a pure decode replays piecewise CUDA graphs: the engine captures them
+    (vLLM V1's FULL_AND_PIECEWISE / PIECEWISE), graphs are on and the step's tokens fit the largest size."""
+    return graphs_on and cuda_graph_mode in ("full_and_piecewise", "piecewise") and tokens <= max_graph_batch
+
+
+def replays_graph(kind_code: Any, full: Any, piecewise: Any) -> Any:
+    """Whether an op runs inside a replayed CUDA graph: every op of a full-graph (pure decode) step; every op
+    but attention, which piecewise graphs leave out, of a piecewise step."""
+    return np.logical_or(full, np.logical_and(piecewise, kind_code != KIND_CODES["attention"]))
+
+
 def graph_padded_batch(batch: Any, max_graph_batch: int) -> Any:
     """The CUDA-graph size a pure-decode batch runs at: the smallest captured size >= batch.
 

@@ -314,6 +314,8 @@ class StepOps:
         res = resolve(model, hw, sc)
         self.engine = engine_of(sc)
         self.graphs = uses_graphs(sc, self.engine, stage, batch)  # type: ignore[arg-type]
+        self.piecewise = stage == "prefill" and step.piecewise_graphs(
+            self.engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, self.engine.max_cuda_graph_batch)
         run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if self.graphs else batch
         shape = step_shape(model, res, stage, run_batch, seq_len)  # type: ignore[arg-type]
         self.hw, self.tp, self.batch, self.run_batch = hw, res.tp, batch, run_batch
@@ -325,10 +327,14 @@ class StepOps:
         self.rows = rows
         self._memo: tuple[Efficiency, float] | None = None
 
+    def in_graph(self, op: Op) -> bool:
+        """Whether ``op`` replays in a CUDA graph in this step (``planner.estimate.step.replays_graph``)."""
+        return bool(step.replays_graph(step.KIND_CODES[op.kind], self.graphs, self.piecewise))
+
     def seconds(self, eff: Efficiency) -> float:
         if self._memo is not None and self._memo[0] is eff:
             return self._memo[1]
-        bound = [(count, bind(op, self.hw, eff, self.tp, self.graphs, self.engine, self.run_batch))
+        bound = [(count, bind(op, self.hw, eff, self.tp, self.in_graph(op), self.engine, self.run_batch))
                  for op, count in self.rows]
         gpu = float(step.gpu_step_seconds(sum(c * b[0] for c, b in bound), sum(c * b[4] for c, b in bound)))
         return float(step.combine_step(gpu, step.host_seconds(eff, self.batch), self.engine.async_scheduling))
@@ -360,7 +366,7 @@ class StepOpsBatch:
                 cols["bw"].append(hw.hbm_bandwidth_bytes_per_s)
                 cols["comm"].append(op.comm_bytes)
                 cols["kernels"].append(op.kernels)
-                cols["graphs"].append(1.0 if work.graphs else 0.0)
+                cols["graphs"].append(1.0 if work.in_graph(op) else 0.0)
                 cols["count"].append(count)
                 cols["seqs"].append(work.run_batch)
                 owner.append(w)
