@@ -12,6 +12,14 @@ predicts the held-out model's stages (out-of-sample errors). No per-model factor
     python benchmarks/serving_accuracy.py            # current factors: per-run table and medians
     python benchmarks/serving_accuracy.py --fit      # grid fit + leave-one-model-out report
     python benchmarks/serving_accuracy.py --fit --write   # ... and write planner/engines/fitted.yaml
+    python benchmarks/serving_accuracy.py --corpus   # the public corpus per engine family and metric
+
+``--corpus``: every record of ``shared/reference/serving_public_modern.json`` and
+``reference/serving_corpus.json`` that ``planner.verify.serving_corpus`` can express, one simulation
+per published run with each profile's current fitted factors: count, median, P90 and signed median
+error per engine family and metric, the same split by load kind (burst / concurrency / rate), the
+unexpressed records by reason, then one JSON line. All runs take ~20 s on 2 cores; ``--stride N``
+keeps every N-th run (file order) for a faster check.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import time
 import yaml
 
 from planner.engine import FITTED_FILE, resolve_engine
+from planner.verify import serving_corpus
 from planner.verify.serving_runs import METRICS, load_runs, stage_predictions
 
 PROFILE = "vllm-v1-async"
@@ -126,12 +135,52 @@ def shift(p, seconds: float):
                                     "e2e": p.predicted_ms["e2e"] + ms})
 
 
+def print_summaries(summaries) -> None:
+    print(f"{'family':28s} {'metric':24s} {'n':>4s} {'median |err|':>13s} {'P90 |err|':>10s} {'signed median':>14s}")
+    for s in summaries:
+        print(f"{s.family:28s} {s.metric:24s} {s.count:4d} {s.median_abs_error_pct:12.1f}% {s.p90_abs_error_pct:9.1f}% "
+              f"{s.median_error_pct:+13.1f}%")
+
+
+def corpus_report(stride: int) -> dict:
+    """Express, simulate and summarize the public serving corpus; print the tables, return the JSON report."""
+    t0 = time.perf_counter()
+    expressed, unexpressed = serving_corpus.express_all(serving_corpus.load_all())
+    runs = serving_corpus.subsample(expressed, stride)
+    preds = [p for run in runs for p in serving_corpus.predict(run)]
+    summaries = serving_corpus.summarize(preds)
+    print(f"public serving corpus: {len(preds)} records of {len(runs)} runs predicted"
+          f"{f' (every {stride}-th run)' if stride > 1 else ''}; {len(unexpressed)} records unexpressed")
+    print_summaries(summaries)
+    print("\nby load kind:")
+    print_summaries(serving_corpus.summarize(preds, by_load=True))
+    reasons = serving_corpus.reason_counts(unexpressed)
+    print("\nunexpressed by reason:")
+    for kind, n in reasons.items():
+        example = next(u for u in unexpressed if u.reason_kind == kind)
+        print(f"  {n:4d}  {kind:28s} e.g. {example.model}: {example.reason[:110]}")
+    missing: dict[str, int] = {}
+    for u in unexpressed:
+        if u.reason_kind == "model not in catalog":
+            missing[u.model] = missing.get(u.model, 0) + 1
+    return {"mode": "corpus", "stride": stride, "runs": len(runs), "records_predicted": len(preds),
+            "unexpressed": len(unexpressed), "reasons": reasons,
+            "missing_models": dict(sorted(missing.items(), key=lambda kv: -kv[1])),
+            "table": [s.model_dump() for s in summaries], "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="grid fit with leave-one-model-out cross-validation")
     ap.add_argument("--write", action="store_true", help="write the in-sample fit to planner/engines/fitted.yaml")
     ap.add_argument("--requests-per-stage", type=int, default=150, help="simulated requests per stage (default 150)")
+    ap.add_argument("--corpus", action="store_true",
+                    help="accuracy on the public serving corpus per engine family and metric (current fitted factors)")
+    ap.add_argument("--stride", type=int, default=1, help="--corpus: keep every N-th run (default 1: all)")
     args = ap.parse_args()
+    if args.corpus:
+        print(json.dumps(corpus_report(args.stride)))
+        return
     t0 = time.perf_counter()
     profile, _ = resolve_engine(PROFILE)
     if not args.fit:

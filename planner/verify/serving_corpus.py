@@ -49,10 +49,19 @@ from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import ServingResult, planned_replica, simulate_scenario
 from planner.serve.workload import (
-    ConcurrencyArrivals, FixedLength, LognormalLength, PoissonArrivals, Workload,
+    ConcurrencyArrivals,
+    FixedLength,
+    LognormalLength,
+    PoissonArrivals,
+    Workload,
 )
 from planner.verify.public_records import (
-    SHAREGPT_STD_OVER_MEAN, SGLANG_MEM_FRACTION, catalog_model, match_gpu, match_model, reference_dir,
+    SGLANG_MEM_FRACTION,
+    SHAREGPT_STD_OVER_MEAN,
+    catalog_model,
+    match_gpu,
+    match_model,
+    reference_dir,
 )
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
