@@ -80,6 +80,9 @@ def gemm_fraction(eff: Efficiency, m_tokens: Any) -> Any:
     M >= 2435 -> 0.66. ``m`` may be an array.
     """
     knee = max(eff.gemm_m_knee_tokens, 2)
+    if np.ndim(m_tokens) == 0:  # one op: the same expression in plain floats (the roofline's hot path)
+        x = min(max(math.log(max(float(m_tokens), 1.0)) / math.log(knee), 0.0), 1.0)
+        return eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
     x = np.clip(np.log(np.maximum(m_tokens, 1)) / math.log(knee), 0.0, 1.0)
     out = eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
     return float(out) if np.ndim(out) == 0 else out
@@ -92,6 +95,12 @@ KIND_CODES = {"gemm": 0, "attention": 1, "elementwise": 2, "scan": 2, "allreduce
 def op_fractions(eff: Efficiency, kind_code: Any, m_tokens: Any) -> tuple[Any, Any]:
     """(fraction of peak FLOP/s, fraction of HBM bandwidth) an op of this kind reaches."""
     gemm = gemm_fraction(eff, m_tokens)
+    if np.ndim(kind_code) == 0 and np.ndim(m_tokens) == 0:  # one op, in plain floats
+        attention = kind_code == KIND_CODES["attention"]
+        compute = (gemm if kind_code == KIND_CODES["gemm"] else gemm * eff.grouped_gemm_fraction
+                   if kind_code == KIND_CODES["grouped_gemm"] else eff.attention_fraction if attention
+                   else eff.gemm_fraction_large)
+        return compute, eff.attention_fraction if attention else eff.bandwidth_fraction
     compute = np.where(kind_code == 0, gemm,
                        np.where(kind_code == 4, gemm * eff.grouped_gemm_fraction,
                                 np.where(kind_code == 1, eff.attention_fraction, eff.gemm_fraction_large)))
@@ -104,6 +113,8 @@ def bound_seconds(flops: Any, nbytes: Any, compute_fraction: Any, memory_fractio
     """(t_op, t_compute, t_memory): the roofline of one op at the given achieved fractions."""
     t_compute = flops / (peak_flops_per_s * compute_fraction)
     t_memory = nbytes / (hbm_bytes_per_s * memory_fraction)
+    if np.ndim(t_compute) == 0 and np.ndim(t_memory) == 0 and np.ndim(launch) == 0:
+        return max(t_compute, t_memory, launch), t_compute, t_memory
     return np.maximum(np.maximum(t_compute, t_memory), launch), t_compute, t_memory
 
 
@@ -120,12 +131,16 @@ def op_seconds(eff: Efficiency, kind_code: Any, flops: Any, nbytes: Any, m_token
 def launch_seconds(eff: Efficiency, kernels: Any, graphs: Any) -> Any:
     """Host (CPU) time to launch ``kernels`` kernels: per eager launch; 0 inside a replayed CUDA graph
     (one launch for the whole graph). Summed over a step, it bounds the step from below."""
+    if np.ndim(graphs) == 0:
+        return 0.0 * kernels if graphs else kernels * eff.kernel_launch_seconds
     return kernels * np.where(graphs, 0.0, eff.kernel_launch_seconds)
 
 
 def attention_floor_seconds(eff: Efficiency, kind_code: Any, kernels: Any, seqs: Any) -> Any:
     """Least GPU time of an attention kernel over ``seqs`` sequences: ``attention_seconds_per_seq`` each
     (0 for other kinds and for ops fused into another kernel)."""
+    if np.ndim(kind_code) == 0 and np.ndim(kernels) == 0:
+        return seqs * eff.attention_seconds_per_seq if kind_code == KIND_CODES["attention"] and kernels > 0 else 0.0 * seqs
     return np.where((kind_code == KIND_CODES["attention"]) & (kernels > 0), seqs * eff.attention_seconds_per_seq, 0.0)
 
 
@@ -223,6 +238,8 @@ def piecewise_graphs(cuda_graph_mode: str, graphs_on: bool, tokens: float, max_g
 def replays_graph(kind_code: Any, full: Any, piecewise: Any) -> Any:
     """Whether an op runs inside a replayed CUDA graph: every op of a full-graph (pure decode) step; every op
     but attention, which piecewise graphs leave out, of a piecewise step."""
+    if np.ndim(kind_code) == 0 and np.ndim(full) == 0 and np.ndim(piecewise) == 0:
+        return bool(full or (piecewise and kind_code != KIND_CODES["attention"]))
     return np.logical_or(full, np.logical_and(piecewise, kind_code != KIND_CODES["attention"]))
 
 
