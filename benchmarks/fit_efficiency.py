@@ -76,7 +76,6 @@ PARAMS = (
     Param("kernel_launch_seconds", 1e-7, 3e-5, log=True),
     Param("graph_launch_seconds", 1e-8, 1e-5, log=True),
     Param("allreduce_fraction", 0.05, 1.0),
-    Param("allreduce_latency_seconds", 1e-6, 2e-4, log=True),
 )
 
 

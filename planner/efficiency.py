@@ -72,7 +72,8 @@ class Efficiency(BaseModel):
         0.7, gt=0, le=1, description="Achieved fraction of the interconnect's unidirectional bandwidth in all-reduce."
     )
     allreduce_latency_seconds: float = Field(
-        8e-6, ge=0, description="Fixed latency of one all-reduce call, in seconds."
+        8e-6, ge=0, description="Not used since 2026-12: an all-reduce's latency comes from the engine and the link "
+        "(planner.estimate.step.allreduce_seconds). Kept so calibration files written before then still load."
     )
     source: str = Field(
         "planner defaults", description="Where these factors come from (fit, card and date, or 'none')."

@@ -64,6 +64,13 @@ def decode_context_len(input_len: int, output_len: int) -> int:
     return input_len + max(1, output_len // 2)
 
 
+def first_token_seconds(prefill_seconds: float, prefill_steps: int, batch: int, eff: Efficiency, engine) -> float:
+    """TTFT of a static batch: its prefill, the host work of each further prefill step that the engine does
+    not hide behind the GPU (all of it without async scheduling), and the API server's time per request."""
+    chunk_host = 0.0 if engine.async_scheduling else float(step.host_seconds(eff, batch))
+    return prefill_seconds + (prefill_steps - 1) * chunk_host + eff.frontend_seconds_per_request
+
+
 def estimate_latency(
     model: ModelSpec,
     hw: HardwareProfile,
@@ -81,9 +88,7 @@ def estimate_latency(
     res = resolve(model, hw, sc)
     steps = cdiv(B * n_in, res.max_num_batched_tokens) if sc.enable_chunked_prefill else B
     pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
-    # Each further prefill step pays the host work the engine does not hide behind the GPU.
-    chunk_host = 0.0 if engine_of(sc).async_scheduling else float(step.host_seconds(eff, B))
-    ttft = pre.total_seconds + (steps - 1) * chunk_host + eff.frontend_seconds_per_request
+    ttft = first_token_seconds(pre.total_seconds, steps, B, eff, engine_of(sc))
     decode_context = decode_context_len(n_in, n_out)
     dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
     tpot = dec.total_seconds
@@ -276,12 +281,6 @@ def same_ops_in_both_stages(model: ModelSpec, res) -> bool:
     return sigs[0] == sigs[1]
 
 
-def roofline_max_rows() -> float:
-    from planner.estimate.roofline import MAX_GEMM_ROWS
-
-    return float(MAX_GEMM_ROWS)
-
-
 class StepTimeModel:
     """Seconds of one engine step with any mix of prefill chunks and decodes (for the simulator).
 
@@ -310,7 +309,7 @@ class StepTimeModel:
         self.shared = self.decode_table is self.prefill_table
         self._fixed: dict[int, dict[str, np.ndarray]] = {}
         self._memo: dict[tuple, float] = {}
-        self._attn_rows: dict[int, list] = {}
+        self._steady: dict[tuple, tuple] = {}
 
     def gpu_seconds(self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None,
                     piecewise: bool = False) -> np.ndarray | float:
@@ -322,11 +321,20 @@ class StepTimeModel:
         flops, nbytes, m, comm = table.evaluate(f)
         col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
         kind, fixed = col(table.kind), self._fixed_for(table)
-        launch = step.launch_seconds(eff, col(table.kernels), step.replays_graph(kind, graphs, piecewise))
-        gemm = col(table.gemm_like)
-        f_compute = np.where(gemm, step.gemm_fraction(eff, m) * col(fixed["grouped"]), col(fixed["compute"]))
-        floor = step.kernel_floor_seconds(eff, col(table.kernels)) + step.attention_floor_seconds(
-            eff, kind, col(table.kernels), f[2])
+        # Terms that do not depend on the step's features are computed once per (table, graph mode).
+        key = (id(table), graphs if np.ndim(graphs) == 0 else None, piecewise, np.ndim(f))
+        steady = self._steady.get(key) if key[1] is not None else None
+        if steady is None:
+            launch = step.launch_seconds(eff, col(table.kernels), step.replays_graph(kind, graphs, piecewise))
+            steady = (launch, step.kernel_floor_seconds(eff, col(table.kernels)), bool(table.gemm_like.any()))
+            if key[1] is not None:
+                self._steady[key] = steady
+        launch, floor, any_gemm = steady
+        f_compute = col(fixed["compute"])
+        if any_gemm:
+            f_compute = np.where(col(table.gemm_like), step.gemm_fraction(eff, m) * col(fixed["grouped"]), f_compute)
+        if eff.attention_seconds_per_seq:
+            floor = floor + step.attention_floor_seconds(eff, kind, col(table.kernels), f[2])
         t, _, _ = step.bound_seconds(flops, nbytes, f_compute, col(fixed["memory"]), col(fixed["peak"]),
                                      self.hw.hbm_bandwidth_bytes_per_s, floor)
         ar = table.allreduce_rows
@@ -345,7 +353,7 @@ class StepTimeModel:
     def _fixed_fractions(self, table: OpTable) -> dict[str, np.ndarray]:
         """Per-row factors that do not depend on the step: memory fraction, non-GEMM compute fraction,
         the grouped-GEMM derate and the peak (``step.op_fractions`` with the GEMM rows' M left open)."""
-        compute, memory = step.op_fractions(self.eff, table.kind, np.full(table.n, roofline_max_rows()))
+        compute, memory = step.op_fractions(self.eff, table.kind, np.full(table.n, float(step.MAX_GEMM_ROWS)))
         grouped = np.where(table.kind == step.KIND_CODES["grouped_gemm"], self.eff.grouped_gemm_fraction, 1.0)
         return {"compute": np.asarray(compute, float), "memory": np.asarray(memory, float) * np.ones(table.n),
                 "grouped": grouped, "peak": table.peaks(self.hw)}
@@ -385,42 +393,10 @@ class StepTimeModel:
             f0 = np.asarray([1.0, run, run, 0.0, 0.0])
             token_part = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(
                 self.decode_table, f0, graphs, rows=self.decode_table.token_rows))
-        k1, l1 = self._attention_scalar(self.decode_table, (1.0, run, run, run * context, run * context), graphs)
-        gpu = float(step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1))
+        k1, l1 = self.gpu_seconds(self.decode_table, np.asarray([1.0, run, run, run * context, run * context]), graphs,
+                                  rows=self.decode_table.attention_rows)
+        gpu = float(step.gpu_step_seconds(token_part[0] + float(k1), token_part[1] + float(l1)))
         return float(step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling))
-
-    def _attention_scalar(self, table: OpTable, f: tuple[float, ...], graphs: bool,
-                          piecewise: bool = False) -> tuple[float, float]:
-        """(kernel, launch) seconds of the attention rows for one step, in plain floats (the simulator's
-        hot path): each row's work from its coefficients (windows applied), bound by ``step.bound_seconds``."""
-        rows = self._attn_rows.get(id(table))
-        if rows is None:
-            fixed = self._fixed_for(table)
-            rows = self._attn_rows[id(table)] = [
-                (tuple(table.coef["flops"][i]), tuple(table.coef["other_bytes"][i]), float(table.window[i]),
-                 float(fixed["compute"][i]), float(fixed["memory"][i]), float(fixed["peak"][i]), float(table.count[i]),
-                 float(table.kernels[i]), tuple(table.coef["m"][i]) if table.gemm_like[i] else None,
-                 bool(table.kind[i] == step.KIND_CODES["attention"] and table.kernels[i] > 0),
-                 bool(table.kind[i] == step.KIND_CODES["attention"]))
-                for i in table.attention_rows]
-        bw = self.hw.hbm_bandwidth_bytes_per_s
-        eager = float(step.launch_seconds(self.eff, 1.0, False))
-        floor = float(step.kernel_floor_seconds(self.eff, 1.0))
-        kernels = launches = 0.0
-        one, tokens, seqs, pairs, kv = f
-        per_seq = self.eff.attention_seconds_per_seq
-        for cf, cb, window, fc, fm, peak, count, n_kernels, cm, attends, attends_kind in rows:
-            p, k = (pairs, kv) if window == math.inf else (min(pairs, tokens * window), min(kv, seqs * window))
-            g = (one, tokens, seqs, p, k)
-            if cm is not None:  # a GEMM over the context (MLA's expanded prefill): its M is context tokens
-                fc = step.gemm_fraction(self.eff, max(sum(c * x for c, x in zip(cm, f)), 1.0))
-            flops = sum(c * x for c, x in zip(cf, g))
-            nbytes = sum(c * x for c, x in zip(cb, g))
-            t = step.bound_seconds(flops, nbytes, fc, fm, peak, bw, n_kernels * floor + (seqs * per_seq if attends else 0.0))[0]
-            kernels += count * float(t)
-            in_graph = graphs or (piecewise and not attends_kind)
-            launches += count * n_kernels * (0.0 if in_graph else eager)
-        return kernels, launches
 
     def _piecewise(self, tokens: float) -> bool:
         return step.piecewise_graphs(self.engine.cuda_graph_mode, self.graphs, tokens, self.engine.max_cuda_graph_batch)
@@ -446,8 +422,8 @@ class StepTimeModel:
         the step's tokens fit the largest captured size; attention is launched eagerly.
         """
         k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), self._piecewise(float(f[1])))
-        k1, l1 = self._attention_scalar(table, tuple(float(x) for x in f), False, self._piecewise(float(f[1])))
-        return k0 + k1, l0 + l1
+        k1, l1 = self.gpu_seconds(table, f, False, rows=table.attention_rows, piecewise=self._piecewise(float(f[1])))
+        return k0 + float(k1), l0 + float(l1)
 
     def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int,
                      prefill_seqs: int | None = None) -> float:

@@ -38,8 +38,7 @@ Stage = Literal["prefill", "decode"]
 PredictionKind = Literal["bound", "estimate", "calibrated"]
 #: vLLM captures CUDA graphs for decode batches up to this size (max_cudagraph_capture_size default 512).
 MAX_GRAPH_BATCH = 512
-#: GEMM rows assumed for ops that are not GEMMs (their compute fraction is the large-GEMM one).
-MAX_GEMM_ROWS = 1 << 30
+MAX_GEMM_ROWS = step.MAX_GEMM_ROWS
 gemm_fraction = step.gemm_fraction
 
 

@@ -88,6 +88,9 @@ def gemm_fraction(eff: Efficiency, m_tokens: Any) -> Any:
     return float(out) if np.ndim(out) == 0 else out
 
 
+#: GEMM rows assumed for ops that are not GEMMs (their compute fraction is then the large-GEMM one).
+MAX_GEMM_ROWS = 1 << 30
+
 #: Op kinds as codes, for the array form of ``op_seconds``.
 KIND_CODES = {"gemm": 0, "attention": 1, "elementwise": 2, "scan": 2, "allreduce": 3, "grouped_gemm": 4}
 

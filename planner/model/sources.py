@@ -242,12 +242,25 @@ def parse_json(
         )
     text = _decode(data, where, hint)
     try:
-        value = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_NotANumber.constant
-        )
+        return loads_bounded(text, where, hint=hint)
     except json.JSONDecodeError as err:
         problem = f"{err.msg} at line {err.lineno} column {err.colno}"
         raise ConfigError(f"{where} is not valid JSON: {problem}.", hint=hint) from None
+
+
+def loads_bounded(text: str, where: str, *, hint: str, allow_non_finite: bool = False) -> Any:
+    """JSON text -> the parsed value, with nesting at most ``MAX_JSON_DEPTH``, numbers at most
+    ``MAX_NUMBER_CHARS`` characters and no NaN/Infinity/overflow: a ConfigError naming ``where`` and
+    the key otherwise. Text that is not JSON raises ``json.JSONDecodeError`` (a caller may try JSON
+    lines next). Every JSON a user or a server hands the planner is parsed here (config.json files,
+    bench results). ``allow_non_finite``: keep ``NaN``/``Infinity``/overflowing floats as floats (vLLM's
+    bench files write ``"request_rate": Infinity``; their readers check each field's range)."""
+    finite = not allow_non_finite
+    try:
+        value = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float if finite else _parse_float_any,
+            parse_constant=_NotANumber.constant if finite else float,
+        )
     except RecursionError:
         raise ConfigError(f"{where}: nesting deeper than {MAX_JSON_DEPTH} levels.", hint=hint) from None
     _check_tree(value, where, hint)
@@ -322,6 +335,7 @@ class _NotANumber:
     text: str
     problem: str
     limit: str = ""
+    joiner: str = ": "
 
     @classmethod
     def constant(cls, text: str) -> _NotANumber:
@@ -331,7 +345,8 @@ class _NotANumber:
 def _too_long(text: str) -> _NotANumber:
     digits = sum(ch.isdigit() for ch in text)
     limit = f" (a number may have at most {MAX_NUMBER_CHARS} characters)"
-    return _NotANumber(text, f"number with {digits:,} digits", limit)
+    return _NotANumber(text, f"a number of {len(text):,} characters, a number with {digits:,} digits", limit,
+                       joiner=" holds ")
 
 
 def _parse_int(text: str) -> int | _NotANumber:
@@ -345,6 +360,10 @@ def _parse_float(text: str) -> float | _NotANumber:
     if not math.isfinite(value):
         return _NotANumber(text, f"{text} overflows to infinity (the largest float is about 1.8e308)")
     return value
+
+
+def _parse_float_any(text: str) -> float | _NotANumber:
+    return _too_long(text) if len(text) > MAX_NUMBER_CHARS else float(text)
 
 
 def _decode(data: bytes, where: str, hint: str) -> str:
@@ -375,7 +394,7 @@ def _check_tree(value: Any, where: str, hint: str) -> None:
     while stack:
         item, path, depth = stack.pop()
         if isinstance(item, _NotANumber):
-            raise ConfigError(f"{where}: {item.problem} at {_key_text(path)}{item.limit}.", hint=hint)
+            raise ConfigError(f"{where}{item.joiner}{item.problem} at {_key_text(path)}{item.limit}.", hint=hint)
         if isinstance(item, (dict, list)):
             if depth >= MAX_JSON_DEPTH:
                 problem = f"nesting deeper than {MAX_JSON_DEPTH} levels at {_key_text(path)}"

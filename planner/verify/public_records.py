@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.efficiency import Efficiency
 from planner.errors import PlannerError
 from planner.estimate.defaults import FITTED
-from planner.estimate.latency import StepTimeModel
+from planner.estimate.latency import StepTimeModel, first_token_seconds
 from planner.estimate.memory import plan_memory, resolve
 from planner.estimate import step
 from planner.estimate.roofline import MAX_GEMM_ROWS, bind, engine_of, layer_groups, model_ops, step_shape, uses_graphs
@@ -419,9 +419,7 @@ class StaticBatch:
         self._decode = StepOps(self.model, self.hw, self.sc, "decode", self.batch, self.input_len + max(1, self.output_len // 2))
 
     def ttft_seconds(self, eff: Efficiency) -> float:
-        engine = self._prefill.engine
-        chunk_host = 0.0 if engine.async_scheduling else float(step.host_seconds(eff, self.batch))
-        return self._prefill.seconds(eff) + (self.steps - 1) * chunk_host + eff.frontend_seconds_per_request
+        return first_token_seconds(self._prefill.seconds(eff), self.steps, self.batch, eff, self._prefill.engine)
 
     def tpot_seconds(self, eff: Efficiency) -> float:
         return self._decode.seconds(eff)

@@ -10,12 +10,9 @@ says what is accepted, never as a UnicodeDecodeError, RecursionError or ValueErr
   writes UTF-16 LE); any other NUL byte or invalid UTF-8 is refused with its offset. Text that
   was already decoded with replacement characters (``errors="replace"``) is refused when it holds
   NULs or is mostly U+FFFD, the marks of a binary or UTF-16 file read as UTF-8;
-* JSON: at most ``MAX_JSON_DEPTH`` levels of nesting and ``MAX_NUMBER_CHARS`` characters per
-  number (``json`` would otherwise recurse until RecursionError, and ``int()`` refuses more than
-  4,300 digits with a ValueError).
-
-A bounded JSON reader for config.json files is being written in ``planner.model.sources`` at the
-same time; this one serves ``planner.verify`` until the two are merged.
+* JSON: through ``planner.model.sources.loads_bounded``, the planner's one bounded JSON parser (at
+  most ``MAX_JSON_DEPTH`` levels of nesting and ``MAX_NUMBER_CHARS`` characters per number; ``json``
+  would otherwise recurse until RecursionError, and ``int()`` refuses more than 4,300 digits).
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import ConfigError
+from planner.model.sources import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, loads_bounded
 from planner.units import fmt_bytes
 
 __all__ = [
@@ -36,10 +34,6 @@ MAX_LOG_BYTES = 64 * 2**20
 """Largest vLLM log read, bytes (64 MiB; a startup log is a few MiB, the CLI has the same cap)."""
 MAX_RESULT_BYTES = 64 * 2**20
 """Largest benchmark result file read, bytes (64 MiB; --save-detailed of 100,000 requests is ~30 MB)."""
-MAX_JSON_DEPTH = 64
-"""Deepest nesting of JSON arrays and objects accepted (the tools' files nest 5 levels at most)."""
-MAX_NUMBER_CHARS = 64
-"""Longest JSON number accepted, characters (a float64 needs 24: '-1.2345678901234567e-308')."""
 
 _UTF16_BOMS = ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 _SNIFF_BYTES = 512
@@ -140,48 +134,8 @@ def check_text(text: str, origin: str) -> str:
     return text
 
 
-def _bounded_number(convert, origin: str):
-    def parse(token: str):
-        if len(token) > MAX_NUMBER_CHARS:
-            raise ConfigError(f"{origin} holds a number of {len(token):,} characters ({token[:20]}...); numbers of at "
-                              f"most {MAX_NUMBER_CHARS} characters are read.")
-        return convert(token)
-
-    return parse
-
-
 def loads_json(text: str, origin: str) -> Any:
-    """``json.loads`` with nesting at most ``MAX_JSON_DEPTH`` and numbers at most ``MAX_NUMBER_CHARS`` long.
-
-    Raises ``json.JSONDecodeError`` for text that is not JSON (callers may try JSON lines next)
-    and ``ConfigError`` for JSON beyond the bounds.
-    """
-    try:
-        value = json.loads(text, parse_int=_bounded_number(int, origin), parse_float=_bounded_number(float, origin))
-    except RecursionError:
-        raise _too_deep(origin) from None
-    if _depth_exceeds(value, MAX_JSON_DEPTH):
-        raise _too_deep(origin)
-    return value
-
-
-def _too_deep(origin: str) -> ConfigError:
-    return ConfigError(f"{origin} nests JSON arrays/objects deeper than {MAX_JSON_DEPTH} levels; benchmark files "
-                       "nest a few levels, so this is not one.", hint="Pass the file the tool wrote, unchanged.")
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """True when ``value`` nests lists/dicts more than ``limit`` deep (iterative, no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    """Bounded JSON of a user's file: ``planner.model.sources.loads_bounded`` (nesting, number length,
+    non-finite numbers), the one parser every face uses. Raises ``json.JSONDecodeError`` for text
+    that is not JSON (callers may try JSON lines next) and ``ConfigError`` beyond the bounds."""
+    return loads_bounded(text, origin, hint="Pass the file the tool wrote, unchanged.", allow_non_finite=True)
