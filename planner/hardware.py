@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -395,6 +396,10 @@ def profile_from_mapping(data: Any, source: str = "<profile>") -> HardwareProfil
         raise HardwareProfileError(_validation_message(source, exc)) from None
 
 
+#: libyaml's safe loader when PyYAML was built with it (several times faster), else the pure-Python one.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
     """Read one card YAML. A calibrated card keeps the id it was saved with (see :func:`load_profiles`)."""
     path = Path(path)
@@ -404,7 +409,7 @@ def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
     except OSError as exc:
         raise HardwareProfileError(f"{shown}: cannot read the file ({exc.strerror});", hint="check the path.") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -460,8 +465,9 @@ def _profile_files(folder: Path, label: str) -> list[Path]:
 
 def _folders(extra_dirs: Iterable[str | os.PathLike[str]] | None) -> list[tuple[Path, str]]:
     folders = [(BUILTIN_DIR, "the built-in hardware_profiles folder")]
-    if user_dir().is_dir():
-        folders.append((user_dir(), USER_DIR_ENV))
+    user = user_dir()
+    if user.is_dir():
+        folders.append((user, USER_DIR_ENV))
     folders += [(d, ENV_VAR) for d in _env_dirs()]
     folders += [(Path(d).expanduser(), "extra_dirs") for d in (extra_dirs or ())]
     return folders
@@ -470,15 +476,27 @@ def _folders(extra_dirs: Iterable[str | os.PathLike[str]] | None) -> list[tuple[
 def _signature(folders: list[tuple[Path, str]]) -> tuple[tuple[str, str, int, int], ...]:
     """(folder, file, mtime, size) in load order, so an edited card is re-read and unchanged ones stay cached."""
     entries = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for folder, label in folders:
-        if folder.resolve() in seen:
+        resolved = str(folder.resolve())  # once per folder: resolve() walks every path component
+        if resolved in seen:
             continue  # a folder named twice (built-ins in extra_dirs, say) is read once
-        seen.add(folder.resolve())
-        for f in _profile_files(folder, label):
+        seen.add(resolved)
+        for f in _profile_entries(folder, label):
             st = f.stat()
-            entries.append((str(folder.resolve()), str(f), st.st_mtime_ns, st.st_size))
+            entries.append((resolved, f.path, st.st_mtime_ns, st.st_size))
     return tuple(entries)
+
+
+def _profile_entries(folder: Path, label: str) -> list[os.DirEntry[str]]:
+    """``_profile_files`` as directory entries: one listing, one stat per file (the signature's hot path)."""
+    try:
+        with os.scandir(folder) as it:
+            found = [e for e in it if e.name.endswith((".yaml", ".yml")) and e.name not in (".yaml", ".yml") and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        _profile_files(folder, label)  # raises the error that names the folder and the fix
+        raise
+    return sorted(found, key=lambda e: e.path)
 
 
 @functools.lru_cache(maxsize=16)
@@ -686,3 +704,69 @@ def save_profile(profile: HardwareProfile, folder: str | os.PathLike[str]) -> Pa
     tmp.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+# ------------------------------------------------------------------------------------------------
+# Prices the user sets: $/GPU-hour per card, over the profiles' cited on-demand figure.
+# ------------------------------------------------------------------------------------------------
+
+PRICE_SET_BY_USER = "set by the user"
+"""``sources['price_per_hour_usd']`` of a profile whose price the user gave (:func:`with_price`)."""
+
+
+def check_price(usd_per_gpu_hour: object, card: str, key: str = "price_per_hour_usd") -> float:
+    """``usd_per_gpu_hour`` as a float when it is a positive, finite number of US dollars per GPU-hour;
+    else HardwareProfileError naming ``key`` (the flag or field the user filled), the card and the value."""
+    if (not isinstance(usd_per_gpu_hour, (int, float)) or isinstance(usd_per_gpu_hour, bool)
+            or not math.isfinite(usd_per_gpu_hour) or usd_per_gpu_hour <= 0):
+        raise HardwareProfileError(
+            f"{key}: the price of {card} must be a finite number > 0 of US dollars per GPU-hour, got {usd_per_gpu_hour!r}.",
+            hint="Give the on-demand price of one GPU for one hour, e.g. 3.5 for $3.50.",
+        )
+    return float(usd_per_gpu_hour)
+
+
+def resolve_prices(
+    prices: Mapping[str, object] | None,
+    key: str = "prices",
+    profiles: Mapping[str, HardwareProfile] | None = None,
+) -> dict[str, float]:
+    """{profile id: US dollars per GPU-hour} from the card names a user typed (id, alias or device
+    name, any case; ``profiles`` first, then the registry). An unknown card, a bad price, or one card
+    priced twice at different prices raises HardwareProfileError naming ``key``."""
+    out: dict[str, float] = {}
+    for name, value in (prices or {}).items():
+        card = _normalize(name)
+        if profiles and card in profiles:
+            pid = card
+        else:
+            try:
+                pid = get_profile(name).id
+            except HardwareProfileError as err:
+                raise HardwareProfileError(f"{key}: {err.message}", hint=err.hint) from None
+        price = check_price(value, pid, key)
+        if pid in out and out[pid] != price:
+            raise HardwareProfileError(
+                f"{key}: {pid} is priced twice (${out[pid]:g} and ${price:g} per GPU-hour; '{name}' names the same card).",
+                hint="Give each card one price.",
+            )
+        out[pid] = price
+    return out
+
+
+def with_price(profile: HardwareProfile, usd_per_gpu_hour: float, source: str = PRICE_SET_BY_USER) -> HardwareProfile:
+    """A copy of ``profile`` at ``usd_per_gpu_hour`` US dollars per GPU-hour, ``sources`` saying where it came from."""
+    price = check_price(usd_per_gpu_hour, profile.id)
+    return profile.model_copy(
+        update={"price_per_hour_usd": price, "sources": {**profile.sources, "price_per_hour_usd": source}}
+    )
+
+
+def priced(profile: HardwareProfile, prices: Mapping[str, float] | None) -> HardwareProfile:
+    """``profile`` at the user's price for its id (or its base card's, for ``<id>-calibrated``); unchanged
+    when ``prices`` names neither. ``prices`` is what :func:`resolve_prices` returns."""
+    if not prices:
+        return profile
+    base = profile.id.removesuffix(CALIBRATED_SUFFIX)
+    price = prices.get(profile.id, prices.get(base))
+    return profile if price is None else with_price(profile, price)

@@ -203,7 +203,7 @@ def test_unknowns_are_none_not_zero():
     assert p.unidirectional_interconnect_bytes_per_s is None
     assert p.peak_flops_for("fp32") == 1e11
     assert get_profile("h100-sxm").peak_flops_for("fp32") is None  # tensor-core rates only
-    assert get_profile("h200").price_per_hour_usd is None
+    assert get_profile("gaudi3").price_per_hour_usd is None  # no public price found: None, not 0
 
 
 def test_gb200_nvlink_domain_is_72():

@@ -298,14 +298,15 @@ def test_rows_that_cannot_run_say_why(llama70b):
 
 
 def test_unpriced_cards_rank_by_gpu_count(llama8b):
-    assert get_profile("h200").price_per_hour_usd is None
-    space = CandidateSpace(gpus=("h200", "h100-sxm"), tp=(1,), base=H100)
+    # Only when no candidate has a price (a mix ranks by cost: tests/test_prices.py).
+    assert get_profile("gaudi3").price_per_hour_usd is None and get_profile("h20").price_per_hour_usd is None
+    space = CandidateSpace(gpus=("gaudi3", "h20"), tp=(1,), base=H100)
     plan = plan_slo(llama8b, SLO.of(p99_ttft=1.0), poisson(5.0), space, FAST)
     assert plan.ranked_by == "gpus"
-    assert any("h200" in note for note in plan.notes)
-    h200 = next(c for c in plan.candidates if c.gpu == "h200")
-    assert h200.usd_per_hour is None and h200.usd_per_1m_output_tokens is None
-    assert h200.energy_kwh_per_1m_output_tokens_upper_bound is not None  # TDP is known
+    assert any("no price for gaudi3, h20" in note and "--price-per-gpu-hour" in note for note in plan.notes)
+    gaudi = next(c for c in plan.candidates if c.gpu == "gaudi3")
+    assert gaudi.usd_per_hour is None and gaudi.usd_per_1m_output_tokens is None
+    assert gaudi.energy_kwh_per_1m_output_tokens_upper_bound is not None  # TDP is known
 
 
 def test_max_model_len_follows_the_workload_unless_given(llama8b):

@@ -15,23 +15,23 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
-from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile, get_profile
 from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario, Workload
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
+
+if TYPE_CHECKING:  # rich is imported by the table views only: --format json never pays for it
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 FORMATS = ("table", "json", "yaml")
 
@@ -297,6 +297,64 @@ def hardware_from_args(args: argparse.Namespace) -> HardwareProfile:
     return get_profile(args.gpu)
 
 
+# ----------------------------------------------------------------------------- prices
+
+PRICE_FLAG = "--price-per-gpu-hour"
+
+
+def _price_item(text: str) -> tuple[str | None, float]:
+    """argparse type of --price-per-gpu-hour: 'h200=3.5' -> ('h200', 3.5), '3.5' -> (None, 3.5).
+
+    The number must be finite and > 0 (a usage error naming the flag otherwise); the card is checked
+    against the profiles later, by ``prices_from_args``.
+    """
+    card, sep, value = text.rpartition("=")
+    if sep and not card.strip():
+        raise argparse.ArgumentError(None, f"{PRICE_FLAG} {text!r} names no card; write CARD=USD, e.g. h200=3.5.")
+    try:
+        price = Number(float, PRICE_FLAG, gt=0, hint="US dollars per GPU-hour, e.g. h200=3.5 or 3.5.")(value)
+    except ValueError:
+        raise argparse.ArgumentError(None, f"{PRICE_FLAG} {text!r} is not a price; write USD or CARD=USD "
+                                     "(US dollars per GPU-hour), e.g. 3.5 or h200=3.5.") from None
+    return (card.strip() or None, float(price))
+
+
+def add_price_flag(parser: argparse.ArgumentParser, *, several_cards: bool) -> None:
+    """--price-per-gpu-hour: the user's $/GPU-hour, over the profiles' cited on-demand price."""
+    per_card = ("Repeat as CARD=USD for each card, e.g. --price-per-gpu-hour h200=3.5 --price-per-gpu-hour b200=6; "
+                "a bare USD prices the card when --gpus names one." if several_cards else
+                "USD prices the --gpu card (CARD=USD also works).")
+    parser.add_argument(PRICE_FLAG, dest="price_per_gpu_hour", action="append", type=_price_item, default=[],
+                        metavar="[CARD=]USD",
+                        help="Your on-demand price of one GPU for one hour, in US dollars; replaces the profile's "
+                        f"price_per_hour_usd (python -m planner hardware lists them and their sources). {per_card}")
+
+
+def prices_from_args(args: argparse.Namespace, cards: Sequence[str]) -> dict[str, float]:
+    """{profile id: USD per GPU-hour} from --price-per-gpu-hour; a bare USD prices ``cards`` when it is one card.
+
+    Unknown cards, two prices for one card, and a bare USD with several cards raise a PlannerError naming the flag.
+    """
+    from planner.hardware import resolve_prices
+
+    items = getattr(args, "price_per_gpu_hour", None) or []
+    named: dict[str, float] = {}
+    for card, price in items:
+        if card is None:
+            if len(cards) != 1:
+                raise ScenarioError(
+                    f"{PRICE_FLAG} {price:g} names no card, and {len(cards)} cards are tried ({', '.join(cards)}).",
+                    hint=f"Write CARD=USD for each, e.g. {PRICE_FLAG} {cards[0]}={price:g}.",
+                )
+            card = cards[0]
+        key = card.lower()
+        if key in named and named[key] != price:
+            raise ScenarioError(f"{PRICE_FLAG} prices {card} twice (${named[key]:g} and ${price:g}).",
+                                hint="Give each card one price.")
+        named[key] = price
+    return resolve_prices(named, PRICE_FLAG)
+
+
 def add_efficiency_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bound",
@@ -308,6 +366,9 @@ def add_efficiency_flag(parser: argparse.ArgumentParser) -> None:
 
 def efficiency_from_args(args: argparse.Namespace, hw: HardwareProfile) -> Efficiency:
     """BOUND with --bound; else the card's calibration, or the fitted factors of --engine-version's profile."""
+    # the roofline (and with it numpy) is imported only by the commands that time something
+    from planner.estimate.roofline import efficiency_for
+
     engine = Scenario(engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"))
     return efficiency_for(hw, "bound" if getattr(args, "bound", False) else "auto", sc=engine)
 
@@ -343,6 +404,8 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((140, 24)).columns if tty else 140
     return Console(
@@ -365,6 +428,8 @@ KIND_STYLES = {"bound": "cyan", "estimate": "yellow", "calibrated": "green", "ex
 
 def kind_text(kind: str) -> Text:
     """The label of a predicted number (bound / estimate / calibrated / exact), coloured on a terminal."""
+    from rich.text import Text
+
     return Text(kind, style=KIND_STYLES.get(kind, ""))
 
 
@@ -372,6 +437,10 @@ def table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None, right: Sequence[int] = ()
 ) -> Table:
     """A plain table: header row, then rows; column indexes in ``right`` are right-aligned (numbers)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, pad_edge=False)
     for i, name in enumerate(columns):
         t.add_column(name, justify="right" if i in right else "left", overflow="fold")
@@ -386,6 +455,8 @@ def field_descriptions(model: type[BaseModel], exclude: Sequence[str] = ()) -> d
 
 
 def heading(text: str) -> Text:
+    from rich.text import Text
+
     return Text(text, style="bold")
 
 

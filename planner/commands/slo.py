@@ -9,12 +9,15 @@ from typing import Any
 from rich.text import Text
 
 from planner.commands.common import (
-    Number, add_model_argument, field_descriptions, fmt_seconds, heading, kind_text, load_model, render, table,
+    Number, add_model_argument, add_price_flag, field_descriptions, fmt_seconds, heading, kind_text, load_model,
+    prices_from_args, render, table,
 )
 from planner.commands.simulate import add_workload_flags, workload_from_args
 from planner.efficiency import BOUND
 from planner.scenario import Scenario
-from planner.serve.slo import SLO, CandidateSpace, SearchSettings, SLOPlan, SLOTarget, plan_slo
+from planner.serve.slo import (
+    SLO, CandidateSpace, SearchSettings, SLOPlan, SLOTarget, missing_price_hint, plan_slo,
+)
 from planner.serve.workload import MAX_REQUESTS
 
 NAME = "slo"
@@ -104,6 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    default=None, help=_S["block_size"].description)
     b.add_argument("--enforce-eager", action="store_true", help="Eager mode, no CUDA graphs (vLLM's flag).")
     b.add_argument("--no-chunked-prefill", action="store_true", help="Turn chunked prefill off.")
+    add_price_flag(parser.add_argument_group("cost"), several_cards=True)
     q = parser.add_argument_group("search")
     defaults = SearchSettings()
     q.add_argument("--requests-per-probe", metavar="N", default=defaults.requests_per_probe,
@@ -119,6 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> SLOPlan:
+    prices = prices_from_args(args, args.gpus)  # before the model loads: a bad price fails fast
     spec, _ = load_model(args)
     slo = SLO.of(**{f"{stat}_{metric}": getattr(args, f"{stat}_{metric}") for metric in METRICS for stat in STATISTICS})
     base = Scenario(
@@ -130,7 +135,8 @@ def run(args: argparse.Namespace) -> SLOPlan:
                            kv_cache_dtypes=args.kv_dtypes, max_num_seqs=args.max_num_seqs, base=base)
     settings = SearchSettings(requests_per_probe=args.requests_per_probe, rate_tolerance=args.tolerance,
                               exhaustive=args.exhaustive)
-    return plan_slo(spec, slo, workload_from_args(args), space, settings, efficiency=BOUND if args.bound else None)
+    return plan_slo(spec, slo, workload_from_args(args), space, settings, efficiency=BOUND if args.bound else None,
+                    prices=prices)
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -157,8 +163,9 @@ def render_table(plan: SLOPlan) -> str:
         rows = [
             ("deployment", f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): {best.label}, "
                            f"{best.total_gpus} GPU(s) in all"),
-            ("cost", f"{_money(best.usd_per_hour)}/hour; {_money(best.usd_per_1m_input_tokens, 3)} per 1M input tokens, "
-                     f"{_money(best.usd_per_1m_output_tokens, 3)} per 1M output tokens"),
+            ("cost", (f"{_money(best.usd_per_hour)}/hour; {_money(best.usd_per_1m_input_tokens, 3)} per 1M input "
+                      f"tokens, {_money(best.usd_per_1m_output_tokens, 3)} per 1M output tokens")
+             if best.usd_per_hour is not None else missing_price_hint([best.gpu])),
             ("energy (upper bound, TDP)", f"{_maybe(best.energy_kwh_per_1m_input_tokens_upper_bound, ',.3f')} kWh per 1M "
                                           f"input, {_maybe(best.energy_kwh_per_1m_output_tokens_upper_bound, ',.3f')} kWh "
                                           "per 1M output tokens"),
@@ -176,7 +183,7 @@ def render_table(plan: SLOPlan) -> str:
         cand_rows.append((
             c.status, c.label, str(c.gpus_per_replica), _maybe(c.saturation_requests_per_s, ".2f"), _maybe(c.max_rate_per_replica_per_s, ".2f"),
             "" if c.replicas is None else str(c.replicas), "" if c.total_gpus is None else str(c.total_gpus),
-            "" if c.usd_per_hour is None else f"{c.usd_per_hour:,.2f}",
+            ("no price" if c.status == "meets" else "") if c.usd_per_hour is None else f"{c.usd_per_hour:,.2f}",
             _maybe(c.usd_per_1m_output_tokens, ",.3f"), c.reason,
         ))
     parts.append(table(["status", "replica", "GPUs/replica", "knee req/s", "max req/s", "replicas", "GPUs", "$/h", "$/1M out", "why"],

@@ -27,9 +27,10 @@ x weight dtype x KV dtype x max_num_seqs):
    1M tokens; energy uses the board power limit (TDP) for the whole time, an **upper bound** on
    the GPUs' energy (host, network and cooling not included).
 
-The cheapest candidate that meets the targets wins: by $/hour when every feasible candidate has
-a price, else by GPU count. By default a candidate whose lower bound (replicas at saturation)
-already costs more than the best found is not bisected (``exhaustive=False``); its row says so.
+The cheapest candidate that meets the targets wins: by $/hour whenever a feasible candidate has a
+price (the profile's cited on-demand figure, or the user's ``prices``), a candidate without one
+ranked after the priced ones and named in the notes; by GPU count only when none has a price. By
+default a candidate whose lower bound (replicas at saturation) already costs more than the best found is not bisected (``exhaustive=False``); its row says so.
 Every probe is also a point of tokens/s per GPU vs tokens/s per user (1 / mean TPOT); the
 non-dominated ones form the Pareto front.
 
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -53,7 +54,7 @@ from planner.estimate.cost import gpu_hours_per_million_tokens, kwh_per_million_
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import plan_memory
 from planner.estimate.roofline import PredictionKind
-from planner.hardware import HardwareProfile, get_profile
+from planner.hardware import HardwareProfile, get_profile, priced, resolve_prices
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import scheduler_config
@@ -274,7 +275,8 @@ class CandidateResult(BaseModel):
     replicas: int | None = Field(None, description="Replicas for the target rate: ceil(target / max rate per replica).")
     total_gpus: int | None = Field(None, description="replicas x tp x pp (or its lower bound for not-cheaper rows).")
     usd_per_hour: float | None = Field(
-        None, description="total_gpus x the card's price, in US dollars per hour; None when the profile has no price."
+        None, description="total_gpus x the card's price (the user's, else the profile's), in US dollars per hour; "
+        "None when the card has no price."
     )
     operating_point: Probe | None = Field(
         None, description="Simulated latencies of one replica at target / replicas requests per second."
@@ -331,7 +333,8 @@ class SLOPlan(BaseModel):
         "recommendation: its rate is capped below it); None without a recommendation."
     )
     ranked_by: Literal["usd_per_hour", "gpus"] = Field(
-        description="usd_per_hour when every feasible candidate has a price, else gpus (total GPU count)."
+        description="usd_per_hour when a feasible candidate has a price (unpriced ones after the priced, named in "
+        "notes), else gpus (total GPU count)."
     )
     candidates: tuple[CandidateResult, ...] = Field(description="Every candidate, best first, then the rest by status.")
     pareto: tuple[ParetoPoint, ...] = Field(description="Non-dominated probes, by increasing tokens/s per GPU.")
@@ -617,6 +620,7 @@ def plan_slo(
     settings: SearchSettings | None = None,
     efficiency: Efficiency | None = None,
     profiles: dict[str, HardwareProfile] | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> SLOPlan:
     """The cheapest deployment of ``model`` that serves ``workload`` (its Poisson rate is the total
     target) within ``slo``, every candidate of ``space`` with its verdict, and the Pareto front.
@@ -624,8 +628,10 @@ def plan_slo(
     ``workload.num_requests`` is ignored for Poisson traffic (each probe measures
     ``settings.requests_per_probe``); a trace is replayed whole, time-scaled to each probed rate.
     ``efficiency`` overrides every card's step-time factors (None: calibrated where saved, else defaults).
+    ``prices`` sets US dollars per GPU-hour by card (id or alias), over the profiles' ``price_per_hour_usd``.
     """
     started = time.perf_counter()
+    prices = resolve_prices(prices, "prices", profiles)
     settings = settings or SearchSettings()
     traffic = _Traffic(workload, _draws(settings, space.max_num_seqs))
     target = traffic.rate
@@ -645,7 +651,7 @@ def plan_slo(
         if base_len is None:
             sc = sc.model_copy(update={"max_model_len": chosen})
         try:
-            hw = profiles[sc.gpu] if profiles and sc.gpu in profiles else get_profile(sc.gpu)
+            hw = priced(profiles[sc.gpu] if profiles and sc.gpu in profiles else get_profile(sc.gpu), prices)
         except (HardwareProfileError, KeyError) as err:
             rows.append(_row(sc, None, "invalid", str(err)))
             continue
@@ -694,11 +700,7 @@ def plan_slo(
         return (gpus * price if price else math.inf, gpus)
 
     live.sort(key=bound)
-    all_priced = all(c.hw.price_per_hour_usd for c, _ in live)
-    ranked_by: Literal["usd_per_hour", "gpus"] = "usd_per_hour" if all_priced and live else "gpus"
-    if live and not all_priced:
-        unpriced = sorted({c.hw.id for c, _ in live if not c.hw.price_per_hour_usd})
-        notes.append(f"ranked by GPU count: no price in the profile of {', '.join(unpriced)}.")
+    ranked_by = _ranking([c.hw for c, _ in live], notes)
     best_key: tuple[float, int] | None = None
     for cand, saturation in live:
         hw, sc = cand.hw, cand.sc
@@ -706,7 +708,8 @@ def plan_slo(
                       saturation_requests_per_s=saturation)
         lb_cost, lb_gpus = bound((cand, saturation))
         lb_key = (lb_cost if ranked_by == "usd_per_hour" else lb_gpus, lb_gpus)
-        if not settings.exhaustive and best_key is not None and lb_key > best_key:
+        prunable = ranked_by == "gpus" or math.isfinite(lb_cost)  # an unpriced card's cost is unknown, not high
+        if not settings.exhaustive and best_key is not None and prunable and lb_key > best_key:
             rows.append(_row(sc, hw, "not-cheaper", (
                 f"not bisected: needs >= {lb_gpus} GPUs" + (f" (${lb_cost:,.2f}/h)" if math.isfinite(lb_cost) else "")
                 + f" even at {UTILIZATION_CAP:.0%} of its saturation"                + "; a cheaper one meets the SLO"), total_gpus=lb_gpus, **common))
@@ -725,7 +728,8 @@ def plan_slo(
         rows.append(_row(sc, hw, "meets", reason, probes=probes + (row["operating_point"],),
                          max_rate_per_replica_per_s=best, first_failing_rate_per_s=fail_rate,
                          limiting_target=limiting, **row, **common))
-        found = ((row["usd_per_hour"] if ranked_by == "usd_per_hour" else row["total_gpus"]), row["total_gpus"])
+        cost = row["usd_per_hour"] if row["usd_per_hour"] is not None else math.inf
+        found = ((cost if ranked_by == "usd_per_hour" else row["total_gpus"]), row["total_gpus"])
         if best_key is None or found < best_key:
             best_key = found
 
@@ -745,6 +749,25 @@ def plan_slo(
         overloaded=recommendation.overloaded if recommendation else None,
         pareto=pareto_front(points), notes=tuple(notes), search_seconds=time.perf_counter() - started,
     )
+
+
+def _ranking(cards: Sequence[HardwareProfile], notes: list[str]) -> Literal["usd_per_hour", "gpus"]:
+    """usd_per_hour when any feasible card has a price, else gpus; a card without one is named in ``notes``
+    with how to give it one (the ranking never falls back to GPU count without saying so)."""
+    unpriced = sorted({hw.id for hw in cards if hw.price_per_hour_usd is None})
+    ranked_by: Literal["usd_per_hour", "gpus"] = "usd_per_hour" if len(unpriced) < len({hw.id for hw in cards}) else "gpus"
+    if unpriced:
+        how = missing_price_hint(unpriced)
+        notes.append(f"ranked by GPU count, not cost: {how}" if ranked_by == "gpus" else
+                     f"ranked by $/hour; unpriced candidates come after the priced ones: {how}")
+    return ranked_by
+
+
+def missing_price_hint(card_ids: Sequence[str]) -> str:
+    """'no price for gaudi3, h20: pass --price-per-gpu-hour gaudi3=USD (US dollars per GPU-hour) ...'."""
+    pairs = " ".join(f"--price-per-gpu-hour {c}=USD" for c in card_ids)
+    return (f"no price for {', '.join(card_ids)}: pass {pairs} (US dollars per GPU-hour; in the app, the card's "
+            "$/GPU-hour field), or add price_per_hour_usd to its profile.")
 
 
 def _costed(cand: _Candidate, target: float, best: float, replicas: int, saturation: float) -> dict:
