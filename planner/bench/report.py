@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
+from planner.hardware import HardwareProfile
 from planner.model.ops import Op
 from planner.units import fmt_seconds
 
@@ -180,11 +181,23 @@ class CheckError(_Frozen):
     error_pct_after: float = Field(description="(after - measured) / measured x 100, in percent.")
 
 
-class CalibrationResult(_Frozen):
-    """Efficiency factors fitted to the measurements, and the profile written with them."""
+class BoundHit(_Frozen):
+    """A fitted factor that left its physical range and was clipped to it (``planner.bench.calibrate.FACTOR_BOUNDS``)."""
 
-    status: Literal["written", "fitted", "not_fitted", "failed"] = Field(
-        description="'written' (profile saved), 'fitted' (not saved on request), 'not_fitted' (no usable checks), 'failed'."
+    factor: str = Field(description="Efficiency field, e.g. 'step_overhead_seconds'; no unit.")
+    fitted: float = Field(description="The value the measurements asked for, in the factor's unit (see 'unit').")
+    clipped_to: float = Field(description="The bound it was clipped to (the value kept), in the factor's unit.")
+    side: Literal["low", "high"] = Field(description="'low': the fit wanted less than the lower bound; 'high': more than the upper.")
+    unit: str = Field(description="Unit of fitted and clipped_to: 'fraction' (of a peak) or 'seconds'.")
+    reason: str = Field(description="Why the bound holds on a GPU and what a fit beyond it says about the measurement; free text.")
+
+
+class CalibrationResult(_Frozen):
+    """Efficiency factors fitted to the measurements, and the profile written (or that would be written) with them."""
+
+    status: Literal["written", "fitted", "refused", "not_fitted", "failed"] = Field(
+        description="'written' (profile saved), 'fitted' (a dry run: not saved, 'target_file' says where it would go), "
+        "'refused' (the fit makes its own checks worse: nothing may be written), 'not_fitted' (no usable checks), 'failed'."
     )
     reason: str | None = Field(None, description="Why it was not written or fitted; free text.")
     factors_before: Efficiency = Field(description="Factors the predictions used before calibration.")
@@ -203,7 +216,24 @@ class CalibrationResult(_Frozen):
     errors: list[CheckError] = Field(default_factory=list, description="Per check: error before and after.")
     median_abs_error_pct_before: float | None = Field(None, description="Median |error| over the checks, before, in percent.")
     median_abs_error_pct_after: float | None = Field(None, description="Median |error| over the checks, after, in percent.")
+    bounds_hit: list[BoundHit] = Field(
+        default_factory=list, description="Factors clipped to their physical range: the measurement behind each is suspect."
+    )
+    worse_checks: list[str] = Field(
+        default_factory=list, description="Checks the fit leaves more than WORSE_CHECK_FACTOR times further off than before; "
+        "any, or a higher median |error|, refuses the fit. Free text with the numbers."
+    )
+    profile: HardwareProfile | None = Field(
+        None, description="The calibrated profile ('<card>-calibrated') as written, or as a dry run would write it; None "
+        "without a fit."
+    )
     file: str | None = Field(None, description="Path of the calibrated profile YAML written; None when not written.")
+    target_file: str | None = Field(None, description="Where the profile goes ('<folder>/<card>-calibrated.yaml'): written "
+                                    "there, or would be by a dry run.")
+    previous_file: str | None = Field(
+        None, description="The earlier calibration of this card, kept dated under '<folder>/calibration-history/' (written), or "
+        "where it would be kept (dry run); None when there was none."
+    )
     profile_id: str | None = Field(None, description="Id of the calibrated profile ('<card>-calibrated').")
     profile_visible: bool = Field(False, description="True when the file's folder is searched (PLANNER_HARDWARE_DIR or the calibration folder), so get_profile finds it.")
     note: str = Field("", description="How to use the calibrated profile, and its limits; free text.")
@@ -291,6 +321,8 @@ def render_table(report: ValidationReport) -> str:
             f"{_pct(cal.median_abs_error_pct_after).lstrip('+')} after" + (f"; wrote {cal.file}" if cal.file else "")
             + (f" ({cal.reason})" if cal.reason else "")
         )
+        for h in cal.bounds_hit:
+            lines.append(f"  {h.factor}: fitted {h.fitted:.3g}, kept {h.clipped_to:.3g} {h.unit} ({h.side} bound): {h.reason}")
         if cal.note:
             lines.append(f"  {cal.note}")
     return "\n".join(lines)

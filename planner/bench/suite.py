@@ -219,7 +219,7 @@ def run_validation(
     sizes: SuiteSizes | None = None,
     benchmarks: tuple[str, ...] | list[str] | None = None,
     calibrate: bool = True,
-    write_calibration: bool = True,
+    write_calibration: bool = False,
     calibration_dir: str | None = None,
     progress: ProgressFn | None = None,
     group_progress: ProgressFn | None = None,
@@ -235,8 +235,10 @@ def run_validation(
     ``memory_fraction``: the most of the free memory one allocation step may take.
     ``models_scale`` < 1 shrinks widths and heads (labelled in the report) for big models on small devices.
     ``progress(name, i, n)`` is called after each check, and ``group_progress(benchmark, i, n)`` with
-    the count within that check's benchmark group (one progress bar per benchmark). ``calibrate`` fits efficiency factors and,
-    with ``write_calibration``, saves ``<card>-calibrated.yaml`` (``planner.bench.calibrate``).
+    the count within that check's benchmark group (one progress bar per benchmark). ``calibrate`` fits efficiency factors (each held to its
+    physical range; a fit that worsens its own checks is refused) and, only with
+    ``write_calibration``, saves ``<card>-calibrated.yaml``, keeping an earlier one dated
+    (``planner.bench.calibrate``); without it the result is a dry run that ``write_calibration`` can save later.
     ``cpu_threads`` sets torch's CPU threads for the run (restored after); 1 gives steadier times on
     a shared machine. ``nvml`` and ``free_bytes`` replace pynvml and the free-memory reader (tests).
     Every limit is checked first (``planner.bench.limits.SuiteLimits``): NaN, inf or out-of-range

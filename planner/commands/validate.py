@@ -59,7 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    default=None, help=f"torch CPU threads for a CPU run, 1 to {MAX_CPU_THREADS:,} (1 gives steadier "
                    "times on a shared machine). Default: torch's.")
     g.add_argument("--no-calibrate", action="store_true", help="Do not fit efficiency factors.")
-    g.add_argument("--no-write", action="store_true", help="Fit the factors but do not write the calibrated profile.")
+    w = g.add_mutually_exclusive_group()
+    w.add_argument("--write", action="store_true",
+                   help="Write the calibrated profile (<card>-calibrated.yaml) when the fit improves its own checks; an earlier "
+                   "calibration there is kept, dated, under calibration-history/. Default: a dry run that prints what would "
+                   "be written.")
+    w.add_argument("--no-write", action="store_true", help="A dry run: fit the factors, write nothing (the default).")
     g.add_argument("--calibration-dir", metavar="DIR", default=None,
                    help="Folder for <card>-calibrated.yaml. Default: the first folder of $PLANNER_HARDWARE_DIR, else "
                    "~/.cache/llm-planner/hardware.")
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace) -> ValidationReport:
     return run_validation(
         spec, get_profile(args.gpu) if args.gpu else None, args.device, time_limit_s=args.time_limit,
         benchmark_time_limit_s=args.benchmark_time_limit, memory_fraction=args.memory_fraction, models_scale=args.models_scale,
-        dtype=args.dtype, quick=args.quick, benchmarks=benchmarks, calibrate=not args.no_calibrate, write_calibration=not args.no_write,
+        dtype=args.dtype, quick=args.quick, benchmarks=benchmarks, calibrate=not args.no_calibrate, write_calibration=args.write,
         calibration_dir=args.calibration_dir, cpu_threads=args.cpu_threads, progress=_progress,
     )
 
@@ -126,6 +131,26 @@ def render_table(report: ValidationReport) -> str:
         if cal.reason:
             line += f" ({cal.reason})"
         parts.append(heading(line))
+        if cal.bounds_hit:
+            parts.append(table(["factor", "fitted", "kept", "why the measurement is suspect"],
+                               [(h.factor, _factor(h.fitted, h.unit), _factor(h.clipped_to, h.unit), h.reason) for h in cal.bounds_hit],
+                               title="factors clipped to their physical range", right=(1, 2)))
+        if cal.status == "fitted" and cal.factors_after is not None:
+            parts.append(table(["factor", "now", "would be"], _changed_factors(cal), title="dry run: the factors "
+                               f"--write would save to {cal.target_file}", right=(1, 2)))
         if cal.note:
             parts.append(cal.note)
     return render(*parts)
+
+
+def _factor(value: float, unit: str) -> str:
+    """A fitted factor in its unit: a fraction as a percentage, seconds as us/ms."""
+    return f"{value:.1%}" if unit == "fraction" else fmt_seconds(value)
+
+
+def _changed_factors(cal: Any) -> list[tuple[str, str, str]]:
+    """(factor, before, after) for every fitted factor (``cal.fitted_from``)."""
+    from planner.bench.calibrate import FACTOR_BOUNDS
+
+    return [(k, _factor(getattr(cal.factors_before, k), FACTOR_BOUNDS[k].unit), _factor(getattr(cal.factors_after, k), FACTOR_BOUNDS[k].unit))
+            for k in FACTOR_BOUNDS if k in cal.fitted_from]
