@@ -5,7 +5,10 @@ Two fast runs, each against the medians recorded in ``tests/golden/accuracy_guar
 * ``public``: ``planner.verify.public_records.evaluate(fast=True)``, per source family and metric
   (TensorRT-LLM tables, Vidur per-op timings, vLLM/SGLang serving sweeps, startup logs);
 * ``vllm_v0.15``: the open-loop vLLM 0.15.1 runs (``planner.verify.serving_runs``) simulated with
-  the fitted vllm-v1-async profile, per metric (mean TPOT, E2E, TTFT).
+  the fitted vllm-v1-async profile, per metric (mean TPOT, E2E, TTFT);
+* ``corpus``: every other run of the public serving corpus (``planner.verify.serving_corpus``:
+  vLLM V1, SGLang, TensorRT-LLM; bursts, concurrency caps and rates) simulated with each engine
+  profile's fitted factors, per engine family and metric with at least ``CORPUS_MIN_RECORDS`` records.
 
 A family whose median |error| rises more than ``TOLERANCE_POINTS`` above its recorded value fails
 the test. After an intended improvement, record the new values with
@@ -22,12 +25,15 @@ from pathlib import Path
 
 import pytest
 
+from planner.verify import serving_corpus
 from planner.verify.public_records import evaluate
 from planner.verify.serving_runs import METRICS, load_runs, stage_predictions
 
 GOLDEN = Path(__file__).parent / "golden" / "accuracy_guard.json"
 TOLERANCE_POINTS = 2.0
 REQUESTS_PER_STAGE = 100
+CORPUS_STRIDE = 2
+CORPUS_MIN_RECORDS = 3
 RECORD = os.environ.get("PLANNER_RECORD_ACCURACY") == "1"
 
 
@@ -62,6 +68,16 @@ def test_public_records_do_not_regress():
     _check("public", now)
 
 
+def test_public_corpus_does_not_regress():
+    expressed, _ = serving_corpus.express_all(serving_corpus.load_all())
+    runs = serving_corpus.subsample(expressed, CORPUS_STRIDE)
+    preds = [p for run in runs for p in serving_corpus.predict(run)]
+    summaries = serving_corpus.summarize(preds)
+    now = {f"{s.family} / {s.metric}": s.median_abs_error_pct for s in summaries if s.count >= CORPUS_MIN_RECORDS}
+    assert len(now) >= 8, f"too few engine families and metrics predicted on the corpus: {sorted(now)}"
+    _check("corpus", now)
+
+
 @pytest.mark.parametrize("metric", METRICS)
 def test_vllm_v015_runs_do_not_regress(metric, vllm015_predictions):
     errs = [abs(p.error(metric)) * 100 for p in vllm015_predictions]
@@ -74,6 +90,6 @@ def vllm015_predictions():
     for run in load_runs():
         out = stage_predictions(run, None, REQUESTS_PER_STAGE)
         if not isinstance(out, str):
-            preds += out
+            preds += [p for p in out if not p.unmodelled]  # stages with an unmodelled server flag are not scored
     assert len(preds) >= 10
     return preds

@@ -77,8 +77,8 @@ def predict(plan: CheckPlan, hw: HardwareProfile, eff: Efficiency) -> tuple[floa
         if oc.count * t > best:
             best, bound, dtype = oc.count * t, b, cdt
     total = float(step.gpu_step_seconds(total, launches))
-    if plan.step_overhead:
-        total += eff.step_overhead_seconds
+    if plan.step_overhead:  # a synchronous step's host work, as the roofline adds it (step.host_seconds)
+        total += float(step.host_seconds(eff, float(plan.shape.get("batch", 1))))
     return total, bound, dtype
 
 

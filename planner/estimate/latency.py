@@ -344,6 +344,55 @@ class StepTimeModel:
         count = col(table.count)
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)
 
+    def _scalar_rows(self, table: OpTable, graphs: bool, piecewise: bool) -> list[tuple] | None:
+        """Per-row constants of ``table`` for ``_scalar_seconds`` (None when a row needs the array path:
+        MoE rows, whose bytes follow the touched experts, and all-reduce rows)."""
+        key = ("scalar", id(table), graphs, piecewise)
+        if key in self._steady:
+            return self._steady[key]
+        rows = None
+        if not table.moe and not len(table.allreduce_rows):
+            fixed = self._fixed_for(table)
+            launch = step.launch_seconds(self.eff, table.kernels, step.replays_graph(table.kind, graphs, piecewise))
+            floor = step.kernel_floor_seconds(self.eff, table.kernels)
+            attention_floor = (table.kind == step.KIND_CODES["attention"]) & (table.kernels > 0)
+            rows = []
+            for i in range(table.n):
+                w = float(table.window[i])
+                rows.append((tuple(float(x) for x in table.coef["flops"][i]),
+                             tuple(float(x) for x in table.coef["other_bytes"][i]),
+                             tuple(float(x) for x in table.coef["m"][i]),
+                             None if math.isinf(w) else w, bool(table.gemm_like[i]), float(fixed["grouped"][i]),
+                             float(fixed["compute"][i]), float(fixed["memory"][i]), float(fixed["peak"][i]),
+                             float(table.count[i]), float(floor[i]), float(launch[i]), bool(attention_floor[i])))
+        self._steady[key] = rows
+        return rows
+
+    def _scalar_seconds(self, rows: list[tuple], f: tuple[float, ...]) -> tuple[float, float]:
+        """``gpu_seconds`` of one step in plain floats: the same expressions as ``OpTable.evaluate``
+        and ``step.bound_seconds``, row by row (a simulation calls this for every step)."""
+        eff, bw = self.eff, self.hw.hbm_bandwidth_bytes_per_s
+        f0, f1, f2, f3, f4 = f
+        per_seq = eff.attention_seconds_per_seq
+        kernels = launches = 0.0
+        for cf, cb, cm, w, gemm_like, grouped, compute, memory, peak, count, floor, launch, attn in rows:
+            flops = cf[0] * f0 + cf[1] * f1 + cf[2] * f2 + cf[3] * f3 + cf[4] * f4
+            nbytes = cb[0] * f0 + cb[1] * f1 + cb[2] * f2 + cb[3] * f3 + cb[4] * f4
+            if w is not None:  # a sliding layer: a sequence attends at most its window
+                d_pairs = min(f3, f1 * w) - f3
+                d_kv = min(f4, f2 * w) - f4
+                flops += cf[3] * d_pairs + cf[4] * d_kv
+                nbytes += cb[3] * d_pairs + cb[4] * d_kv
+            if gemm_like:
+                m = max(cm[0] * f0 + cm[1] * f1 + cm[2] * f2 + cm[3] * f3 + cm[4] * f4, 1.0)
+                compute = step.gemm_fraction(eff, m) * grouped
+            if per_seq and attn:
+                floor = floor + f2 * per_seq
+            t = max(flops / (peak * compute), nbytes / (bw * memory), floor)
+            kernels += t * count
+            launches += launch * count
+        return kernels, launches
+
     def _fixed_for(self, table: OpTable) -> dict[str, np.ndarray]:
         hit = self._fixed.get(id(table))
         if hit is None:
@@ -363,7 +412,7 @@ class StepTimeModel:
 
         A batch the engine captured as a CUDA graph runs at the padded graph size.
         """
-        if np.ndim(batch) == 0 and np.ndim(context) == 0:
+        if isinstance(batch, (int, float)) and isinstance(context, (int, float)) or np.ndim(batch) == np.ndim(context) == 0:
             return self._decode_scalar(float(batch), float(context))
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         cap = self.engine.max_cuda_graph_batch
@@ -393,10 +442,9 @@ class StepTimeModel:
             f0 = np.asarray([1.0, run, run, 0.0, 0.0])
             token_part = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(
                 self.decode_table, f0, graphs, rows=self.decode_table.token_rows))
-        k1, l1 = self.gpu_seconds(self.decode_table, np.asarray([1.0, run, run, run * context, run * context]), graphs,
-                                  rows=self.decode_table.attention_rows)
-        gpu = float(step.gpu_step_seconds(token_part[0] + float(k1), token_part[1] + float(l1)))
-        return float(step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling))
+        k1, l1 = self._attention_part(self.decode_table, (1.0, run, run, run * context, run * context), graphs, False)
+        gpu = step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1)
+        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, batch)), self.engine.async_scheduling))
 
     def _piecewise(self, tokens: float) -> bool:
         return step.piecewise_graphs(self.engine.cuda_graph_mode, self.graphs, tokens, self.engine.max_cuda_graph_batch)
@@ -415,15 +463,25 @@ class StepTimeModel:
                 self._memo.clear()
         return hit
 
-    def mixed_gpu_seconds(self, table: OpTable, f: np.ndarray) -> tuple[float, float]:
+    def mixed_gpu_seconds(self, table: OpTable, f) -> tuple[float, float]:
         """(kernel seconds, launch seconds) of a step that is not a pure decode (features ``f``).
 
         Engines with piecewise CUDA graphs (vLLM V1) replay everything but attention as graphs when
         the step's tokens fit the largest captured size; attention is launched eagerly.
         """
-        k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), self._piecewise(float(f[1])))
-        k1, l1 = self.gpu_seconds(table, f, False, rows=table.attention_rows, piecewise=self._piecewise(float(f[1])))
-        return k0 + float(k1), l0 + float(l1)
+        piecewise = self._piecewise(float(f[1]))
+        k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), piecewise)
+        k1, l1 = self._attention_part(table, f if isinstance(f, tuple) else tuple(float(x) for x in f), False, piecewise)
+        return k0 + k1, l0 + l1
+
+    def _attention_part(self, table: OpTable, f: tuple[float, ...], graphs: bool, piecewise: bool) -> tuple[float, float]:
+        """(kernel, launch) seconds of the table's attention rows for one step's features ``f``."""
+        sub = table.subset(table.attention_rows)
+        rows = self._scalar_rows(sub, graphs, piecewise)
+        if rows is None:
+            k, l_ = self.gpu_seconds(sub, np.asarray(f), graphs, piecewise=piecewise)
+            return float(k), float(l_)
+        return self._scalar_seconds(rows, f)
 
     def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int,
                      prefill_seqs: int | None = None) -> float:
@@ -437,14 +495,15 @@ class StepTimeModel:
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
         if self.shared:
-            f = np.asarray([1.0, prefill_tokens + decode_seqs, seqs, prefill_attention_pairs + decode_kv_tokens,
-                            prefill_tokens + decode_kv_tokens])
+            f = (1.0, float(prefill_tokens + decode_seqs), float(seqs), float(prefill_attention_pairs + decode_kv_tokens),
+                 float(prefill_tokens + decode_kv_tokens))
             kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
         else:
-            f = np.asarray([1.0, prefill_tokens, chunks, prefill_attention_pairs, prefill_tokens])
+            f = (1.0, float(prefill_tokens), float(chunks), float(prefill_attention_pairs), float(prefill_tokens))
             kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
             if decode_seqs:
-                k, l_ = self.mixed_gpu_seconds(self.decode_table, np.asarray(_decode_features(decode_seqs, decode_kv_tokens / decode_seqs)))
+                k, l_ = self.mixed_gpu_seconds(self.decode_table, tuple(float(x) for x in _decode_features(
+                    decode_seqs, decode_kv_tokens / decode_seqs)))
                 kernels, launches = kernels + k, launches + l_
-        gpu = float(step.gpu_step_seconds(kernels, launches))
-        return float(step.combine_step(gpu, step.host_seconds(self.eff, seqs), self.engine.async_scheduling))
+        gpu = step.gpu_step_seconds(float(kernels), float(launches))
+        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, seqs)), self.engine.async_scheduling))

@@ -53,6 +53,12 @@ import numpy as np
 
 from planner.efficiency import Efficiency
 
+
+def _ndim(x: Any) -> int:
+    """``np.ndim``, without its ~2 us for a plain Python number (the roofline's one-op hot path)."""
+    return 0 if isinstance(x, (int, float)) else np.ndim(x)
+
+
 #: Custom all-reduce fit per world size on H100 NVLink 4: (latency s, bandwidth bytes/s); see the
 #: module docstring for the source and the fit. 6 ranks interpolated between 4 and 8.
 CUSTOM_ALLREDUCE_H100: dict[int, tuple[float, float]] = {
@@ -80,12 +86,12 @@ def gemm_fraction(eff: Efficiency, m_tokens: Any) -> Any:
     M >= 2435 -> 0.66. ``m`` may be an array.
     """
     knee = max(eff.gemm_m_knee_tokens, 2)
-    if np.ndim(m_tokens) == 0:  # one op: the same expression in plain floats (the roofline's hot path)
+    if _ndim(m_tokens) == 0:  # one op: the same expression in plain floats (the roofline's hot path)
         x = min(max(math.log(max(float(m_tokens), 1.0)) / math.log(knee), 0.0), 1.0)
         return eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
     x = np.clip(np.log(np.maximum(m_tokens, 1)) / math.log(knee), 0.0, 1.0)
     out = eff.gemm_fraction_small + (eff.gemm_fraction_large - eff.gemm_fraction_small) * x
-    return float(out) if np.ndim(out) == 0 else out
+    return float(out) if _ndim(out) == 0 else out
 
 
 #: GEMM rows assumed for ops that are not GEMMs (their compute fraction is then the large-GEMM one).
@@ -98,7 +104,7 @@ KIND_CODES = {"gemm": 0, "attention": 1, "elementwise": 2, "scan": 2, "allreduce
 def op_fractions(eff: Efficiency, kind_code: Any, m_tokens: Any) -> tuple[Any, Any]:
     """(fraction of peak FLOP/s, fraction of HBM bandwidth) an op of this kind reaches."""
     gemm = gemm_fraction(eff, m_tokens)
-    if np.ndim(kind_code) == 0 and np.ndim(m_tokens) == 0:  # one op, in plain floats
+    if _ndim(kind_code) == 0 and _ndim(m_tokens) == 0:  # one op, in plain floats
         attention = kind_code == KIND_CODES["attention"]
         compute = (gemm if kind_code == KIND_CODES["gemm"] else gemm * eff.grouped_gemm_fraction
                    if kind_code == KIND_CODES["grouped_gemm"] else eff.attention_fraction if attention
@@ -116,7 +122,7 @@ def bound_seconds(flops: Any, nbytes: Any, compute_fraction: Any, memory_fractio
     """(t_op, t_compute, t_memory): the roofline of one op at the given achieved fractions."""
     t_compute = flops / (peak_flops_per_s * compute_fraction)
     t_memory = nbytes / (hbm_bytes_per_s * memory_fraction)
-    if np.ndim(t_compute) == 0 and np.ndim(t_memory) == 0 and np.ndim(launch) == 0:
+    if _ndim(t_compute) == 0 and _ndim(t_memory) == 0 and _ndim(launch) == 0:
         return max(t_compute, t_memory, launch), t_compute, t_memory
     return np.maximum(np.maximum(t_compute, t_memory), launch), t_compute, t_memory
 
@@ -134,7 +140,7 @@ def op_seconds(eff: Efficiency, kind_code: Any, flops: Any, nbytes: Any, m_token
 def launch_seconds(eff: Efficiency, kernels: Any, graphs: Any) -> Any:
     """Host (CPU) time to launch ``kernels`` kernels: per eager launch; 0 inside a replayed CUDA graph
     (one launch for the whole graph). Summed over a step, it bounds the step from below."""
-    if np.ndim(graphs) == 0:
+    if _ndim(graphs) == 0:
         return 0.0 * kernels if graphs else kernels * eff.kernel_launch_seconds
     return kernels * np.where(graphs, 0.0, eff.kernel_launch_seconds)
 
@@ -142,7 +148,7 @@ def launch_seconds(eff: Efficiency, kernels: Any, graphs: Any) -> Any:
 def attention_floor_seconds(eff: Efficiency, kind_code: Any, kernels: Any, seqs: Any) -> Any:
     """Least GPU time of an attention kernel over ``seqs`` sequences: ``attention_seconds_per_seq`` each
     (0 for other kinds and for ops fused into another kernel)."""
-    if np.ndim(kind_code) == 0 and np.ndim(kernels) == 0:
+    if _ndim(kind_code) == 0 and _ndim(kernels) == 0:
         return seqs * eff.attention_seconds_per_seq if kind_code == KIND_CODES["attention"] and kernels > 0 else 0.0 * seqs
     return np.where((kind_code == KIND_CODES["attention"]) & (kernels > 0), seqs * eff.attention_seconds_per_seq, 0.0)
 
@@ -187,7 +193,7 @@ def custom_allreduce_applies(payload_bytes: Any, ranks: int, link: Link, engine_
     < 8 MiB, a fully NVLink-connected group, or 2 ranks over PCIe; never across nodes)."""
     topology_ok = link.kind == "nvlink" or (link.kind == "pcie" and ranks == 2)
     if not (engine_has_custom and ranks in CUSTOM_ALLREDUCE_H100 and topology_ok):
-        return np.zeros_like(payload_bytes, dtype=bool) if np.ndim(payload_bytes) else False
+        return np.zeros_like(payload_bytes, dtype=bool) if _ndim(payload_bytes) else False
     return payload_bytes < CUSTOM_ALLREDUCE_MAX_BYTES
 
 
@@ -210,12 +216,14 @@ def allreduce_seconds(eff: Efficiency, payload_bytes: Any, ranks: int, link: Lin
     ring = NCCL_LATENCY_SECONDS[link.kind] + payload_bytes / ring_bytes_per_s
     use_custom = custom_allreduce_applies(payload_bytes, ranks, link, engine_has_custom)
     out = np.where(use_custom, custom, ring)
-    return float(out) if np.ndim(out) == 0 else out
+    return float(out) if _ndim(out) == 0 else out
 
 
 def gpu_step_seconds(kernel_seconds: Any, launch_seconds_total: Any) -> Any:
     """GPU time of a step: its kernels back to back, unless launching them takes longer (the host
     enqueues ahead of the GPU, so launches bind only in aggregate: tiny eager kernels)."""
+    if isinstance(kernel_seconds, float) and isinstance(launch_seconds_total, float):
+        return max(kernel_seconds, launch_seconds_total)
     return np.maximum(kernel_seconds, launch_seconds_total)
 
 
@@ -228,6 +236,8 @@ def combine_step(gpu_seconds: Any, host: Any, async_scheduling: bool) -> Any:
     """Wall time of one step: ``max(gpu, host)`` when the engine overlaps the next step's host work with
     this step's GPU work (async scheduling), else ``gpu + host``."""
     if async_scheduling:
+        if isinstance(gpu_seconds, float) and isinstance(host, float):
+            return max(gpu_seconds, host)
         return np.maximum(gpu_seconds, host)
     return gpu_seconds + host
 
@@ -241,7 +251,7 @@ def piecewise_graphs(cuda_graph_mode: str, graphs_on: bool, tokens: float, max_g
 def replays_graph(kind_code: Any, full: Any, piecewise: Any) -> Any:
     """Whether an op runs inside a replayed CUDA graph: every op of a full-graph (pure decode) step; every op
     but attention, which piecewise graphs leave out, of a piecewise step."""
-    if np.ndim(kind_code) == 0 and np.ndim(full) == 0 and np.ndim(piecewise) == 0:
+    if _ndim(kind_code) == 0 and _ndim(full) == 0 and _ndim(piecewise) == 0:
         return bool(full or (piecewise and kind_code != KIND_CODES["attention"]))
     return np.logical_or(full, np.logical_and(piecewise, kind_code != KIND_CODES["attention"]))
 
@@ -253,7 +263,7 @@ def graph_padded_batch(batch: Any, max_graph_batch: int) -> Any:
     above the largest captured size runs eagerly at its own size. Example: 13 -> 16, 250 -> 256,
     300 -> 304.
     """
-    if np.ndim(batch) == 0:
+    if _ndim(batch) == 0:
         b = float(batch)
         if b > max_graph_batch or b <= 2:
             return b
@@ -262,4 +272,4 @@ def graph_padded_batch(batch: Any, max_graph_batch: int) -> Any:
     b = np.asarray(batch, dtype=float)
     padded = np.where(b <= 2, b, np.where(b <= 4, 4.0, np.where(b < 256, np.ceil(b / 8) * 8, np.ceil(b / 16) * 16)))
     padded = np.where(b > max_graph_batch, b, np.minimum(padded, max(max_graph_batch, 1)))
-    return float(padded) if np.ndim(padded) == 0 else padded
+    return float(padded) if _ndim(padded) == 0 else padded
