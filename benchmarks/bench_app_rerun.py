@@ -22,7 +22,6 @@ import statistics
 import time
 from pathlib import Path
 
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from planner.hardware import get_profile
@@ -61,13 +60,6 @@ def core_seconds() -> dict[str, float]:
 
 
 def app() -> AppTest:
-    original = PagesManager.__init__
-
-    def navigation_only(self, *args, **kwargs):  # AppTest resets this flag each run; see tests/test_app.py
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    PagesManager.__init__ = navigation_only
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
 
 
@@ -83,7 +75,7 @@ def timed_run(at: AppTest) -> float:
 def measure(page: str) -> dict[str, float]:
     at = app()
     first = timed_run(at)  # imports, catalog, first core calls
-    if page != "pages/plan.py":
+    if page != "views/plan.py":
         at.switch_page(page)
         first = timed_run(at)
     unchanged = [timed_run(at) for _ in range(RUNS)]
@@ -102,7 +94,7 @@ def main() -> None:
     for name, seconds in core.items():
         print(f"  {name:9s} {seconds * 1e3:8.1f} ms")
     results = {}
-    for name, page in (("plan", "pages/plan.py"), ("roofline", "pages/roofline.py")):
+    for name, page in (("plan", "views/plan.py"), ("roofline", "views/roofline.py")):
         results[name] = measure(page)
     print(f"\nMeasured with AppTest, median of {RUNS} reruns:")
     print(f"  {'page':9s} {'first run':>10s} {'unchanged':>10s} {'new input':>10s} {'changed':>10s}")

@@ -7,12 +7,12 @@ Bad inputs must show an ``st.error`` that says what to do, and never an exceptio
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from planner.deploy.export import latency_profile
@@ -24,29 +24,21 @@ from planner.model.families import build_spec
 from planner.model.sources import load_config
 from planner.scenario import Scenario, Workload
 from tests.conftest import TINY_LLAMA_CONFIG
+from ui import charts
 from ui.format import fmt_seconds
+from ui.params import BY_KEY, PARAMS, sidebar_updates
+from ui.state import TOKEN_KEY, UPLOAD_KEY, scenario_from
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app.py"
+VIEWS = ROOT / "views"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
 TIMEOUT_S = 60
 
 
 @pytest.fixture
-def app(monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    """A fresh app, run once on its default page.
-
-    AppTest resets Streamlit's process-wide "pages/ folder" flag before every run, so with a
-    ``pages/`` folder next to ``app.py`` a switched-to page would run alone, without the frame
-    (the live server does that only before its first ``st.navigation`` call, see
-    ``ui.state.ensure_navigation``). Pinning the flag to False makes AppTest route like the server.
-    """
-    original = PagesManager.__init__
-
-    def navigation_only(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", navigation_only)
+def app() -> AppTest:
+    """A fresh app (not run yet) with empty caches; every run goes through app.py's frame and st.navigation."""
     st.cache_data.clear()
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
     return at
@@ -157,7 +149,7 @@ def test_tp_not_dividing_the_heads_is_an_error_then_the_app_recovers(app: AppTes
     assert len(app.error) == 1
     assert "--tp 3 does not divide the 32 attention heads" in app.error[0].value
     assert "Use --tp 1 or 2 or 4 or 8" in app.error[0].value
-    for page in ("pages/roofline.py", "pages/latency.py", "pages/export.py"):
+    for page in ("views/roofline.py", "views/latency.py", "views/export.py"):
         app.switch_page(page).run()
         assert_clean(app)
         assert "--tp 3 does not divide" in app.error[0].value
@@ -269,7 +261,7 @@ def test_changing_inputs_rewrites_the_link(app: AppTest) -> None:
     assert app.query_params == {"gpu": "a100-80gb", "util": "0.8", "batch": "16"}
     app.selectbox(key="gpu").set_value("h100-sxm").run()  # back to the default: dropped from the URL
     assert app.query_params == {"util": "0.8", "batch": "16"}
-    app.switch_page("pages/roofline.py").run()  # the link survives a page switch
+    app.switch_page("views/roofline.py").run()  # the link survives a page switch
     assert app.query_params == {"util": "0.8", "batch": "16"}
     assert app.slider(key="util").value == pytest.approx(0.8)
 
@@ -300,7 +292,7 @@ def test_bad_link_parameters_are_dropped_with_a_warning(app: AppTest) -> None:
 
 def test_roofline_page_lists_every_op_of_both_stages(app: AppTest) -> None:
     app.run()
-    app.switch_page("pages/roofline.py").run()
+    app.switch_page("views/roofline.py").run()
     assert_clean(app)
     spec, hw, sc = core()
     prefill = roofline(spec, hw, sc, "prefill", 1, 1024)
@@ -318,7 +310,7 @@ def test_roofline_page_lists_every_op_of_both_stages(app: AppTest) -> None:
 
 def test_roofline_bound_mode_is_labelled_bound(app: AppTest) -> None:
     app.run()
-    app.switch_page("pages/roofline.py").run()
+    app.switch_page("views/roofline.py").run()
     app.button_group(key="roofline_mode").set_value("bound").run()
     assert_clean(app)
     assert set(app.dataframe[0].value["kind"]) == {"bound"}
@@ -331,7 +323,7 @@ def test_roofline_bound_mode_is_labelled_bound(app: AppTest) -> None:
 def test_latency_page_shows_the_core_estimate_and_both_operating_points(app: AppTest) -> None:
     app.run()
     app.number_input(key="batch").set_value(8).run()
-    app.switch_page("pages/latency.py").run()
+    app.switch_page("views/latency.py").run()
     assert_clean(app)
     spec, hw, sc = core(workload=Workload(batch_size=8))
     est = estimate_latency(spec, hw, sc)
@@ -353,7 +345,7 @@ def test_latency_page_shows_the_core_estimate_and_both_operating_points(app: App
 
 def test_compare_puts_four_scenarios_side_by_side_with_cost(app: AppTest) -> None:
     app.run()
-    app.switch_page("pages/compare.py").run()
+    app.switch_page("views/compare.py").run()
     assert_clean(app)
     assert not app.error
     table = app.dataframe[-1].value
@@ -373,7 +365,7 @@ def test_compare_puts_four_scenarios_side_by_side_with_cost(app: AppTest) -> Non
 def test_compare_row_that_cannot_be_planned_is_an_error_and_the_rest_stay(app: AppTest) -> None:
     app.run()
     app.number_input(key="tp").set_value(3).run()  # A is broken: the page says so and stops
-    app.switch_page("pages/compare.py").run()
+    app.switch_page("views/compare.py").run()
     assert_clean(app)
     assert "--tp 3 does not divide" in app.error[0].value
 
@@ -384,7 +376,7 @@ def test_compare_row_that_cannot_be_planned_is_an_error_and_the_rest_stay(app: A
 def test_export_offers_both_profiles_with_vllm_flags(app: AppTest) -> None:
     app.run()
     app.number_input(key="tp").set_value(2).run()
-    app.switch_page("pages/export.py").run()
+    app.switch_page("views/export.py").run()
     assert_clean(app)
     labels = [b.label for b in app.download_button]
     for profile in ("latency", "throughput"):
@@ -404,7 +396,7 @@ def test_export_of_a_plan_across_nodes_is_a_leaderworkerset(app: AppTest) -> Non
     app.selectbox(key="model").set_value("deepseek-ai/DeepSeek-V3")
     app.number_input(key="tp").set_value(8)
     app.number_input(key="pp").set_value(2).run()
-    app.switch_page("pages/export.py").run()
+    app.switch_page("views/export.py").run()
     assert_clean(app)
     manifests = [c.value for c in app.code if c.value.startswith("# Kubernetes manifest")]
     assert manifests and all("kind: LeaderWorkerSet" in m for m in manifests)
@@ -415,8 +407,125 @@ def test_the_hf_token_is_in_no_export(app: AppTest) -> None:
     token = "hf_never_in_a_file_456"
     app.run()
     app.text_input(key="hf_token").set_value(token).run()
-    app.switch_page("pages/export.py").run()
+    app.switch_page("views/export.py").run()
     assert_clean(app)
     assert token not in texts(app)
     assert "HF_TOKEN" in texts(app)
     assert token not in json.dumps(app.query_params)
+
+
+# ------------------------------------------------------------------------------ the page contract (ui/__init__.py)
+
+
+def routed_views() -> list[str]:
+    """The file names in app.py's PAGES table, in navigation order (read from the source: app.py draws on import)."""
+    tree = ast.parse(APP.read_text())
+    table = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets))
+    return [name for name, _title, _icon in ast.literal_eval(table)]
+
+
+def test_every_view_is_routed_and_none_lives_in_a_pages_folder() -> None:
+    assert sorted(routed_views()) == sorted(p.name for p in VIEWS.glob("*.py"))
+    assert len(routed_views()) == 8
+    assert not (ROOT / "pages").exists()  # Streamlit's reserved folder name: it would run a page without the frame
+
+
+@pytest.mark.parametrize("view", routed_views())
+def test_every_page_draws_its_title_first_and_stops_on_bad_inputs(app: AppTest, view: str) -> None:
+    """Title first, then ``current_inputs()``: with inputs that cannot be planned the page is its title and one error."""
+    app.run()
+    app.switch_page(f"views/{view}").run()
+    assert_clean(app)
+    main = list(app.main.children.values())
+    assert main[0].type == "title" and len(app.title) == 1
+    app.number_input(key="tp").set_value(3).run()
+    assert_clean(app)
+    assert [element.type for element in app.main.children.values()] == ["title", "error"]
+    assert "--tp 3 does not divide the 32 attention heads" in app.error[0].value
+
+
+def _session_state_keys(tree: ast.AST) -> list[str]:
+    """String keys a module reads or writes in st.session_state: ['x'], .get('x'), .update(x=...), ..."""
+    keys = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "session_state":
+            if isinstance(node.slice, ast.Constant):
+                keys.append(node.slice.value)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "session_state"):
+            keys += [a.value for a in node.args[:1] if isinstance(a, ast.Constant)]
+            keys += [k.arg for k in node.keywords if k.arg]
+    return keys
+
+
+@pytest.mark.parametrize("view", routed_views())
+def test_every_page_leaves_caching_charts_and_sidebar_keys_to_ui(view: str) -> None:
+    """One caching style (ui.sweeps), figures from ui.charts, sidebar keys only through ui.params."""
+    tree = ast.parse((VIEWS / view).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {m for m in imported if m.split(".")[0] == "plotly"}, "figures belong in ui.charts"
+    attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not attributes & {"cache_data", "cache_resource"}, "cached core calls belong in ui.sweeps"
+    shared = set(BY_KEY) | {TOKEN_KEY, UPLOAD_KEY}
+    assert not set(_session_state_keys(tree)) & shared, "set sidebar inputs with ui.params.apply_to_sidebar"
+
+
+def test_no_figure_is_cached_across_sessions() -> None:
+    """cache_resource would hand every session the same mutable figure; each call builds a new one."""
+    for path in [*VIEWS.glob("*.py"), *(ROOT / "ui").glob("*.py")]:
+        attributes = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+        assert "cache_resource" not in attributes, path.name
+    spec, hw, sc = core()
+    plan = plan_memory(spec, hw, sc)
+    first, second = charts.memory_bar(plan), charts.memory_bar(plan)
+    assert first is not second
+    first.update_layout(title="changed by one session")
+    assert second.layout.title.text is None
+
+
+# ------------------------------------------------------------------------------ sidebar keys <-> Scenario fields
+
+SIDEBAR_DEFAULTS = {p.key: p.default for p in PARAMS}
+NOT_IN_THE_SIDEBAR = {"engine_version", "non_torch_memory_bytes", "cuda_graph_memory_bytes"}
+"""Scenario fields only the CLI sets (measured overrides and the engine version)."""
+
+
+def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones() -> None:
+    fields = {p.field for p in PARAMS if p.field}
+    workload = {f.removeprefix("workload.") for f in fields if f.startswith("workload.")}
+    structured = {"precision_overrides", "workload"}  # the mixed-precision inputs; the workload's own fields
+    assert set(Scenario.model_fields) - fields - structured == NOT_IN_THE_SIDEBAR
+    assert workload == set(Workload.model_fields)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        Scenario(max_model_len=8192),
+        Scenario(gpu="h200", num_gpus=8, tp=2, pp=2, weight_dtype="fp8", kv_cache_dtype="fp8", max_model_len=4096,
+                 gpu_memory_utilization=0.85, block_size=32, max_num_seqs=64, max_num_batched_tokens=4096,
+                 engine="eager", enable_chunked_prefill=False, workload=Workload(input_len=2048, output_len=256, batch_size=8)),
+        Scenario(precision_overrides={"attention": "fp8", "lm_head": "fp8", "mlp": "nvfp4", "experts": "nvfp4"}),
+    ],
+    ids=["defaults", "every-field", "mixed-precision"],
+)
+def test_sidebar_updates_invert_scenario_from(scenario: Scenario) -> None:
+    values = {**SIDEBAR_DEFAULTS, **sidebar_updates(scenario.model_dump())}
+    assert scenario_from(values) == scenario
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"kv_cache_dtype": "fp8", "tp": 4, "num_gpus": None}, {"kv": "fp8", "tp": 4, "gpus": None}),
+        ({"precision_overrides": {}}, {"mixed": False}),
+        ({"precision_overrides": {"mlp": "int4"}}, {}),  # not a split the sidebar can show: left alone
+        ({"workload": {"batch_size": 16}}, {"batch": 16}),
+        ({"engine_version": "0.11.0"}, {}),  # a field without a sidebar input
+    ],
+    ids=["fields", "no-overrides", "unshowable-overrides", "workload", "cli-only"],
+)
+def test_sidebar_updates_table(changes: dict, expected: dict) -> None:
+    assert sidebar_updates(changes) == expected

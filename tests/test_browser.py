@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -55,9 +56,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`streamlit run app.py` on a free 127.0.0.1 port; yields its base URL."""
+@contextmanager
+def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`streamlit run app.py` on a free 127.0.0.1 port, freshly started; yields its base URL."""
     port = free_port()
     home = tmp_path_factory.mktemp("hf_home")
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
@@ -92,8 +93,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the module's tests."""
+    with serving(tmp_path_factory) as url:
+        yield url
+
+
 @pytest.fixture
-def browser_page(server: str) -> Iterator:
+def fresh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server no session has reached yet (its first session is the one Streamlit treats specially)."""
+    with serving(tmp_path_factory) as url:
+        yield url
+
+
+@pytest.fixture
+def browser_page() -> Iterator:
     """A Chromium page that records every request outside 127.0.0.1."""
     with playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -202,6 +217,29 @@ def test_a_shared_deep_link_opens_with_its_inputs(server: str, browser_page) -> 
     assert "NVIDIA H200" in body and "per GPU at TP 2" in body and "batch 4" in body
     open_page(page, "Plan")
     assert query(page) == {"gpu": "h200", "tp": "2", "batch": "4"}
+    assert page.outside == []
+
+
+def test_a_fresh_servers_first_session_can_start_on_a_deep_link(fresh_server: str, browser_page) -> None:
+    """The very first session of a server opens a page's link and keeps its inputs on the first change.
+
+    With a folder named "pages" next to app.py, Streamlit ran that first session in its older
+    multipage mode: the page without the frame, whose widgets then lost their values on the first
+    interaction. The views live in views/, so every run, the first included, goes through st.navigation.
+    """
+    page = browser_page
+    page.goto(f"{fresh_server}/roofline?gpu=h200&tp=2")
+    wait_idle(page)
+    assert_no_exception(page)
+    assert "per GPU at TP 2" in page.inner_text("body")
+    batch = page.get_by_role("spinbutton", name="Batch / concurrency")
+    batch.fill("4")
+    batch.press("Enter")
+    wait_idle(page)
+    assert_no_exception(page)
+    assert query(page) == {"gpu": "h200", "tp": "2", "batch": "4"}
+    body = page.inner_text("body")
+    assert "NVIDIA H200" in body and "per GPU at TP 2" in body and "batch 4" in body
     assert page.outside == []
 
 

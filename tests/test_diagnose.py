@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import pytest
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from planner.efficiency import BOUND
@@ -268,25 +267,13 @@ def test_what_if_fp8_kv_doubles_concurrency(llama8b):
 
 def page_test(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AppTest:
     """The Diagnose page routed through app.py (sidebar defaults: Llama-3.1-8B on one H100), with the
-    calibration and history files in tmp_path.
-
-    AppTest resets Streamlit's "pages/ folder" flag before every run, so a switched-to page would run
-    alone and ``ui.state.ensure_navigation`` would rerun it (losing a button's click); pinning the flag
-    to False routes every run through app.py as the live server does (as tests/test_app.py does).
-    """
-    original = PagesManager.__init__
-
-    def navigation_only(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", navigation_only)
+    calibration and history files in tmp_path."""
     monkeypatch.setenv("PLANNER_CALIBRATION_DIR", str(tmp_path / "cal"))
     monkeypatch.setenv("PLANNER_HISTORY_PATH", str(tmp_path / "history.jsonl"))
     st.cache_data.clear()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("pages/diagnose.py")
+    at.switch_page("views/diagnose.py")
     return at
 
 

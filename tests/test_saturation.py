@@ -176,7 +176,7 @@ def test_the_cli_json_says_overloaded_with_the_knee():
 
 def test_the_simulate_page_warns_far_above_the_knee():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    at.switch_page("pages/simulate.py")
+    at.switch_page("views/simulate.py")
     at.session_state["simulate_rate"] = 500.0
     at.session_state["simulate_requests"] = 200
     at.session_state["simulate_ttft_on"] = False

@@ -1,6 +1,6 @@
 """The Simulate page: it draws without errors, and the numbers it shows are the core's for its inputs.
 
-Streamlit's AppTest runs ``app.py`` (frame and sidebar) routed to ``pages/simulate.py``; the
+Streamlit's AppTest runs ``app.py`` (frame and sidebar) routed to ``views/simulate.py``; the
 expected values are computed here with the same core calls on the scenario the sidebar holds.
 """
 
@@ -41,7 +41,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def page() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
-    at.switch_page("pages/simulate.py")
+    at.switch_page("views/simulate.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

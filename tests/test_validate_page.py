@@ -1,6 +1,6 @@
 """The Validate page: the card (or the no-GPU notice), a quick CPU run of a small model, and what it shows.
 
-Streamlit's AppTest runs ``app.py`` (frame and sidebar) routed to ``pages/validate.py``. The GPU scan
+Streamlit's AppTest runs ``app.py`` (frame and sidebar) routed to ``views/validate.py``. The GPU scan
 (``ui.validate.scan_gpus``) is replaced where a test needs a known machine; the run itself is real:
 CPU torch, quick mode, GPT-2's shapes (a few seconds). Calibrated profiles go to a temporary
 ``PLANNER_CALIBRATION_DIR``, never the real home folder.
@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import pytest
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 import ui.validate
@@ -27,7 +26,7 @@ from planner.units import fmt_bytes
 from ui.validate import GpuScan, scan_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = "pages/validate.py"
+PAGE = "views/validate.py"
 SMALL_MODEL = "openai-community/gpt2"
 NO_GPU_NOTICE = "No CUDA GPU found: the benchmarks run on this machine's CPU against the `cpu` profile."
 NO_GPU = GpuScan((), "NVML", "NVML lists no device")
@@ -107,19 +106,7 @@ def test_scan_gpus_without_pynvml_reads_the_driver_folder(monkeypatch, tmp_path,
 
 @pytest.fixture
 def page(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AppTest:
-    """The Validate page routed through app.py, no GPU seen, calibration into tmp_path/cal.
-
-    AppTest resets Streamlit's "pages/ folder" flag before every run, so a switched-to page would run
-    alone and ``ui.state.ensure_navigation`` would rerun it (losing the start button's click); pinning
-    the flag to False routes every run through app.py as the live server does (as tests/test_app.py does).
-    """
-    original = PagesManager.__init__
-
-    def navigation_only(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", navigation_only)
+    """The Validate page routed through app.py, no GPU seen, calibration into tmp_path/cal."""
     monkeypatch.setenv("PLANNER_CALIBRATION_DIR", str(tmp_path / "cal"))
     monkeypatch.delenv("PLANNER_HARDWARE_DIR", raising=False)
     monkeypatch.setattr(ui.validate, "scan_gpus", lambda: NO_GPU)
@@ -264,13 +251,7 @@ def test_the_page_does_not_import_torch_before_the_run():
     """Drawing the page (card, options) must leave torch unimported; only the start button imports it."""
     code = (
         "import sys\n"
-        "from streamlit.runtime.pages_manager import PagesManager\n"
         "from streamlit.testing.v1 import AppTest\n"
-        "original = PagesManager.__init__\n"
-        "def navigation_only(self, *a, **k):\n"
-        "    original(self, *a, **k)\n"
-        "    PagesManager.uses_pages_directory = False\n"
-        "PagesManager.__init__ = navigation_only\n"
         f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=120)\n"
         "at.run()\n"
         f"at.switch_page({PAGE!r}).run()\n"

@@ -2,9 +2,11 @@
 
 ``app.py`` is the frame: it draws the sidebar (``ui.sidebar.render``), which holds every
 scenario input under a fixed session-state key bound to the URL (``ui.params``), then routes to
-one page with ``st.navigation``. A page is a thin view: it reads the current inputs, calls
-``planner``, and draws. It does no arithmetic of its own; a number the core does not return
-comes from a small pure function in ``ui.derived`` (or a cached sweep in ``ui.sweeps``).
+one page under ``views/`` with ``st.navigation``. A page is a thin view: it reads the current
+inputs, calls ``planner``, and draws. It does no arithmetic of its own; a number the core does not
+return comes from a small pure function in ``ui.derived`` (or a cached sweep in ``ui.sweeps``).
+All eight pages (Plan, Roofline, Latency, Compare, Export, Validate, Simulate, Diagnose) follow
+the contract below; ``tests/test_app.py`` walks every page through it.
 
 The page contract
 -----------------
@@ -22,8 +24,7 @@ The page contract
     st.success(plan.reason)
 
 * Draw the page title first, then call ``current_inputs()`` before any page widget: it returns a
-  frozen :class:`ui.state.Inputs` (and, on a fresh server's very first run, reroutes the run
-  through ``app.py``; see ``ui.state.ensure_navigation``):
+  frozen :class:`ui.state.Inputs`:
 
   - ``model``: the ``planner.model.spec.ModelSpec`` of the chosen model (catalog pick, Hub repo
     id, or uploaded config.json; loading is cached with ``st.cache_data``);
@@ -48,14 +49,26 @@ The page contract
 * Page-local widgets take keys prefixed with the page name (``"roofline_mode"``) so they never
   collide with the shared scenario keys listed in ``ui.params.PARAMS``. Keys in that table are
   the URL's query parameters; do not write ``st.query_params`` for them yourself.
+* Sidebar keys and Scenario fields meet in one table: each ``ui.params.PARAMS`` row names the
+  field it sets (``Param.field``). ``ui.state.scenario_from`` reads the sidebar through it, and
+  its inverse ``ui.params.sidebar_updates`` turns Scenario field changes back into sidebar
+  values: ``ui.params.apply_to_sidebar(changes)`` (as a button's ``on_click``) sets them, and
+  ``ui.state.link_to(page, changes)`` makes a link to another page with them. A page never
+  spells a sidebar key for a Scenario field itself.
 * The Hugging Face token lives only in ``st.session_state["hf_token"]``. It is never shown,
-  never put in the URL, and only ``ui.loaders`` passes it on (to ``planner.model.sources``).
+  never put in the URL; ``ui.loaders`` gets it for model loading, and a core call that loads a
+  config by name itself takes ``ui.state.hub_token()``.
 * Every predicted number says what it is: ``bound``, ``estimate`` or ``calibrated``
   (``ui.format.KIND_HELP``; the sidebar shows the legend).
-* Heavy or repeated core calls go through the cached helpers in ``ui.sweeps``.
+* One caching style: heavy or repeated core calls go through the ``st.cache_data`` helpers in
+  ``ui.sweeps`` (a page defines no cache of its own). Figures come from ``ui.charts`` and are
+  built on every run, never cached: a cached figure would be one object shared by every session.
+  A page imports no plotly; the tables it shows that are more than a list of a core result's
+  fields come from ``ui.derived`` (or ``ui.validate``).
 
-Modules: ``params`` (the shared inputs, their defaults and URL codecs), ``sidebar`` (draws them),
+Modules: ``params`` (the shared inputs, their defaults, URL codecs and Scenario fields), ``sidebar`` (draws them),
 ``state`` (turns them into ``Inputs``), ``loaders`` (cached model loading), ``sweeps`` (cached core
 calls and sweeps), ``derived`` (small pure functions over core results), ``charts`` (plotly
-figures), ``format`` (numbers and labels), ``errors`` (error translation).
+figures), ``format`` (numbers and labels), ``errors`` (error translation), ``validate`` (the
+Validate page's torch-free GPU scan and report tables).
 """

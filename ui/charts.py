@@ -1,28 +1,34 @@
-"""Plotly figures shared by the pages: the memory bar, concurrency vs context, the roofline, latency curves.
+"""Plotly figures of every page: the memory bar, concurrency vs context, the roofline, latency curves,
+serving over time and vs rate, the SLO search's Pareto chart, and predicted vs measured seconds.
 
-Builders take core results (or the tables of ``ui.derived`` / ``ui.sweeps``) and return a
-``go.Figure``; they compute nothing but the points of a curve they draw (a roof is
-``min(peak, bandwidth x intensity)`` sampled on a log grid).
+Builders take core results (or the tables of ``ui.derived`` / ``ui.sweeps`` / ``ui.validate``) and
+return a new ``go.Figure``; they compute nothing but the points of a curve they draw (a roof is
+``min(peak, bandwidth x intensity)`` sampled on a log grid). Nothing here imports Streamlit.
 
-Building a plotly figure costs 40-70 ms (plotly validates every property), more than the core
-calls behind it, so builders are cached with ``st.cache_resource``: a rerun with unchanged
-inputs hands Streamlit the same figure object. Callers must not modify a returned figure.
+Figures are not cached: a figure is a mutable object, and a cached one would be shared by every
+session. The numbers behind them are cached (``st.cache_data`` in ``ui.sweeps``), so a rerun with
+unchanged inputs costs only the building of the figures (some tens of ms each).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-import streamlit as st
-
 from planner.estimate.memory import MemoryPlan
 from planner.estimate.roofline import Roofline
 from planner.hardware import HardwareProfile
+from planner.serve.replica import ServingResult
+from planner.serve.slo import Probe, SLOPlan
 from planner.units import GiB
 from ui.derived import OperatingPoint, plottable_ops
+
+if TYPE_CHECKING:
+    from ui.validate import ChartPoints
 
 TERM_COLORS = {
     "weights": "#4C78A8", "kv_cache": "#54A24B", "activations": "#F58518", "cuda_graphs": "#B279A2",
@@ -30,15 +36,9 @@ TERM_COLORS = {
 }
 KIND_STYLE = {"estimate": ("#4C78A8", "solid"), "calibrated": ("#54A24B", "solid"), "bound": ("#7F7F7F", "dot")}
 STAGE_STYLE = {"prefill": ("#E45756", "circle"), "decode": ("#4C78A8", "diamond")}
-_cached = st.cache_resource(
-    hash_funcs={MemoryPlan: lambda m: m.model_dump_json(), Roofline: lambda r: r.model_dump_json(),
-                HardwareProfile: lambda h: h.model_dump_json()},
-    show_spinner=False, max_entries=64,
-)
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 
-@_cached
 def memory_bar(plan: MemoryPlan) -> go.Figure:
     """One GPU's memory as a stacked bar (exact and estimated terms), against the requested and total capacity."""
     fig = go.Figure()
@@ -62,7 +62,6 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
     return fig
 
 
-@_cached
 def concurrency_vs_context(sweep: pd.DataFrame, current_len: int) -> go.Figure:
     """Requests of max_model_len tokens the KV cache holds at once, for each max_model_len (log-log)."""
     fig = go.Figure()
@@ -81,7 +80,6 @@ def concurrency_vs_context(sweep: pd.DataFrame, current_len: int) -> go.Figure:
     return fig
 
 
-@_cached
 def roofline_chart(hw: HardwareProfile, stages: tuple[Roofline, ...], table: pd.DataFrame) -> go.Figure:
     """Log-log roofline of the card: a compute roof per dtype, the HBM slope, the ridge point, and every op."""
     points = plottable_ops(table)
@@ -138,7 +136,6 @@ def _si(value: float) -> str:
 _METRICS = (("ttft_s", "TTFT (s)"), ("tpot_s", "TPOT (s)"), ("tokens_per_s", "output tokens/s"))
 
 
-@_cached
 def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[OperatingPoint] | None = None) -> go.Figure:
     """TTFT, TPOT and tokens/s against ``x`` (batch or input length), one line per kind (bound dotted)."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title in _METRICS], horizontal_spacing=0.07)
@@ -163,4 +160,88 @@ def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[Opera
         fig.update_yaxes(type="log", dtick=1, tickformat=",~g", row=1, col=col)
     fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 70, "b": 10},
                       legend={"orientation": "h", "y": 1.22, "x": 0})
+    return fig
+
+
+# ------------------------------------------------------------------------------ serving (Simulate page)
+
+STATS = ("p50", "p90", "p99")
+STAT_STYLE = {"p50": "dot", "p90": "dash", "p99": "solid"}
+_MARGIN = {"l": 10, "r": 10, "t": 30, "b": 10}
+
+
+def latency_vs_rate(probes: tuple[Probe, ...], metric: str, title: str, target: float | None, rate: float) -> go.Figure:
+    """P50/P90/P99 of ``metric`` (a ``Probe`` field of LatencyStats) against the request rate, with the SLO and your rate."""
+    fig = go.Figure()
+    x = [p.request_rate_per_s for p in probes]
+    for stat in STATS:
+        y = [None if getattr(p, metric) is None else getattr(getattr(p, metric), stat) for p in probes]
+        fig.add_scatter(x=x, y=y, mode="lines+markers", name=stat.upper(), line={"dash": STAT_STYLE[stat]},
+                        hovertemplate=f"{stat.upper()} %{{y:.3s}}s at %{{x:.2f}} req/s<extra></extra>")
+    if target is not None:
+        fig.add_hline(y=target, line={"color": "#E45756", "dash": "dash"}, annotation_text="SLO",
+                      annotation_position="top left")
+    fig.add_vline(x=rate, line={"color": "#7F7F7F", "dash": "dot"}, annotation_text="your rate")
+    fig.update_layout(title=title, xaxis_title="request rate per replica (req/s)", yaxis_title="seconds",
+                      yaxis_tickformat=".2s", margin={**_MARGIN, "t": 40}, legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def serving_timeline(result: ServingResult) -> go.Figure:
+    """Running and waiting requests (left axis) and the share of KV blocks in use (right axis) over simulated time."""
+    line = result.timeline
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=line.time_seconds, y=line.running_requests, name="running", line={"color": "#4C78A8"})
+    fig.add_scatter(x=line.time_seconds, y=line.waiting_requests, name="waiting", line={"color": "#F58518"})
+    fig.add_scatter(x=line.time_seconds, y=line.kv_utilization, name="KV cache in use", secondary_y=True,
+                    line={"color": "#54A24B", "dash": "dot"})
+    fig.update_yaxes(title_text="requests", secondary_y=False)
+    fig.update_yaxes(title_text="KV blocks in use", tickformat=".0%", range=[0, 1.05], secondary_y=True)
+    fig.update_layout(xaxis_title="simulated time (s)", margin=_MARGIN, legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def pareto_chart(plan: SLOPlan) -> go.Figure:
+    """Every simulated rate of every candidate (x: failed the SLO), tokens/s per GPU vs per user, and the Pareto front."""
+    fig = go.Figure()
+    for row in plan.candidates:
+        if not row.probes:
+            continue
+        fig.add_scatter(
+            x=[p.output_tokens_per_s_per_user for p in row.probes], y=[p.output_tokens_per_s_per_gpu for p in row.probes],
+            mode="markers", name=row.label, opacity=0.5,
+            marker={"symbol": ["circle" if p.passed else "x" for p in row.probes]},
+            hovertemplate="%{y:,.0f} tok/s per GPU, %{x:,.1f} tok/s per user<extra>" + row.label + "</extra>",
+        )
+    fig.add_scatter(x=[p.output_tokens_per_s_per_user for p in plan.pareto],
+                    y=[p.output_tokens_per_s_per_gpu for p in plan.pareto], mode="lines", name="Pareto front",
+                    line={"color": "black"})
+    fig.update_layout(xaxis_title="output tokens/s per user (1 / mean TPOT)", yaxis_title="output tokens/s per GPU",
+                      margin=_MARGIN, legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+# ------------------------------------------------------------------------------ measured (Validate page)
+
+
+def predicted_vs_measured(points: ChartPoints, prediction_kind: str) -> go.Figure:
+    """Log-log predicted vs measured seconds per check, by benchmark, with y = x and the calibrated predictions.
+
+    ``points.span`` must not be None (some check finished).
+    """
+    fig = go.Figure()
+    lo, hi = points.span
+    fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)", line={"color": "#7F7F7F", "dash": "dash"},
+                    hoverinfo="skip")
+    for benchmark, (xs, ys, names) in points.by_benchmark.items():
+        fig.add_scatter(x=xs, y=ys, mode="markers", name=benchmark, text=names, marker={"size": 9},
+                        hovertemplate="%{text}<br>predicted %{x:.3s}s, measured %{y:.3s}s<extra></extra>")
+    xs, ys, names = points.calibrated
+    if xs:
+        fig.add_scatter(x=xs, y=ys, mode="markers", name="after calibration", text=names,
+                        marker={"symbol": "circle-open", "size": 11, "color": "#54A24B"},
+                        hovertemplate="%{text}<br>calibrated %{x:.3s}s, measured %{y:.3s}s<extra></extra>")
+    fig.update_xaxes(type="log", title_text=f"predicted seconds ({prediction_kind})", exponentformat="SI")
+    fig.update_yaxes(type="log", title_text="measured seconds", exponentformat="SI")
+    fig.update_layout(margin=_MARGIN, legend={"orientation": "h", "y": -0.2})
     return fig

@@ -21,7 +21,9 @@ from planner.estimate.roofline import Roofline
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from planner.units import GiB
+from planner.serve.replica import ServingResult
+from planner.serve.slo import SLOPlan
+from planner.units import GiB, fmt_seconds
 
 
 TERM_NOTES: dict[str, str] = {
@@ -177,6 +179,33 @@ def summary_row(label: str, model: ModelSpec, hw: HardwareProfile, sc: Scenario,
         "tokens_per_s_per_gpu": latency.throughput_tokens_per_s_per_gpu, "usd_per_million_tokens": summary.cost_per_million_usd,
         "kind": latency.kind, "verdict": plan.reason,
     }
+
+
+# ------------------------------------------------------------------------------ serving
+
+
+PERCENTILES = ("p50", "p90", "p99")
+
+
+def latency_percentiles(result: ServingResult) -> pd.DataFrame:
+    """TTFT, TPOT, ITL and end to end of a simulated replica: mean and percentiles, as seconds for the page."""
+    rows = []
+    for name, stats in (("TTFT", result.ttft_seconds), ("TPOT", result.tpot_seconds), ("ITL", result.itl_seconds),
+                        ("end to end", result.e2e_seconds)):
+        rows.append({"metric": name,
+                     **{k: fmt_seconds(None if stats is None else getattr(stats, k)) for k in ("mean", *PERCENTILES)}})
+    return pd.DataFrame(rows)
+
+
+def candidates_table(plan: SLOPlan) -> pd.DataFrame:
+    """One row per deployment the SLO search tried: status, knee, rate limit, replicas, cost, energy, why."""
+    return pd.DataFrame([{
+        "status": c.status, "replica": c.label, "GPUs/replica": c.gpus_per_replica,
+        "knee req/s": c.saturation_requests_per_s, "max req/s per replica": c.max_rate_per_replica_per_s,
+        "limit": c.limiting_target, "replicas": c.replicas, "GPUs": c.total_gpus, "$/hour": c.usd_per_hour,
+        "$/1M input": c.usd_per_1m_input_tokens, "$/1M output": c.usd_per_1m_output_tokens,
+        "kWh/1M output (TDP bound)": c.energy_kwh_per_1m_output_tokens_upper_bound, "why": c.reason,
+    } for c in plan.candidates])
 
 
 # ------------------------------------------------------------------------------ export

@@ -11,7 +11,7 @@ import streamlit as st
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 __all__ = ["GiB", "fmt_bytes", "fmt_count", "fmt_gib", "fmt_seconds", "fmt_flop_count", "fmt_rate", "fmt_usd", "fmt_int",
-           "KIND_HELP", "kind_badge", "kind_legend"]
+           "fmt_change_pct", "fmt_measure", "KIND_HELP", "kind_badge", "kind_legend"]
 
 KIND_HELP: dict[str, str] = {
     "bound": "datasheet roofline: peak FLOP/s and bandwidth, no overheads; no real run is faster",
@@ -35,6 +35,18 @@ def fmt_usd(dollars: float | None) -> str:
     if dollars is None:
         return "no price"
     return f"${dollars:,.3f}" if dollars < 1 else f"${dollars:,.2f}"
+
+
+def fmt_change_pct(percent: float | None) -> str:
+    """'+12.3%', '-4.0%' (a signed difference); '-' for None."""
+    return "-" if percent is None else f"{percent:+.1f}%"
+
+
+def fmt_measure(value: float | None, unit: str) -> str:
+    """A measured or predicted figure in its unit: seconds as ``fmt_seconds``, else '1,234.5 tok/s'; '-' for None."""
+    if value is None:
+        return "-"
+    return fmt_seconds(value) if unit == "seconds" else f"{value:,.1f} {unit}"
 
 
 def kind_badge(kind: str) -> None:

@@ -42,12 +42,16 @@ URL_WARNINGS_KEY = "_ui_url_warnings"
 
 @dataclass(frozen=True)
 class Param:
-    """One shared input: session-state key (= query parameter), default, and how it reads from a URL."""
+    """One shared input: session-state key (= query parameter), default, how it reads from a URL, and the
+    Scenario field it sets."""
 
     key: str
     default: Any
     parse: Callable[[str], Any]
     help: str = ""
+    field: str | None = None
+    """The ``Scenario`` field this input is (``workload.<name>`` for a ``Workload`` field); None: no single
+    field (the model picks, and the mixed-precision inputs, which make ``precision_overrides`` together)."""
 
     def dump(self, value: Any) -> str:
         if isinstance(value, bool):
@@ -127,36 +131,113 @@ def _block(text: str) -> int | None:
     return _one_of(lambda: BLOCK_SIZES, lambda t: None if t in ("", "auto") else int(t))(text)
 
 
-def _help(model: type, field: str) -> str:
-    return model.model_fields[field].description or ""
+WORKLOAD_PREFIX = "workload."
+_FIELD_DEFAULT = object()
 
 
-_S, _W = Scenario.model_fields, Workload.model_fields
+def _field(key: str, field: str, parse: Callable[[str], Any], default: Any = _FIELD_DEFAULT) -> Param:
+    """An input that is one Scenario (or ``workload.<name>``: Workload) field; default and help come from the field."""
+    spec, name = (Workload, field.removeprefix(WORKLOAD_PREFIX)) if field.startswith(WORKLOAD_PREFIX) else (Scenario, field)
+    info = spec.model_fields[name]
+    return Param(key, info.default if default is _FIELD_DEFAULT else default, parse, info.description or "", field)
+
 
 PARAMS: tuple[Param, ...] = (
     Param("model", DEFAULT_MODEL, _one_of(catalog_ids), "A model from the bundled catalog (type to search)."),
     Param("repo", "", _remote_name, "Any Hugging Face Hub repo id, e.g. 'Qwen/Qwen2.5-7B' (or 'org/name/subfolder'); overrides the catalog pick."),
-    Param("gpu", _S["gpu"].default, _one_of(gpu_ids), _help(Scenario, "gpu")),
-    Param("gpus", _S["num_gpus"].default, _optional_int(), _help(Scenario, "num_gpus")),
-    Param("tp", _S["tp"].default, _int(1, 1024), _help(Scenario, "tp")),
-    Param("pp", _S["pp"].default, _int(1, 1024), _help(Scenario, "pp")),
-    Param("weights", _S["weight_dtype"].default, _one_of(lambda: WEIGHT_DTYPES), _help(Scenario, "weight_dtype")),
+    _field("gpu", "gpu", _one_of(gpu_ids)),
+    _field("gpus", "num_gpus", _optional_int()),
+    _field("tp", "tp", _int(1, 1024)),
+    _field("pp", "pp", _int(1, 1024)),
+    _field("weights", "weight_dtype", _one_of(lambda: WEIGHT_DTYPES)),
     Param("mixed", False, _bool, "Mixed precision: attention and lm_head at a high precision, MLP and experts at a low one."),
     Param("hi", "bf16", _one_of(lambda: HIGH_PRECISION_DTYPES), "Precision of attention and lm_head in mixed precision."),
     Param("lo", "int4", _one_of(lambda: LOW_PRECISION_DTYPES), "Precision of the MLP and the experts in mixed precision."),
-    Param("kv", _S["kv_cache_dtype"].default, _one_of(lambda: KV_DTYPES), _help(Scenario, "kv_cache_dtype")),
-    Param("len", DEFAULT_MAX_MODEL_LEN, _optional_int(), _help(Scenario, "max_model_len")),
-    Param("util", _S["gpu_memory_utilization"].default, _fraction, _help(Scenario, "gpu_memory_utilization")),
-    Param("block", _S["block_size"].default, _block, _help(Scenario, "block_size")),
-    Param("seqs", _S["max_num_seqs"].default, _optional_int(), _help(Scenario, "max_num_seqs")),
-    Param("tokens", _S["max_num_batched_tokens"].default, _optional_int(), _help(Scenario, "max_num_batched_tokens")),
-    Param("engine", _S["engine"].default, _one_of(lambda: ENGINES), _help(Scenario, "engine")),
-    Param("chunked", _S["enable_chunked_prefill"].default, _bool, _help(Scenario, "enable_chunked_prefill")),
-    Param("in", _W["input_len"].default, _int(), _help(Workload, "input_len")),
-    Param("out", _W["output_len"].default, _int(), _help(Workload, "output_len")),
-    Param("batch", _W["batch_size"].default, _int(1, 65536), _help(Workload, "batch_size")),
+    _field("kv", "kv_cache_dtype", _one_of(lambda: KV_DTYPES)),
+    _field("len", "max_model_len", _optional_int(), default=DEFAULT_MAX_MODEL_LEN),
+    _field("util", "gpu_memory_utilization", _fraction),
+    _field("block", "block_size", _block),
+    _field("seqs", "max_num_seqs", _optional_int()),
+    _field("tokens", "max_num_batched_tokens", _optional_int()),
+    _field("engine", "engine", _one_of(lambda: ENGINES)),
+    _field("chunked", "enable_chunked_prefill", _bool),
+    _field("in", "workload.input_len", _int()),
+    _field("out", "workload.output_len", _int()),
+    _field("batch", "workload.batch_size", _int(1, 65536)),
 )
 BY_KEY: dict[str, Param] = {p.key: p for p in PARAMS}
+KEY_OF_FIELD: dict[str, str] = {p.field: p.key for p in PARAMS if p.field is not None}
+"""Scenario field (``workload.<name>`` for the workload's) -> the sidebar key that holds it."""
+FIELD_OF_KEY: dict[str, str] = {key: field for field, key in KEY_OF_FIELD.items()}
+"""Sidebar key -> the Scenario field it sets (only the inputs that are one field)."""
+MIXED_COMPONENTS = {"attention": "hi", "lm_head": "hi", "mlp": "lo", "experts": "lo"}
+"""Mixed precision: which of the two precision inputs each ``precision_overrides`` component takes."""
+
+
+# ------------------------------------------------------------------------------ sidebar keys <-> Scenario fields
+
+
+def precision_overrides(values: dict[str, Any]) -> dict[str, str]:
+    """Mixed precision as the core's per-component overrides (attention and lm_head high, MLP and experts low)."""
+    if not values.get("mixed"):
+        return {}
+    return {component: values[key] for component, key in MIXED_COMPONENTS.items()}
+
+
+def precision_values(overrides: dict[str, str]) -> dict[str, Any]:
+    """The inverse of :func:`precision_overrides`: the mixed-precision inputs for ``overrides``; {} when the
+    sidebar cannot show them (a split other than attention + lm_head / MLP + experts)."""
+    if not overrides:
+        return {"mixed": False}
+    values = {key: overrides.get(component) for component, key in MIXED_COMPONENTS.items()}
+    if set(overrides) != set(MIXED_COMPONENTS) or precision_overrides({"mixed": True, **values}) != overrides:
+        return {}
+    return {"mixed": True, **values}
+
+
+def scenario_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``Scenario`` (the workload's nested) from sidebar values, through ``Param.field``."""
+    fields: dict[str, Any] = {"precision_overrides": precision_overrides(values)}
+    workload: dict[str, Any] = {}
+    for param in PARAMS:
+        if param.field is None:
+            continue
+        value = values.get(param.key, param.default)
+        if param.field.startswith(WORKLOAD_PREFIX):
+            workload[param.field.removeprefix(WORKLOAD_PREFIX)] = value
+        else:
+            fields[param.field] = value
+    return {**fields, "workload": Workload(**workload)}
+
+
+def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`scenario_fields`: sidebar values for Scenario field changes (``tp``, ``kv_cache_dtype``,
+    ``precision_overrides``, ``workload`` as a dict or Workload). Fields the sidebar has no input for are left out."""
+    updates: dict[str, Any] = {}
+    for field, value in changes.items():
+        if field == "precision_overrides":
+            updates.update(precision_values(value))
+        elif field == "workload":
+            items = value.model_dump() if isinstance(value, Workload) else value
+            updates.update(sidebar_updates({WORKLOAD_PREFIX + name: v for name, v in items.items()}))
+        elif field in KEY_OF_FIELD:
+            updates[KEY_OF_FIELD[field]] = value
+    return updates
+
+
+def apply_to_sidebar(changes: dict[str, Any]) -> None:
+    """Write Scenario field changes into the sidebar's inputs (as an ``on_click`` callback: before they are drawn)."""
+    st.session_state.update(sidebar_updates(changes))
+
+
+def session_values() -> dict[str, Any]:
+    """Every shared input's current value (its default when not drawn yet)."""
+    return {p.key: st.session_state.get(p.key, p.default) for p in PARAMS}
+
+
+def link_query(values: dict[str, Any]) -> dict[str, str]:
+    """The query parameters of a link that reopens ``values``: every input that differs from its default."""
+    return {key: BY_KEY[key].dump(value) for key, value in values.items() if key in BY_KEY and value != BY_KEY[key].default}
 
 
 def init_defaults() -> None:

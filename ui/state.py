@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -16,10 +17,10 @@ from planner.estimate.memory import Resolved, resolve
 from planner.hardware import HardwareProfile, get_profile
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario, Workload
+from planner.scenario import Scenario
 from ui.errors import shown_errors
 from ui.loaders import LoadedModel, LoadFailure, ModelSource, load_named, load_upload
-from ui.params import DEFAULT_MAX_MODEL_LEN, PARAMS
+from ui.params import DEFAULT_MAX_MODEL_LEN, FIELD_OF_KEY, link_query, scenario_fields, session_values, sidebar_updates
 
 TOKEN_KEY = "hf_token"
 UPLOAD_KEY = "upload"
@@ -61,20 +62,17 @@ def load_model(values: dict[str, Any]) -> LoadedModel:
     return result
 
 
+def hub_token() -> str | None:
+    """The session's Hugging Face token, for a core call that loads a config by name; None without one. Never shown."""
+    return st.session_state.get(TOKEN_KEY) or None
+
+
 def load_named_model(name: str) -> LoadedModel:
     """A catalog name or Hub repo id (with the session's token, if any) -> LoadedModel, or PlannerError."""
-    result = load_named(name, st.session_state.get(TOKEN_KEY) or None)
+    result = load_named(name, hub_token())
     if isinstance(result, LoadFailure):
         raise PlannerError(result.message)
     return result
-
-
-def precision_overrides(values: dict[str, Any]) -> dict[str, str]:
-    """Mixed precision as the core's per-component overrides (attention and lm_head high, MLP and experts low)."""
-    if not values.get("mixed"):
-        return {}
-    high, low = values["hi"], values["lo"]
-    return {"attention": high, "lm_head": high, "mlp": low, "experts": low}
 
 
 def effective_max_model_len(values: dict[str, Any], model: ModelSpec) -> int | None:
@@ -87,24 +85,15 @@ def effective_max_model_len(values: dict[str, Any], model: ModelSpec) -> int | N
 
 
 def scenario_from(values: dict[str, Any], model: ModelSpec | None = None) -> Scenario:
-    """The Scenario the sidebar describes (pydantic validates ranges; ScenarioError for impossible sets)."""
-    return Scenario(
-        gpu=values["gpu"],
-        num_gpus=values.get("gpus"),
-        tp=values["tp"],
-        pp=values["pp"],
-        weight_dtype=values["weights"],
-        precision_overrides=precision_overrides(values),
-        kv_cache_dtype=values["kv"],
-        max_model_len=effective_max_model_len(values, model) if model is not None else values.get("len"),
-        gpu_memory_utilization=values["util"],
-        block_size=values.get("block"),
-        max_num_seqs=values.get("seqs"),
-        max_num_batched_tokens=values.get("tokens"),
-        engine=values["engine"],
-        enable_chunked_prefill=values["chunked"],
-        workload=Workload(input_len=values["in"], output_len=values["out"], batch_size=values["batch"]),
-    )
+    """The Scenario the sidebar describes (pydantic validates ranges; ScenarioError for impossible sets).
+
+    Each input sets the Scenario field its ``ui.params.PARAMS`` row names; with ``model``, max_model_len
+    is :func:`effective_max_model_len`.
+    """
+    fields = scenario_fields(values)
+    if model is not None:
+        fields["max_model_len"] = effective_max_model_len(values, model)
+    return Scenario(**fields)
 
 
 def scenario_variant(base: Scenario, changes: dict[str, Any]) -> Scenario:
@@ -112,8 +101,9 @@ def scenario_variant(base: Scenario, changes: dict[str, Any]) -> Scenario:
     return Scenario.model_validate({**base.model_dump(), **changes})
 
 
-COMPARE_COLUMNS = ("model", "gpu", "tp", "pp", "weights", "kv", "max_model_len")
-"""Columns of a Compare row; the rest of the scenario (workload, limits, engine) is the sidebar's."""
+COMPARE_COLUMNS = ("model", "gpu", "tp", "pp", "weights", "kv", "len")
+"""Columns of a Compare row, named by their sidebar keys; the rest of the scenario (workload, limits, engine)
+is the sidebar's. ``len`` may be empty (the model's maximum)."""
 
 
 def _blank(cell: Any) -> bool:
@@ -123,15 +113,13 @@ def _blank(cell: Any) -> bool:
 
 def variant_from_row(base: Scenario, row: dict[str, Any], label: str) -> tuple[str, Scenario]:
     """(model name, Scenario) for one Compare row; ScenarioError naming the empty cell if one is blank."""
-    missing = [c for c in COMPARE_COLUMNS if c != "max_model_len" and _blank(row.get(c))]
+    missing = [c for c in COMPARE_COLUMNS if c != "len" and _blank(row.get(c))]
     if missing:
         raise ScenarioError(f"scenario {label} has no {', '.join(missing)}.", hint="Fill the cell in the table, or delete the row.")
-    length = row.get("max_model_len")
-    changes = {
-        "gpu": row["gpu"], "tp": int(row["tp"]), "pp": int(row["pp"]), "num_gpus": None, "weight_dtype": row["weights"],
-        "kv_cache_dtype": row["kv"], "precision_overrides": {},
-        "max_model_len": None if _blank(length) else int(length),
-    }
+    cells = {key: row[key] for key in COMPARE_COLUMNS if key != "model"}
+    cells.update(tp=int(cells["tp"]), pp=int(cells["pp"]), len=None if _blank(cells["len"]) else int(cells["len"]))
+    changes = {FIELD_OF_KEY[key]: value for key, value in cells.items()}
+    changes.update(num_gpus=None, precision_overrides={})  # one replica of tp x pp, one precision per row
     return str(row["model"]), scenario_variant(base, changes)
 
 
@@ -146,34 +134,23 @@ def build_inputs(values: dict[str, Any]) -> Inputs:
 
 def sidebar_values() -> dict[str, Any]:
     """The raw sidebar values from session state (defaults for any not drawn yet)."""
-    values = {p.key: st.session_state.get(p.key, p.default) for p in PARAMS}
+    values = session_values()
     values[UPLOAD_KEY] = st.session_state.get(UPLOAD_KEY)
     values[TOKEN_KEY] = st.session_state.get(TOKEN_KEY)
     return values
 
 
-def ensure_navigation() -> None:
-    """Rerun at once if Streamlit is running this session in its old ``pages/`` folder mode.
-
-    Streamlit keeps a process-wide flag for that mode: set when the first session of a freshly
-    started server begins (``pages/`` exists next to ``app.py``), cleared by the first
-    ``st.navigation`` call. On that first run Streamlit wraps ``app.py`` (or, for a deep link such
-    as ``/roofline?gpu=h200``, the page file alone) in its own navigation, which gives the widgets
-    other ids than every later run has, so their values would be lost on the first interaction.
-    Clearing the flag and rerunning before any widget is drawn routes the run through ``app.py``
-    and ``st.navigation`` as every later run is. Called first thing by ``app.py`` and by
-    :func:`current_inputs`; a no-op afterwards.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+def link_to(page: str, changes: dict[str, Any]) -> str | None:
+    """A relative link to ``page`` (its URL path, e.g. 'export') with the sidebar's inputs and Scenario field
+    ``changes`` applied; None when the model is an upload, which cannot travel in a link."""
+    values = sidebar_values()
+    if model_choice(values)[0] == "upload":
+        return None
+    return f"./{page}?" + urlencode(link_query({**session_values(), **sidebar_updates(changes)}))
 
 
 def current_inputs() -> Inputs:
     """The inputs every page plans with; on a problem: one st.error with the fix, and the page stops."""
-    ensure_navigation()
     with shown_errors():
         return build_inputs(sidebar_values())
     raise AssertionError("unreachable: shown_errors stops the page")  # pragma: no cover

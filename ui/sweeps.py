@@ -1,8 +1,10 @@
-"""Cached core calls and sweeps for the pages: memory plans, rooflines, latency curves.
+"""Cached core calls and sweeps for the pages: memory plans, rooflines, latency curves, simulations, scores.
 
 Every function here only calls ``planner`` (one call per point of a grid) and is cached with
-``st.cache_data``; specs, cards and scenarios are hashed by their JSON, so an unchanged sidebar
-reruns a page from cache. Grids are powers of two, which is what the log axes show.
+``st.cache_data``, the one caching style of the app: each session gets its own copy of the result
+(core results and tables, never a figure or another mutable object shared across sessions).
+Specs, cards, scenarios and the other frozen core models are hashed by their JSON, so an unchanged
+sidebar reruns a page from cache. Grids are powers of two, which is what the log axes show.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from planner.deploy.export import ExportBundle, export_bundle
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
+from planner.serve.replica import ServingResult, simulate_scenario
+from planner.serve.slo import SLO, CandidateSpace, Probe, SearchSettings, SLOPlan, plan_slo, sweep_rates
+from planner.serve.workload import Workload as ServedWorkload
+from planner.verify.bench_results import BenchResult
+from planner.verify.scoring import Score, score
 from ui.derived import ScenarioSummary, operating_points, summarize
 
 
@@ -26,8 +33,11 @@ def _json(obj) -> str:
     return obj.model_dump_json()
 
 
-_HASH = {ModelSpec: _json, HardwareProfile: _json, Scenario: _json, LoadedConfig: _json}
+_HASHED_BY_JSON = (ModelSpec, HardwareProfile, Scenario, LoadedConfig, ServedWorkload, SLO, CandidateSpace,
+                   SearchSettings, BenchResult)
+_HASH = dict.fromkeys(_HASHED_BY_JSON, _json)
 _CACHE = {"hash_funcs": _HASH, "show_spinner": False, "max_entries": 256}
+_SIMULATION = {**_CACHE, "show_spinner": "Simulating...", "max_entries": 64}
 
 
 def powers_of_two(low: int, high: int) -> list[int]:
@@ -128,3 +138,35 @@ def deployment_bundle(model: ModelSpec, hw: HardwareProfile, sc: Scenario, loade
 def serving_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> list:
     """The latency- and throughput-optimized operating points (the Export page's two profiles)."""
     return operating_points(model, hw, sc)
+
+
+# ------------------------------------------------------------------------------ serving (Simulate page)
+
+
+@st.cache_data(**_SIMULATION)
+def simulated(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload) -> ServingResult:
+    """One replica of ``sc`` serving ``workload`` (``planner.serve.replica.simulate_scenario``)."""
+    return simulate_scenario(model, hw, sc, workload)
+
+
+@st.cache_data(**_SIMULATION)
+def rate_sweep(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload,
+               slo: SLO | None) -> tuple[float, tuple[Probe, ...]]:
+    """(sustainable rate, probes) of one replica over request rates (``planner.serve.slo.sweep_rates``)."""
+    return sweep_rates(model, hw, sc, workload, slo=slo)
+
+
+@st.cache_data(**_SIMULATION)
+def cheapest(model: ModelSpec, slo: SLO, workload: ServedWorkload, space: CandidateSpace,
+             settings: SearchSettings) -> SLOPlan:
+    """The cheapest deployment in ``space`` that meets ``slo`` (``planner.serve.slo.plan_slo``)."""
+    return plan_slo(model, slo, workload, space, settings)
+
+
+# ------------------------------------------------------------------------------ your runs (Diagnose page)
+
+
+@st.cache_data(**{**_SIMULATION, "show_spinner": "Simulating the run...", "max_entries": 32})
+def scored(bench: BenchResult, model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Score:
+    """A benchmark result scored against the planner's prediction of the same run (a simulation, up to a second)."""
+    return score(bench, model, hw, sc)

@@ -9,14 +9,15 @@ instead of running the benchmarks again.
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from planner.bench import NoGPUError
 from planner.bench.report import CheckResult, Summary, ValidationReport
 from planner.hardware import load_profiles
+from ui import charts
 from ui.errors import ShownError, describe
 from ui.format import fmt_bytes, fmt_count, fmt_seconds, kind_badge
+from ui.params import apply_to_sidebar
 from ui.state import current_inputs
 from ui.validate import (
     SMALL_CATALOG_MODEL, GpuScan, chart_points, checks_table, default_time_limit_s, device_options, expected_kind,
@@ -195,22 +196,7 @@ points = chart_points(report)
 if points.span is None:
     st.info("No check finished, so there is nothing to chart.", icon=":material/info:")
 else:
-    fig = go.Figure()
-    lo, hi = points.span
-    fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)", line={"color": "#7F7F7F", "dash": "dash"},
-                    hoverinfo="skip")
-    for benchmark, (xs, ys, names) in points.by_benchmark.items():
-        fig.add_scatter(x=xs, y=ys, mode="markers", name=benchmark, text=names, marker={"size": 9},
-                        hovertemplate="%{text}<br>predicted %{x:.3s}s, measured %{y:.3s}s<extra></extra>")
-    xs, ys, names = points.calibrated
-    if xs:
-        fig.add_scatter(x=xs, y=ys, mode="markers", name="after calibration", text=names,
-                        marker={"symbol": "circle-open", "size": 11, "color": "#54A24B"},
-                        hovertemplate="%{text}<br>calibrated %{x:.3s}s, measured %{y:.3s}s<extra></extra>")
-    fig.update_xaxes(type="log", title_text=f"predicted seconds ({prof.prediction_kind})", exponentformat="SI")
-    fig.update_yaxes(type="log", title_text="measured seconds", exponentformat="SI")
-    fig.update_layout(margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": -0.2})
-    st.plotly_chart(fig, key="validate_chart")
+    st.plotly_chart(charts.predicted_vs_measured(points, prof.prediction_kind), key="validate_chart")
     st.caption("Points above the line took longer than predicted (the planner under-predicts); below it, less. "
                "Open circles: the same checks predicted with the calibrated factors.")
 
@@ -253,7 +239,7 @@ else:
                             "predictions are labelled **calibrated**.")
                 if cal.profile_visible and cal.profile_id in load_profiles():
                     st.button(f"Plan with {cal.profile_id}", key="validate_use_profile",
-                              on_click=lambda pid=cal.profile_id: st.session_state.update(gpu=pid))
+                              on_click=apply_to_sidebar, args=({"gpu": cal.profile_id},))
             if cal.note:
                 st.caption(cal.note)
         st.dataframe(factors_table(cal), hide_index=True, key="validate_factors",

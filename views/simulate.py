@@ -1,129 +1,39 @@
 """Simulate: the sidebar's deployment under a served load (P50/P90/P99 vs request rate, queue and KV over
 time), and the cheapest deployment that meets latency targets at that rate."""
 
-from urllib.parse import urlencode
-
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
-from planner.hardware import HardwareProfile, load_profiles
-from planner.model.spec import ModelSpec
-from planner.scenario import Scenario
-from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
-from planner.serve.slo import (
-    SLO, UTILIZATION_CAP, CandidateSpace, CandidateResult, Probe, SearchSettings, SLOPlan, plan_slo, sweep_rates,
-)
+from planner.hardware import load_profiles
+from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution
 from planner.serve.saturation import overload_warning
+from planner.serve.slo import SLO, UTILIZATION_CAP, CandidateResult, CandidateSpace, SearchSettings
 from planner.serve.workload import PoissonArrivals, Workload
+from ui import charts
+from ui.derived import candidates_table, latency_percentiles
 from ui.errors import shown_errors
 from ui.format import fmt_rate, fmt_seconds, fmt_usd, kind_badge
-from ui.params import BY_KEY, PARAMS, WEIGHT_DTYPES
-from ui.state import current_inputs, model_choice
+from ui.params import WEIGHT_DTYPES
+from ui.state import current_inputs, link_to
+from ui.sweeps import cheapest, rate_sweep, simulated
 
-_JSON = lambda obj: obj.model_dump_json()  # noqa: E731
-_CACHE = {"hash_funcs": {ModelSpec: _JSON, HardwareProfile: _JSON, Scenario: _JSON, Workload: _JSON, SLO: _JSON,
-                         CandidateSpace: _JSON, SearchSettings: _JSON},
-          "show_spinner": "Simulating...", "max_entries": 64}
-STATS = ("p50", "p90", "p99")
-STAT_STYLE = {"p50": "dot", "p90": "dash", "p99": "solid"}
 KV_OPTIONS = ("auto", "fp8")
 TP_OPTIONS = (1, 2, 4, 8)
 
 
-@st.cache_data(**_CACHE)
-def simulated(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: Workload) -> ServingResult:
-    return simulate_scenario(model, hw, sc, workload)
-
-
-@st.cache_data(**_CACHE)
-def rate_sweep(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: Workload, slo: SLO | None):
-    return sweep_rates(model, hw, sc, workload, slo=slo)
-
-
-@st.cache_data(**_CACHE)
-def cheapest(model: ModelSpec, slo: SLO, workload: Workload, space: CandidateSpace,
-             settings: SearchSettings) -> SLOPlan:
-    return plan_slo(model, slo, workload, space, settings)
-
-
-def latency_vs_rate(probes: tuple[Probe, ...], metric: str, title: str, target: float | None, rate: float) -> go.Figure:
-    fig = go.Figure()
-    x = [p.request_rate_per_s for p in probes]
-    for stat in STATS:
-        y = [None if getattr(p, metric) is None else getattr(getattr(p, metric), stat) for p in probes]
-        fig.add_scatter(x=x, y=y, mode="lines+markers", name=stat.upper(), line={"dash": STAT_STYLE[stat]},
-                        hovertemplate=f"{stat.upper()} %{{y:.3s}}s at %{{x:.2f}} req/s<extra></extra>")
-    if target is not None:
-        fig.add_hline(y=target, line={"color": "#E45756", "dash": "dash"}, annotation_text="SLO",
-                      annotation_position="top left")
-    fig.add_vline(x=rate, line={"color": "#7F7F7F", "dash": "dot"}, annotation_text="your rate")
-    fig.update_layout(title=title, xaxis_title="request rate per replica (req/s)", yaxis_title="seconds",
-                      yaxis_tickformat=".2s", margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      legend={"orientation": "h", "y": -0.25})
-    return fig
-
-
-def timeline_chart(result: ServingResult) -> go.Figure:
-    line = result.timeline
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(x=line.time_seconds, y=line.running_requests, name="running", line={"color": "#4C78A8"})
-    fig.add_scatter(x=line.time_seconds, y=line.waiting_requests, name="waiting", line={"color": "#F58518"})
-    fig.add_scatter(x=line.time_seconds, y=line.kv_utilization, name="KV cache in use", secondary_y=True,
-                    line={"color": "#54A24B", "dash": "dot"})
-    fig.update_yaxes(title_text="requests", secondary_y=False)
-    fig.update_yaxes(title_text="KV blocks in use", tickformat=".0%", range=[0, 1.05], secondary_y=True)
-    fig.update_layout(xaxis_title="simulated time (s)", margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "y": -0.25})
-    return fig
-
-
-def pareto_chart(plan: SLOPlan) -> go.Figure:
-    fig = go.Figure()
-    for row in plan.candidates:
-        if not row.probes:
-            continue
-        fig.add_scatter(
-            x=[p.output_tokens_per_s_per_user for p in row.probes], y=[p.output_tokens_per_s_per_gpu for p in row.probes],
-            mode="markers", name=row.label, opacity=0.5,
-            marker={"symbol": ["circle" if p.passed else "x" for p in row.probes]},
-            hovertemplate="%{y:,.0f} tok/s per GPU, %{x:,.1f} tok/s per user<extra>" + row.label + "</extra>",
-        )
-    fig.add_scatter(x=[p.output_tokens_per_s_per_user for p in plan.pareto],
-                    y=[p.output_tokens_per_s_per_gpu for p in plan.pareto], mode="lines", name="Pareto front",
-                    line={"color": "black"})
-    fig.update_layout(xaxis_title="output tokens/s per user (1 / mean TPOT)", yaxis_title="output tokens/s per GPU",
-                      margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": -0.3})
-    return fig
-
-
-def candidates_table(plan: SLOPlan) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "status": c.status, "replica": c.label, "GPUs/replica": c.gpus_per_replica,
-        "knee req/s": c.saturation_requests_per_s, "max req/s per replica": c.max_rate_per_replica_per_s,
-        "limit": c.limiting_target, "replicas": c.replicas, "GPUs": c.total_gpus, "$/hour": c.usd_per_hour,
-        "$/1M input": c.usd_per_1m_input_tokens, "$/1M output": c.usd_per_1m_output_tokens,
-        "kWh/1M output (TDP bound)": c.energy_kwh_per_1m_output_tokens_upper_bound, "why": c.reason,
-    } for c in plan.candidates])
-
-
 def export_link(best: CandidateResult) -> str | None:
     """A link to the Export page with the sidebar set to ``best`` (the URL carries every shared input)."""
-    values = {p.key: st.session_state.get(p.key, p.default) for p in PARAMS}
-    if model_choice(values)[0] == "upload":
-        return None
     sc = best.scenario
-    values.update(gpu=sc.gpu, gpus=best.total_gpus, tp=sc.tp, pp=sc.pp, weights=sc.weight_dtype, mixed=False,
-                  kv=sc.kv_cache_dtype, len=sc.max_model_len, seqs=sc.max_num_seqs)
-    query = {k: BY_KEY[k].dump(v) for k, v in values.items() if v != BY_KEY[k].default}
-    return "./export?" + urlencode(query)
+    return link_to("export", {
+        "gpu": sc.gpu, "num_gpus": best.total_gpus, "tp": sc.tp, "pp": sc.pp, "weight_dtype": sc.weight_dtype,
+        "precision_overrides": {}, "kv_cache_dtype": sc.kv_cache_dtype, "max_model_len": sc.max_model_len,
+        "max_num_seqs": sc.max_num_seqs,
+    })
 
 
+st.title("Simulate serving")
 inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
 
-st.title("Simulate serving")
 st.caption(f"{model.name} · one replica of {sc.tp * sc.pp} x {hw.name} (TP {sc.tp}, PP {sc.pp}) from the sidebar · "
            "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
            "latency model. Numbers are simulated, not measured.")
@@ -199,14 +109,11 @@ for reason in result.rejection_reasons:
 
 stats_tab, time_tab = st.tabs(["Latency percentiles", "Queue and KV cache over time"])
 with stats_tab:
-    rows = []
-    for name, s in (("TTFT", ttft), ("TPOT", tpot), ("ITL", result.itl_seconds), ("end to end", result.e2e_seconds)):
-        rows.append({"metric": name, **{k: fmt_seconds(None if s is None else getattr(s, k)) for k in ("mean", *STATS)}})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="simulate_stats")
+    st.dataframe(latency_percentiles(result), hide_index=True, key="simulate_stats")
     st.caption("As vllm bench serve defines them: TTFT from arrival (queueing included) to the first token; "
                "TPOT per request = (E2E - TTFT) / (output tokens - 1); ITL = every gap between tokens.")
 with time_tab:
-    st.plotly_chart(timeline_chart(result), key="simulate_timeline")
+    st.plotly_chart(charts.serving_timeline(result), key="simulate_timeline")
     st.caption(f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
                f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} tokens "
                "from the memory plan.")
@@ -218,9 +125,9 @@ with shown_errors("Sweeping the request rate"):
     saturation, probes = rate_sweep(model, hw, sc, workload, slo)
 left, right = st.columns(2)
 targets_by_metric = {t.metric: t.seconds for t in slo.targets} if slo else {}
-left.plotly_chart(latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing included)", targets_by_metric.get("ttft"), rate),
+left.plotly_chart(charts.latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing included)", targets_by_metric.get("ttft"), rate),
                   key="simulate_ttft_chart")
-right.plotly_chart(latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
+right.plotly_chart(charts.latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
                    key="simulate_tpot_chart")
 st.caption(f"One replica kept full serves {saturation:,.2f} req/s (its knee: the sustainable rate); the sweep stops at "
            f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
@@ -289,6 +196,6 @@ with table_tab:
         "kWh/1M output (TDP bound)": number(format="%.3f"),
     })
 with pareto_tab:
-    st.plotly_chart(pareto_chart(plan), key="simulate_pareto")
+    st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
     st.caption("Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
                "beats on both axes.")

@@ -13,9 +13,9 @@ from ui.sweeps import scenario_summary
 
 #: Scenarios B-D to start from (the issue's example: 70B BF16 on 4 x H100, 70B INT4 on 2 x L40S, an 8B on 1 x L4).
 STARTING_ROWS = pd.DataFrame([
-    {"model": "meta-llama/Llama-3.1-70B", "gpu": "h100-sxm", "tp": 4, "pp": 1, "weights": "auto", "kv": "auto", "max_model_len": 8192},
-    {"model": "meta-llama/Llama-3.1-70B", "gpu": "l40s", "tp": 2, "pp": 1, "weights": "int4", "kv": "auto", "max_model_len": 8192},
-    {"model": "meta-llama/Llama-3.1-8B", "gpu": "l4", "tp": 1, "pp": 1, "weights": "auto", "kv": "auto", "max_model_len": 8192},
+    {"model": "meta-llama/Llama-3.1-70B", "gpu": "h100-sxm", "tp": 4, "pp": 1, "weights": "auto", "kv": "auto", "len": 8192},
+    {"model": "meta-llama/Llama-3.1-70B", "gpu": "l40s", "tp": 2, "pp": 1, "weights": "int4", "kv": "auto", "len": 8192},
+    {"model": "meta-llama/Llama-3.1-8B", "gpu": "l4", "tp": 1, "pp": 1, "weights": "auto", "kv": "auto", "len": 8192},
 ])
 MAX_EXTRA = 3
 
@@ -36,8 +36,7 @@ rows = st.data_editor(
         "pp": st.column_config.NumberColumn("PP", min_value=1, step=1, required=True),
         "weights": st.column_config.SelectboxColumn("weights", options=params.WEIGHT_DTYPES, required=True),
         "kv": st.column_config.SelectboxColumn("KV cache", options=params.KV_DTYPES, required=True),
-        "max_model_len": st.column_config.NumberColumn("max_model_len", min_value=1, step=1024,
-                                                       help="Empty: the model's maximum."),
+        "len": st.column_config.NumberColumn("max_model_len", min_value=1, step=1024, help="Empty: the model's maximum."),
     },
 )
 

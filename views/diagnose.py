@@ -11,35 +11,28 @@ from __future__ import annotations
 
 import streamlit as st
 
-from planner.hardware import HardwareProfile
-from planner.model.spec import ModelSpec
-from planner.scenario import Scenario
-from planner.verify.bench_results import BenchResult, load_bench_results
+from planner.verify.bench_results import load_bench_results
 from planner.verify.diagnose import (
     Baseline, baseline_from_bench, baseline_from_typed, classify, compare, scenario_rooflines, scenario_settings,
     symptom_table, what_if, where_time_goes,
 )
 from planner.verify.history import append, entries_from_reconciliation, entries_from_score, history_path, summarize
 from planner.verify.reconcile import adopt_overheads, format_term_value, overheads_path, reconcile
-from planner.verify.scoring import score
 from planner.verify.vllm_log import parse_vllm_log
 from ui.errors import ShownError, describe
-from ui.format import fmt_seconds, kind_badge
-from ui.state import current_inputs
+from ui.format import fmt_change_pct, fmt_measure, fmt_seconds, kind_badge
+from ui.params import apply_to_sidebar
+from ui.state import current_inputs, hub_token
+from ui.sweeps import scored
 
-#: Scenario field -> the sidebar's session-state key (ui.params.PARAMS), for "apply to the sidebar".
-SIDEBAR_KEYS = {
-    "tp": "tp", "num_gpus": "gpus", "weight_dtype": "weights", "kv_cache_dtype": "kv", "engine": "engine",
-    "max_num_batched_tokens": "tokens", "max_num_seqs": "seqs", "enable_chunked_prefill": "chunked",
-}
 SAVED_BASELINE = "diagnose_saved_baseline"
 IMPORTED_BASELINE = "diagnose_imported_baseline"
 TRY_KEY = "diagnose_try"
 
+st.title("Diagnose")
 inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
 
-st.title("Diagnose")
 st.caption(f"Your runs against the planner, on the sidebar's scenario: {model.name} on {sc.gpus_per_replica} x {hw.name} "
            f"(tp {sc.tp}, pp {sc.pp}).")
 
@@ -48,32 +41,9 @@ def _error(err: BaseException, context: str) -> None:
     st.error(f"{context}: {describe(err)}", icon=":material/error:")
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f}%"
-
-
-def _metric_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    return fmt_seconds(value) if unit == "seconds" else f"{value:,.1f} {unit}"
-
-
 def _uploaded_text(key: str) -> str | None:
     upload = st.session_state.get(key)
     return None if upload is None else upload.getvalue().decode("utf-8", errors="replace")
-
-
-def _apply_to_sidebar(change: dict) -> None:
-    for field, value in change.items():
-        if field in SIDEBAR_KEYS:
-            st.session_state[SIDEBAR_KEYS[field]] = value
-
-
-@st.cache_data(show_spinner="Simulating the run...", max_entries=32)
-def _score(bench_json: str, model_json: str, hw_json: str, sc_json: str):
-    """The core's score, cached by the JSON of its inputs (a simulation takes up to a second)."""
-    return score(BenchResult.model_validate_json(bench_json), ModelSpec.model_validate_json(model_json),
-                 HardwareProfile.model_validate_json(hw_json), Scenario.model_validate_json(sc_json))
 
 
 log_tab, bench_tab, diagnose_tab, compare_tab, history_tab = st.tabs(
@@ -96,7 +66,7 @@ with log_tab:
             report = parse_vllm_log(text)
             use_sidebar = st.session_state.get("diagnose_log_sidebar", False)
             rec = reconcile(report, None, hw if use_sidebar else None, model=model if use_sidebar else None,
-                            token=st.session_state.get("hf_token") or None)
+                            token=hub_token())
         except ShownError as err:
             _error(err, "Cannot reconcile this log")
         else:
@@ -105,7 +75,7 @@ with log_tab:
             st.caption(rec.card_how)
             st.dataframe(
                 [{"term (per GPU)": t.name, "planner": format_term_value(t.predicted, t.unit),
-                  "vLLM printed": format_term_value(t.reported, t.unit), "difference": _pct(t.difference_pct),
+                  "vLLM printed": format_term_value(t.reported, t.unit), "difference": fmt_change_pct(t.difference_pct),
                   "planner is": t.predicted_kind, "from the log": t.reported_how} for t in rec.terms],
                 hide_index=True, key="diagnose_log_terms",
             )
@@ -149,16 +119,15 @@ with bench_tab:
             if bench.model and bench.model != model.name:
                 st.warning(f"The run served {bench.model}; the prediction is for the sidebar's {model.name}.")
             try:
-                result = _score(bench.model_dump_json(), model.model_dump_json(), hw.model_dump_json(),
-                                sc.model_dump_json())
+                result = scored(bench, model, hw, sc)
             except ShownError as err:
                 _error(err, "Cannot predict this run")
             else:
                 st.markdown(f"Predicted: **{result.prediction_label}**")
                 kind_badge(result.prediction_kind)
                 st.dataframe(
-                    [{"metric": m.metric, "stat": m.statistic, "predicted": _metric_value(m.predicted, m.unit),
-                      "measured": _metric_value(m.measured, m.unit), "error": _pct(m.error_pct)}
+                    [{"metric": m.metric, "stat": m.statistic, "predicted": fmt_measure(m.predicted, m.unit),
+                      "measured": fmt_measure(m.measured, m.unit), "error": fmt_change_pct(m.error_pct)}
                      for m in result.metrics],
                     hide_index=True, key="diagnose_bench_scores",
                 )
@@ -265,12 +234,12 @@ with diagnose_tab:
                 if effect.error:
                     st.error(effect.error)
                 else:
-                    st.dataframe([{"figure": r["name"], "now": _metric_value(r["before"], r["unit"]),
-                                   "with the change": _metric_value(r["after"], r["unit"]),
-                                   "change": _pct(r["change_pct"])} for r in effect.rows],
+                    st.dataframe([{"figure": r["name"], "now": fmt_measure(r["before"], r["unit"]),
+                                   "with the change": fmt_measure(r["after"], r["unit"]),
+                                   "change": fmt_change_pct(r["change_pct"])} for r in effect.rows],
                                  hide_index=True, key="diagnose_what_if")
                     kind_badge(effect.kind)
-                    st.button("Apply the change to the sidebar", key="diagnose_apply", on_click=_apply_to_sidebar,
+                    st.button("Apply the change to the sidebar", key="diagnose_apply", on_click=apply_to_sidebar,
                               args=(tried.scenario_change,))
 
 # -------------------------------------------------------------------------- compare a change
@@ -289,8 +258,8 @@ with compare_tab:
                           for k, v in comparison.changed_settings.items()], hide_index=True,
                          key="diagnose_changed_settings")
         if comparison.rows:
-            st.dataframe([{"metric": r.metric, "baseline": _metric_value(r.before, r.unit),
-                           "changed run": _metric_value(r.after, r.unit), "change": _pct(r.change_pct),
+            st.dataframe([{"metric": r.metric, "baseline": fmt_measure(r.before, r.unit),
+                           "changed run": fmt_measure(r.after, r.unit), "change": fmt_change_pct(r.change_pct),
                            "verdict": r.verdict} for r in comparison.rows],
                          hide_index=True, key="diagnose_compare_rows")
 
