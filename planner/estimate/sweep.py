@@ -66,7 +66,8 @@ def sweep(
     B, C = np.meshgrid(np.asarray(batches, float), np.asarray(contexts, float), indexing="ij")
     B, C = B.ravel(), C.ravel()
     n_shape = len(B)
-    parts: dict[str, list] = {k: [] for k in SweepResult.__dataclass_fields__}
+    labels: dict[str, list[tuple[str, int]]] = {"model": [], "gpu": [], "weight_dtype": []}
+    parts: dict[str, list] = {k: [] for k in SweepResult.__dataclass_fields__ if k not in labels}
     for name, model in models.items():
         for tp in tps:
             for dtype in weight_dtypes:
@@ -85,10 +86,11 @@ def sweep(
                     for hw in gpus], float)[:, None]
                 fits = B[None, :] * _kv_per_sequence(model, tp, res.kv_bytes_per_element, C)[None, :] <= budget
                 G = len(gpus)
-                parts["model"].append(np.full(G * n_shape, name, dtype=object))
-                parts["gpu"].append(np.repeat(np.asarray([hw.id for hw in gpus], dtype=object), n_shape))
+                # label columns as (value, repeats) runs, expanded once at the end (object arrays are slow to fill)
+                labels["model"].append((name, G * n_shape))
+                labels["gpu"] += [(hw.id, n_shape) for hw in gpus]
+                labels["weight_dtype"].append((dtype, G * n_shape))
                 parts["tp"].append(np.full(G * n_shape, tp))
-                parts["weight_dtype"].append(np.full(G * n_shape, dtype, dtype=object))
                 parts["batch"].append(np.tile(B, G))
                 parts["context_len"].append(np.tile(C, G))
                 parts["tpot_seconds"].append(tpot.ravel())
@@ -96,4 +98,8 @@ def sweep(
                 parts["fits"].append(fits.ravel())
     if not parts["tpot_seconds"]:
         raise PlannerError("the sweep has no valid (model, TP, dtype) combination.", hint="Check that TP divides the heads.")
-    return SweepResult(**{k: np.concatenate(v) for k, v in parts.items()})
+    columns = {k: np.concatenate(v) for k, v in parts.items()}
+    for k, runs in labels.items():
+        values, repeats = zip(*runs)
+        columns[k] = np.repeat(np.asarray(values, dtype=object), repeats)
+    return SweepResult(**columns)
