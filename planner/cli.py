@@ -314,6 +314,29 @@ def discover_commands() -> list[ModuleType]:
     return modules
 
 
+def requested_command(argv: list[str]) -> ModuleType | None:
+    """The one command module ``argv`` names, imported alone (a whole process then pays for one command's
+    imports, not every command's); None when argv names no command module, so the full parser answers
+    (top-level --help, an unknown or misspelt command, a module whose NAME is not its file name).
+
+    The top-level parser has no option that takes a value, so the first argument that is not an option
+    is the command.
+    """
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name is None or name.startswith("_") or name in SKIP or any(a in ("-h", "--help", "--version")
+                                                                 for a in argv[: argv.index(name)]):
+        return None
+    if name not in {info.name for info in pkgutil.iter_modules(planner.commands.__path__)}:
+        return None
+    try:
+        module = importlib.import_module(f"{planner.commands.__name__}.{name}")
+    except Exception:  # noqa: BLE001 (discover_commands reports it and leaves it out)
+        return None
+    if getattr(module, "NAME", None) != name or not all(hasattr(module, n) for n in REQUIRED):
+        return None
+    return module
+
+
 def build_parser(commands: list[ModuleType] | None = None) -> Parser:
     """The top-level parser with one subcommand per command module, each with ``--format``."""
     parser = Parser(
@@ -373,7 +396,8 @@ def _cell(value: Any) -> str:
 def _run(argv: list[str]) -> int:
     """Parse, run one command and print its result; an error is answered by its EXIT_CODES row."""
     try:
-        parser = build_parser()
+        one = requested_command(argv)
+        parser = build_parser([one] if one is not None else None)
         try:
             args = parser.parse_args(argv)
         except SystemExit as stop:  # --help and --version print, then exit 0

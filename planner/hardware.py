@@ -409,7 +409,7 @@ def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
     except OSError as exc:
         raise HardwareProfileError(f"{shown}: cannot read the file ({exc.strerror});", hint="check the path.") from None
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
+        data = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

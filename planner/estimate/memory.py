@@ -26,7 +26,7 @@ overheads cannot be read from config.json; they are documented estimates a user 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +34,7 @@ from planner.errors import ScenarioError
 from planner.hardware import HardwareProfile
 from planner.model.kv import KVSpec
 from planner.model.quantization import WeightFormat, normalize_dtype, resolve_formats
-from planner.model.spec import ModelSpec, dtype_bytes
+from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, Scenario, default_batch_limits
 from planner.units import GiB, MiB, cdiv, fmt_gib, round_up
 
@@ -136,7 +136,10 @@ def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
 
 
 def _has_mla(model: ModelSpec) -> bool:
-    return any(layer.mixer.kind == "mla" for layer in model.layers)
+    memo = derived(model)
+    if "has_mla" not in memo:
+        memo["has_mla"] = any(layer.mixer.kind == "mla" for layer in model.layers)
+    return memo["has_mla"]
 
 
 def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> None:
@@ -186,6 +189,15 @@ def _group_bytes(groups, res: Resolved, tp: int) -> float:
 
 def stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
     """Weight bytes on one rank of each pipeline stage (vocab padded to 64, as vLLM allocates)."""
+    formats = tuple((name, fmt.bits_per_weight) for name, fmt in res.weight_formats.items())
+    key = ("stage_weight_bytes", res.tp, res.pp, res.act_bytes_per_element, formats)
+    memo = derived(model)  # the sum depends on the spec and these four only
+    if key not in memo:
+        memo[key] = tuple(_stage_weight_bytes(model, res))
+    return list(memo[key])
+
+
+def _stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
     tp = res.tp
     stages = stage_layers(model.num_layers, res.pp)
     vocab_rows = model.padded_vocab_size * model.embedding_dim
@@ -235,6 +247,18 @@ def activation_peak_bytes(model: ModelSpec, res: Resolved) -> int:
     and a few hidden-size buffers, at the widest FFN a token passes through (k experts for MoE),
     plus fp32 logits for max_num_seqs sampled rows.
     """
+    width = _widest_token_path(model)
+    tokens = res.max_num_batched_tokens
+    act = tokens * (3 * width / res.tp + 3 * model.hidden_size) * res.act_bytes_per_element
+    logits = res.max_num_seqs * model.padded_vocab_size / res.tp * 4
+    return int(act + logits)
+
+
+def _widest_token_path(model: ModelSpec) -> int:
+    """The widest FFN (or Mamba inner width) a token passes through, of all layers (memoized per spec)."""
+    memo = derived(model)
+    if "widest_token_path" in memo:
+        return memo["widest_token_path"]
     widths = []
     for layer in model.layers:
         ffn = layer.ffn
@@ -244,11 +268,8 @@ def activation_peak_bytes(model: ModelSpec, res: Resolved) -> int:
                 ffn.experts_per_token * ffn.expert_intermediate_size + ffn.shared_intermediate_size
             )
         widths.append(max(width, getattr(layer.mixer, "d_inner", 0)))
-    width = max(widths) if widths else 4 * model.hidden_size
-    tokens = res.max_num_batched_tokens
-    act = tokens * (3 * width / res.tp + 3 * model.hidden_size) * res.act_bytes_per_element
-    logits = res.max_num_seqs * model.padded_vocab_size / res.tp * 4
-    return int(act + logits)
+    memo["widest_token_path"] = max(widths) if widths else 4 * model.hidden_size
+    return memo["widest_token_path"]
 
 
 def non_torch_bytes(sc: Scenario) -> int:
@@ -292,6 +313,16 @@ def kv_layout(specs: list[KVSpec], res: Resolved) -> KVLayout:
     return _KVGroups(specs, res.block_size).layout(res.max_model_len, res.max_num_batched_tokens)
 
 
+def _stage_groups(model: ModelSpec, res: Resolved, layers: range) -> _KVGroups:
+    """``_KVGroups`` of one pipeline stage's layers, built once per spec, rank split, KV dtype and block size."""
+    key = ("kv_groups", res.tp, res.kv_bytes_per_element, layers.start, layers.stop, res.block_size)
+    memo = derived(model)
+    if key not in memo:
+        specs = model.kv_specs(res.tp, res.kv_bytes_per_element)
+        memo[key] = _KVGroups([specs[i] for i in layers], res.block_size)
+    return memo[key]
+
+
 class _KVGroups:
     """The grouping part of ``kv_layout``, computed once and reused for many max_model_len values."""
 
@@ -332,19 +363,35 @@ class _KVGroups:
 # ------------------------------------------------------------------------------ plan
 
 
-def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
-    """The per-GPU memory plan and verdict for ``model`` on ``hw`` under ``sc``."""
+class _Numbers(NamedTuple):
+    """What a plan's verdict rests on: the resolved scenario and the fullest pipeline stage's budget."""
+
+    res: Resolved
+    stages: list[range]
+    weights: list[int]
+    requested: int
+    act: int
+    non_torch: int
+    stage: int
+    blocks: int
+    layout: KVLayout
+    graphs: int
+    budget: int
+    concurrency: float
+    fits: bool
+
+
+def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
+    """The plan's arithmetic (module docstring), without its words: shared by the plan and each suggestion."""
     res = resolve(model, hw, sc)
     stages = stage_layers(model.num_layers, res.pp)
     weights = stage_weight_bytes(model, res)
-    total = hw.memory_bytes
-    requested = math.ceil(total * res.gpu_memory_utilization)
+    requested = math.ceil(hw.memory_bytes * res.gpu_memory_utilization)
     act = activation_peak_bytes(model, res)
     non_torch = non_torch_bytes(sc)
-    all_specs = model.kv_specs(res.tp, res.kv_bytes_per_element)
     worst = None
     for s, layers in enumerate(stages):
-        layout = kv_layout([all_specs[i] for i in layers], res)
+        layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
         budget = requested - weights[s] - non_torch - act - graphs
         blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
@@ -356,9 +403,17 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         concurrency = blocks / layout.blocks_per_request
     else:  # attention-free and stateless cannot happen; keep the arithmetic total
         concurrency = float("inf")
-    kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
     fits = budget > 0 and concurrency >= 1.0
-    best_len = max_len_that_fits(model, hw, sc, res, blocks, [all_specs[i] for i in stages[s]])
+    return _Numbers(res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits)
+
+
+def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
+    """The per-GPU memory plan and verdict for ``model`` on ``hw`` under ``sc``."""
+    res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits = _numbers(
+        model, hw, sc)
+    total = hw.memory_bytes
+    kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
+    best_len = _max_len_that_fits(model.max_position_embeddings, res, blocks, _stage_groups(model, res, stages[s]))
     reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested)
     terms = [
         MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
@@ -385,10 +440,14 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
 
 def max_len_that_fits(model, hw, sc, res: Resolved, blocks: int, specs: list[KVSpec]) -> int | None:
     """Largest max_model_len with room for one request (binary search, as vLLM does for -1)."""
+    return _max_len_that_fits(model.max_position_embeddings, res, blocks, _KVGroups(specs, res.block_size))
+
+
+def _max_len_that_fits(max_position_embeddings: int, res: Resolved, blocks: int, groups: _KVGroups) -> int | None:
+    """``max_len_that_fits`` on groups already built (the plan's own stage)."""
     if blocks <= 0:
         return None
-    groups = _KVGroups(specs, res.block_size)
-    lo, hi = 0, model.max_position_embeddings
+    lo, hi = 0, max_position_embeddings
     while lo < hi:
         mid = (lo + hi + 1) // 2
         need = groups.blocks_per_request(mid, res.max_num_batched_tokens)
@@ -440,12 +499,13 @@ def suggestions(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
     if not plan.fits and plan.max_model_len_that_fits:
         out.append(f"fits if --max-model-len <= {plan.max_model_len_that_fits:,}")
     for label, change in _candidates(model, hw, sc, plan):
-        try:
-            alt = plan_memory(model, hw, sc.model_copy(update=change), suggest=False)
+        try:  # the alternative's numbers only: its words, terms and longest fitting length are not needed
+            alt = _numbers(model, hw, sc.model_copy(update=change))
         except Exception:  # an impossible combination is simply not suggested
             continue
+        alt_concurrency = round(alt.concurrency, 2)  # as its plan would report it
         if not plan.fits and alt.fits:
-            out.append(f"fits with {label}: {alt.max_concurrency:,.1f} requests of {alt.resolved.max_model_len:,} tokens")
-        elif plan.fits and alt.fits and alt.max_concurrency > plan.max_concurrency * 1.3 and len(out) < 4:
-            out.append(f"{label}: {alt.max_concurrency:,.1f} requests at once instead of {plan.max_concurrency:,.1f}")
+            out.append(f"fits with {label}: {alt_concurrency:,.1f} requests of {alt.res.max_model_len:,} tokens")
+        elif plan.fits and alt.fits and alt_concurrency > plan.max_concurrency * 1.3 and len(out) < 4:
+            out.append(f"{label}: {alt_concurrency:,.1f} requests at once instead of {plan.max_concurrency:,.1f}")
     return out[:6]

@@ -30,7 +30,7 @@ from planner.estimate import step
 from planner.estimate.memory import Resolved, resolve
 from planner.hardware import HardwareProfile
 from planner.model.ops import Op, StepShape, elementwise, gemm
-from planner.model.spec import ModelSpec, dtype_bytes
+from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import Scenario
 
 Bound = Literal["compute", "memory", "interconnect", "overhead"]
@@ -164,10 +164,24 @@ def model_ops(model: ModelSpec, shape: StepShape) -> list[Op]:
 
 
 def layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:
-    """Identical consecutive-or-not layers grouped: [('layers 0-31: full_attention', [0..31]), ...]."""
+    """Identical consecutive-or-not layers grouped: [('layers 0-31: full_attention', [0..31]), ...].
+
+    Layers are equal when their JSON is; each distinct layer object is serialised once (the families
+    share one object among identical layers), and the grouping is memoized per spec.
+    """
+    memo = derived(model)
+    if "layer_groups" not in memo:
+        memo["layer_groups"] = tuple((label, tuple(idx)) for label, idx in _layer_groups(model))
+    return [(label, list(idx)) for label, idx in memo["layer_groups"]]
+
+
+def _layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:
     groups: OrderedDict[str, list[int]] = OrderedDict()
+    dumped: dict[int, str] = {}
     for i, layer in enumerate(model.layers):
-        groups.setdefault(layer.model_dump_json(), []).append(i)
+        if id(layer) not in dumped:
+            dumped[id(layer)] = layer.model_dump_json()
+        groups.setdefault(dumped[id(layer)], []).append(i)
     out = []
     for key, idx in groups.items():
         span = f"{idx[0]}-{idx[-1]}" if len(idx) > 1 else f"{idx[0]}"

@@ -58,24 +58,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
-import httpx2
 import yaml
-from huggingface_hub import HfApi, constants, get_session, try_to_load_from_cache
-from huggingface_hub.errors import (
-    FileMetadataError,
-    GatedRepoError,
-    HfHubHTTPError,
-    HFValidationError,
-    OfflineModeIsEnabled,
-    RemoteEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-from huggingface_hub.file_download import REGEX_COMMIT_HASH, get_hf_file_metadata, hf_hub_url, repo_folder_name
-from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, validate_repo_id
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from planner.errors import ConfigError, GatedModelError, HubUnavailableError, ModelNotFoundError, redact_secrets
+
+# huggingface_hub and its HTTP client (httpx2) are imported inside the functions that talk to the Hub:
+# together they take ~0.4 s to import, which a catalog model or a local file never needs.
 
 DEFAULT_CATALOG_DIR = Path(__file__).parent / "catalog"
 """Bundled catalog: ``index.yaml`` plus one verbatim ``<org>--<name>.json`` per model."""
@@ -311,6 +300,9 @@ def fetch_safetensors_param_counts(
     then ranged GETs of the first bytes of each file. Returns e.g. ``{"BF16": 8030261248}``.
     ``timeout_s`` bounds the whole call (the worker thread is abandoned past it).
     """
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import validate_repo_id
+
     if _offline() or not 0 < timeout_s <= MAX_TIMEOUT_S:
         return None
     try:
@@ -477,7 +469,9 @@ def _load_local(model: str) -> LoadedConfig | None:
 def _read_index(index_path: str, mtime_ns: int, size: int) -> tuple[CatalogEntry, ...]:
     """Parse and check index.yaml; cached per (path, mtime, size) so edits are picked up."""
     try:
-        raw = yaml.safe_load(Path(index_path).read_text(encoding="utf-8"))
+        # libyaml's safe loader when PyYAML has it (several times faster), else the pure-Python one
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        raw = yaml.load(Path(index_path).read_text(encoding="utf-8"), Loader=loader)
     except yaml.YAMLError as err:
         raise ConfigError(f"catalog index {index_path} is not valid YAML: {err}") from None
     if raw is None:
@@ -598,6 +592,8 @@ def _endpoint() -> str:
 
 
 def _offline() -> bool:
+    from huggingface_hub import constants
+
     flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     return (flag or "").upper() in constants.ENV_VARS_TRUE_VALUES or constants.is_offline_mode()
 
@@ -609,6 +605,8 @@ def _hub_cache_dir() -> str:
             return os.path.expandvars(os.path.expanduser(os.environ[variable]))
     if os.environ.get("HF_HOME"):
         return os.path.join(os.path.expandvars(os.path.expanduser(os.environ["HF_HOME"])), "hub")
+    from huggingface_hub import constants
+
     return constants.HF_HUB_CACHE
 
 
@@ -624,6 +622,9 @@ def _hub_request(
     name: str, entries: list[CatalogEntry], *, token: str | None, revision: str | None, allow_local: bool
 ) -> _HubRequest:
     """'org/name' or 'org/name/sub/dir' -> _HubRequest; ModelNotFoundError for anything else."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     parts = name.split("/")
     repo_id, subfolder = "/".join(parts[:2]), "/".join(parts[2:]) or None
     try:
@@ -698,6 +699,10 @@ def _get_capped(url: str, asked_url: str, token: str | None, deadline: float, wh
 
     The token goes only to the origin that was asked (a CDN location gets none), as hf_hub_download does.
     """
+    from huggingface_hub import get_session
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
     headers = build_hf_headers(token=token)
     if _origin(url) != _origin(asked_url):
         headers.pop("authorization", None)
@@ -733,6 +738,9 @@ class _Fetched:
 
 def _fetch(request: _HubRequest, filename: str, endpoint: str, cache_dir: str, deadline: float) -> _Fetched:
     """HEAD (commit, ETag, size), then the HF-cache copy of that commit or one capped GET; all by ``deadline``."""
+    from huggingface_hub.errors import FileMetadataError
+    from huggingface_hub.file_download import get_hf_file_metadata, hf_hub_url
+
     path_in_repo = request.path_of(filename)
     url = hf_hub_url(request.repo_id, path_in_repo, revision=request.revision, endpoint=endpoint)
     where = f"{path_in_repo} of {request.repo_id} from {url}"
@@ -753,6 +761,8 @@ def _fetch(request: _HubRequest, filename: str, endpoint: str, cache_dir: str, d
 
 def _list_files(request: _HubRequest, endpoint: str, deadline: float) -> list[str] | None:
     """Paths of the repo's files (the tree API's first page, up to 1,000 entries), or None if it cannot be had."""
+    import httpx2
+
     ref = quote(request.revision or "main", safe="")
     url = f"{endpoint}/api/models/{request.repo_id}/tree/{ref}?recursive=true"
     where = f"file list of {request.repo_id} from {url}"
@@ -776,6 +786,8 @@ def _read_capped(path: str) -> bytes:
 
 
 def _cached_file(repo_id: str, path_in_repo: str, revision: str | None, cache_dir: str) -> str | None:
+    from huggingface_hub import try_to_load_from_cache
+
     found = try_to_load_from_cache(repo_id, path_in_repo, cache_dir=cache_dir, revision=revision)
     return found if isinstance(found, str) and os.path.isfile(found) else None
 
@@ -786,6 +798,9 @@ def _store_in_cache(request: _HubRequest, filename: str, fetched: _Fetched, cach
     Layout (huggingface.co/docs/huggingface_hub/guides/manage-cache): ``models--org--name/blobs/<etag>``
     holds the bytes, ``snapshots/<commit>/<path>`` links to the blob, ``refs/<branch>`` holds the commit.
     """
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import REGEX_COMMIT_HASH, repo_folder_name
+
     if not REGEX_COMMIT_HASH.fullmatch(fetched.commit) or not _SAFE_PART.fullmatch(fetched.etag):
         return  # a commit or ETag that is not a plain name is not made into a file name
     folder = Path(cache_dir) / repo_folder_name(repo_id=request.repo_id, repo_type="model")
@@ -824,6 +839,17 @@ def _from_hub(
     request: _HubRequest, entries: list[CatalogEntry], *, catalog_dir: str | Path | None, timeout_s: float
 ) -> LoadedConfig:
     """The Hub's config.json (or params.json) for ``request``, all requests within ``timeout_s`` together."""
+    import httpx2
+    from huggingface_hub.errors import (
+        FileMetadataError,
+        GatedRepoError,
+        HfHubHTTPError,
+        OfflineModeIsEnabled,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
     endpoint = _endpoint()
     if _offline():
         return _fallback(request, _OFFLINE_REASON, entries, catalog_dir, endpoint)
@@ -882,6 +908,8 @@ def _hub_answer(
     request: _HubRequest, entries: list[CatalogEntry], *, endpoint: str, cache_dir: str, deadline: float
 ) -> LoadedConfig:
     """config.json of the request, else (no such file) params.json or a list of the config.json files there are."""
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
     try:
         fetched = _fetch(request, CONFIG_FILENAME, endpoint, cache_dir, deadline)
     except RemoteEntryNotFoundError as err:

@@ -13,7 +13,8 @@ gives (shared/reference/formulas.md, 2.1).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +26,27 @@ from planner.units import round_up
 #: vLLM pads the vocabulary of the embedding and lm_head to a multiple of 64
 #: (DEFAULT_VOCAB_PADDING_SIZE, vllm/model_executor/layers/vocab_parallel_embedding.py).
 VLLM_VOCAB_PADDING = 64
+
+#: Specs whose derived facts are kept (``derived``); the app and the CLI hold a handful at a time.
+DERIVED_CACHE_SPECS = 64
+_DERIVED: OrderedDict[int, tuple[Any, dict[Any, Any]]] = OrderedDict()
+
+
+def derived(spec: Any) -> dict[Any, Any]:
+    """A memo of facts derived from one frozen spec object (layer groups, KV specs per rank, widths).
+
+    Keyed by the object's identity, not its value: hashing a spec walks every layer, and a frozen spec
+    cannot change, so nothing cached can go stale. The entry holds the spec, so its id is not reused
+    while cached; the oldest of ``DERIVED_CACHE_SPECS`` entries is dropped first. A copy
+    (``model_copy``) is a new object with a memo of its own.
+    """
+    entry = _DERIVED.get(id(spec))
+    if entry is None or entry[0] is not spec:
+        entry = (spec, {})
+        _DERIVED[id(spec)] = entry
+        while len(_DERIVED) > DERIVED_CACHE_SPECS:
+            _DERIVED.popitem(last=False)
+    return entry[1]
 
 
 class ModelSpec(BaseModel):
@@ -114,6 +136,13 @@ class ModelSpec(BaseModel):
 
     def kv_specs(self, tp: int = 1, kv_bytes: float = 2.0) -> list[KVSpec]:
         """One cache spec per layer, per TP rank (state in the model dtype)."""
+        memo = derived(self)
+        key = ("kv_specs", tp, kv_bytes)
+        if key not in memo:
+            memo[key] = tuple(self._kv_specs(tp, kv_bytes))
+        return list(memo[key])
+
+    def _kv_specs(self, tp: int, kv_bytes: float) -> list[KVSpec]:
         state_bytes = dtype_bytes(self.dtype)
         made: dict[int, KVSpec] = {}  # identical layers share one mixer object
         out = []
@@ -141,7 +170,10 @@ class ModelSpec(BaseModel):
 
     @property
     def attention_layers(self) -> list[Attention | MLA]:
-        return [layer.mixer for layer in self.layers if isinstance(layer.mixer, (Attention, MLA))]
+        memo = derived(self)
+        if "attention_layers" not in memo:
+            memo["attention_layers"] = tuple(layer.mixer for layer in self.layers if isinstance(layer.mixer, (Attention, MLA)))
+        return list(memo["attention_layers"])
 
     @property
     def num_attention_heads(self) -> int | None:
