@@ -42,8 +42,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -82,7 +83,25 @@ MIN_REQUESTS_PER_PROBE = 200
 
 Metric = Literal["ttft", "tpot", "e2e"]
 Statistic = Literal["mean", "p50", "p90", "p99"]
-_METRIC_LABEL = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
+@dataclass(frozen=True)
+class MetricDef:
+    """What the SLO search knows of one latency metric: its label, and its value for a request that
+    runs alone (the floor no load can beat) from that request's prefill and one decode step."""
+
+    label: str
+    alone: Callable[[float, float, int], float]  # (prefill seconds, decode-step seconds, output tokens) -> s
+    why: str  # the floor in words: str.format with n_in, n_out and value
+
+
+#: The metric registry: a new latency metric is one row here and one field of ``Probe``.
+METRICS: dict[str, MetricDef] = {
+    "ttft": MetricDef("TTFT", lambda pre, dec, n_out: pre, "prefill of {n_in:,} tokens alone takes {value}"),
+    "tpot": MetricDef("TPOT", lambda pre, dec, n_out: dec, "one decode step of a request alone takes {value}"),
+    "e2e": MetricDef("E2E", lambda pre, dec, n_out: pre + (n_out - 1) * dec,
+                     "a request of {n_in:,} + {n_out:,} tokens alone takes {value}"),
+}
+assert set(METRICS) == set(get_args(Metric)), "METRICS and Metric must name the same metrics"
+_METRIC_LABEL = {name: m.label for name, m in METRICS.items()}
 _PERCENTILE = {"mean": None, "p50": 50.0, "p90": 90.0, "p99": 99.0}
 
 # ------------------------------------------------------------------------------------------------
@@ -470,13 +489,9 @@ class _Candidate:
             pre = prefill_seconds(self.step, n_in - cached, budget)
             dec = self.step.step_seconds(prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=1,
                                          decode_kv_tokens=n_in + n_out // 2)
-            if t.metric == "ttft":
-                out.append((t, pre, f"prefill of {n_in:,} tokens alone takes {fmt_seconds(pre)}"))
-            elif t.metric == "tpot":
-                out.append((t, dec, f"one decode step of a request alone takes {fmt_seconds(dec)}"))
-            else:
-                e2e = pre + (n_out - 1) * dec
-                out.append((t, e2e, f"a request of {n_in:,} + {n_out:,} tokens alone takes {fmt_seconds(e2e)}"))
+            metric = METRICS[t.metric]
+            value = metric.alone(pre, dec, n_out)
+            out.append((t, value, metric.why.format(n_in=n_in, n_out=n_out, value=fmt_seconds(value))))
         return out
 
     def saturate(self) -> float:
