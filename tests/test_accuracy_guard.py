@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.verify import serving_corpus
+from planner.verify import serving_corpus, static_batch
 from planner.verify.public_records import evaluate
 from planner.verify.serving_runs import METRICS, load_runs, stage_predictions
 
@@ -76,6 +76,15 @@ def test_public_corpus_does_not_regress():
     now = {f"{s.family} / {s.metric}": s.median_abs_error_pct for s in summaries if s.count >= CORPUS_MIN_RECORDS}
     assert len(now) >= 8, f"too few engine families and metrics predicted on the corpus: {sorted(now)}"
     _check("corpus", now)
+
+
+def test_static_batch_does_not_regress():
+    """vLLM benchmark_latency static batches (reference/static_batch_latency.json), per engine profile and thread."""
+    report = static_batch.evaluate()
+    now = {f"profile {g.group}": g.median_abs_error_pct for g in report.by_engine_profile}
+    now.update({f"thread {g.group}": g.median_abs_error_pct for g in report.by_thread})
+    assert len(report.predictions) >= 8, f"too few static-batch records predicted: {len(report.predictions)}"
+    _check("static_batch", now)
 
 
 @pytest.mark.parametrize("metric", METRICS)
