@@ -6,6 +6,8 @@ Convert only when printing. GiB is 2**30 bytes, GB is 10**9 bytes; labels say wh
 
 from __future__ import annotations
 
+import math
+
 KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
@@ -71,6 +73,14 @@ def fmt_count(value: float | None) -> str:
 def fmt_int(value: float | None) -> str:
     """'131,072'; 'unknown' for None."""
     return "unknown" if value is None else f"{value:,.0f}"
+
+
+def fmt_requests(concurrency: float | None) -> str:
+    """Requests at once, one decimal, rounded down so it never claims more than fits: 3.947 -> '3.9',
+    3.96 -> '3.9', 4.0 -> '4.0'; 'unknown' for None."""
+    if concurrency is None:
+        return "unknown"
+    return f"{math.floor(concurrency * 10 + 1e-9) / 10:,.1f}"
 
 
 def fmt_flop_count(flops: float | None) -> str:

@@ -252,6 +252,71 @@ def test_a_bad_input_shows_an_error_not_a_traceback(server: str, browser_page) -
     assert page.locator('[data-testid="stAlertContentError"]').count() >= 1
 
 
+def shot(page, name: str) -> None:
+    """A full-page screenshot into test-artifacts/, and into docs/screenshots/ with PLANNER_SCREENSHOTS=1."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"browser-{name}.png"), full_page=True)
+    if os.environ.get("PLANNER_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_issue10_overload_shortfall_prices_and_page_words(server: str, browser_page) -> None:
+    """Issue 10's flows: a shortfall not a negative size, the overload banner above the knee, a price on every
+    Compare column, ms axes, and the Diagnose error naming the page's toggle."""
+    page = browser_page
+    page.set_viewport_size({"width": 1440, "height": 2600})  # Streamlit scrolls inside its main block: a tall window shows it all
+    page.goto(f"{server}/?model=meta-llama/Llama-3.1-70B")
+    wait_idle(page)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "short by 62.3 GiB" in body and "-62.3" not in body
+    shot(page, "plan-does-not-fit")
+
+    page.goto(f"{server}/simulate")
+    wait_idle(page)
+    rate = page.get_by_role("spinbutton", name="Request rate (req/s)")
+    rate.fill("60")
+    rate.press("Enter")
+    wait_idle(page, settle_s=2.0)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "Overloaded: 60.0 req/s offered, this replica sustains about" in body and "Try TP 2" in body
+    assert "steady state" in body and "milliseconds" in page.content()
+    shot(page, "simulate")
+
+    open_page(page, "Compare")
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert body.count("$/GPU-hour") >= 4 and body.count("Price: ") == 4
+    shot(page, "compare")
+
+    page.goto(f"{server}/latency?gpu=l4")
+    wait_idle(page, settle_s=2.0)
+    assert_no_exception(page)
+    assert "TTFT (ms)" in page.content() and "exceeds the KV cache" in page.content()
+    shot(page, "latency")
+
+    for path, name in (("export", "export"), ("validate", "validate"), ("roofline", "roofline-page")):
+        page.goto(f"{server}/{path}")
+        wait_idle(page, settle_s=1.5)
+        assert_no_exception(page)
+        shot(page, name)
+    assert "does not start: does not start" not in page.inner_text("body")
+
+    page.goto(f"{server}/diagnose")
+    wait_idle(page)
+    page.get_by_role("textbox", name="vLLM server log").fill("INFO 12-13 19:54:18 worker.py:243] total_gpu_memory 79.22GiB\n"
+                                                             "INFO 12-13 19:54:18 worker.py:243] model weights take 14.96GiB")
+    page.keyboard.press("Control+Enter")
+    wait_idle(page)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "Plan with the sidebar's model and GPU" in body and "Pass MODEL" not in body
+    shot(page, "diagnose")
+    assert page.outside == []
+
+
 @pytest.mark.skipif(os.environ.get("PLANNER_SCREENSHOTS") != "1", reason="set PLANNER_SCREENSHOTS=1 to refresh the README screenshots")
 def test_readme_screenshots(server: str, browser_page) -> None:
     page = browser_page

@@ -50,14 +50,19 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
         )
     requested = plan.requested_memory_bytes_per_gpu / GiB
     total = plan.total_memory_bytes_per_gpu / GiB
+    used = sum(term.bytes for term in plan.terms if term.name != "free") / GiB
+    if used > requested:  # does not start: show how far past the budget the terms reach
+        fig.add_vrect(x0=requested, x1=used, fillcolor="#E45756", opacity=0.25, line_width=0, layer="below",
+                      annotation_text=f"over the budget by {used - requested:,.1f} GiB", annotation_position="top right",
+                      annotation_font_size=12, annotation_font_color="#B22222")
     fig.add_vline(x=requested, line_dash="dash", line_color="#333",
                   annotation_text=f"gpu_memory_utilization {plan.resolved.gpu_memory_utilization:g} → {requested:,.1f} GiB",
-                  annotation_position="top left", annotation_font_size=11)
+                  annotation_position="top left", annotation_yshift=12, annotation_font_size=11)
     fig.add_vline(x=total, line_color="#000", annotation_text=f"total {total:,.1f} GiB",
-                  annotation_position="bottom left", annotation_font_size=11)
-    fig.update_layout(barmode="stack", height=230, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      legend={"orientation": "h", "y": -0.35, "traceorder": "normal"})
-    fig.update_xaxes(title=None, ticksuffix=" GiB", range=[0, total * 1.02])
+                  annotation_position="bottom right", annotation_yshift=-12, annotation_font_size=11)
+    fig.update_layout(barmode="stack", height=250, margin={"l": 10, "r": 10, "t": 45, "b": 30},
+                      legend={"orientation": "h", "y": -0.45, "traceorder": "normal"})
+    fig.update_xaxes(title=None, ticksuffix=" GiB", range=[0, max(total, used) * 1.1])  # room for the labels
     fig.update_yaxes(showticklabels=False)
     return fig
 
@@ -133,31 +138,50 @@ def _si(value: float) -> str:
     return f"{value:g}"
 
 
-_METRICS = (("ttft_s", "TTFT (s)"), ("tpot_s", "TPOT (s)"), ("tokens_per_s", "output tokens/s"))
+_METRICS = (("ttft_s", "TTFT (ms)", 1e3), ("tpot_s", "TPOT (ms)", 1e3), ("tokens_per_s", "output tokens/s", 1.0))
+"""(sweep column, panel title, scale to the axis unit): seconds are drawn in milliseconds."""
+EXCEEDS_COLOR = "#BBBBBB"
+
+
+def _fits_word(value: bool | None) -> str:
+    return "unknown" if value is None else ("fits" if value else "exceeds the KV cache")
 
 
 def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[OperatingPoint] | None = None) -> go.Figure:
-    """TTFT, TPOT and tokens/s against ``x`` (batch or input length), one line per kind (bound dotted)."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title in _METRICS], horizontal_spacing=0.07)
-    for col, (metric, title) in enumerate(_METRICS, start=1):
+    """TTFT, TPOT (ms) and tokens/s against ``x`` (batch or input length), one line per kind (bound dotted);
+    points whose batch exceeds the KV cache are drawn apart as grey crosses, off the line."""
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title, _ in _METRICS], horizontal_spacing=0.08)
+    shown_exceeds = False
+    for col, (metric, title, scale) in enumerate(_METRICS, start=1):
         for kind, rows in sweep.groupby("kind", sort=False):
-            fits = rows["fits_in_kv_cache"].map(lambda v: "unknown" if v is None else ("fits" if v else "exceeds the KV cache"))
+            over = rows["fits_in_kv_cache"].map(lambda v: v is False).astype(bool)
+            ok = rows[~over]
             fig.add_scatter(
-                x=rows[x], y=rows[metric], mode="lines+markers", name=kind, legendgroup=kind, showlegend=col == 1,
+                x=ok[x], y=ok[metric] * scale, mode="lines+markers", name=kind, legendgroup=kind, showlegend=col == 1,
                 line={"color": KIND_STYLE[kind][0], "dash": KIND_STYLE[kind][1]}, marker={"size": 5},
-                row=1, col=col, customdata=fits,
-                hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:.4g}}<br>%{{customdata}}<extra>{kind}</extra>",
+                row=1, col=col, customdata=ok["fits_in_kv_cache"].map(_fits_word),
+                hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:,.4g}}<br>%{{customdata}}<extra>{kind}</extra>",
             )
+            if over.any():
+                bad = rows[over]
+                fig.add_scatter(
+                    x=bad[x], y=bad[metric] * scale, mode="markers", name="exceeds the KV cache (vLLM queues)",
+                    legendgroup="exceeds", showlegend=not shown_exceeds, row=1, col=col,
+                    marker={"symbol": "x", "size": 8, "color": EXCEEDS_COLOR},
+                    hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:,.4g}}<br>exceeds the KV cache: vLLM would "
+                                  f"queue or preempt<extra>{kind}</extra>",
+                )
+                shown_exceeds = True
         for point in points or []:
             fig.add_scatter(
-                x=[point.row[x]], y=[point.row[metric]], mode="markers", row=1, col=col,
+                x=[point.row[x]], y=[point.row[metric] * scale], mode="markers", row=1, col=col,
                 marker={"symbol": "star", "size": 16, "color": "#E45756" if point.serving == "online" else "#F58518",
                         "line": {"width": 1, "color": "#fff"}},
                 name=f"{point.label} ({point.serving})", legendgroup=point.label, showlegend=col == 1,
                 hovertemplate=f"{point.label}, {point.serving}: {x_title} %{{x:,}}<extra></extra>",
             )
         fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d", title=x_title, row=1, col=col)
-        fig.update_yaxes(type="log", dtick=1, tickformat=",~g", row=1, col=col)
+        fig.update_yaxes(type="log", tickformat=",~g", row=1, col=col)  # no dtick: a panel inside one decade keeps ticks
     fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 70, "b": 10},
                       legend={"orientation": "h", "y": 1.22, "x": 0})
     return fig
@@ -175,15 +199,15 @@ def latency_vs_rate(probes: tuple[Probe, ...], metric: str, title: str, target: 
     fig = go.Figure()
     x = [p.request_rate_per_s for p in probes]
     for stat in STATS:
-        y = [None if getattr(p, metric) is None else getattr(getattr(p, metric), stat) for p in probes]
+        y = [None if getattr(p, metric) is None else getattr(getattr(p, metric), stat) * 1e3 for p in probes]
         fig.add_scatter(x=x, y=y, mode="lines+markers", name=stat.upper(), line={"dash": STAT_STYLE[stat]},
-                        hovertemplate=f"{stat.upper()} %{{y:.3s}}s at %{{x:.2f}} req/s<extra></extra>")
+                        hovertemplate=f"{stat.upper()} %{{y:,.4g}} ms at %{{x:.2f}} req/s<extra></extra>")
     if target is not None:
-        fig.add_hline(y=target, line={"color": "#E45756", "dash": "dash"}, annotation_text="SLO",
+        fig.add_hline(y=target * 1e3, line={"color": "#E45756", "dash": "dash"}, annotation_text="SLO",
                       annotation_position="top left")
     fig.add_vline(x=rate, line={"color": "#7F7F7F", "dash": "dot"}, annotation_text="your rate")
-    fig.update_layout(title=title, xaxis_title="request rate per replica (req/s)", yaxis_title="seconds",
-                      yaxis_tickformat=".2s", margin={**_MARGIN, "t": 40}, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(title=title, xaxis_title="request rate per replica (req/s)", yaxis_title="milliseconds",
+                      yaxis_tickformat=",~g", margin={**_MARGIN, "t": 40}, legend={"orientation": "h", "y": -0.25})
     return fig
 
 
@@ -225,23 +249,25 @@ def pareto_chart(plan: SLOPlan) -> go.Figure:
 
 
 def predicted_vs_measured(points: ChartPoints, prediction_kind: str) -> go.Figure:
-    """Log-log predicted vs measured seconds per check, by benchmark, with y = x and the calibrated predictions.
+    """Log-log predicted vs measured time per check (milliseconds), by benchmark, with y = x and the calibrated
+    predictions.
 
     ``points.span`` must not be None (some check finished).
     """
+    ms = lambda values: [v * 1e3 for v in values]  # noqa: E731 - seconds to the axis unit
     fig = go.Figure()
     lo, hi = points.span
-    fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x (exact)", line={"color": "#7F7F7F", "dash": "dash"},
-                    hoverinfo="skip")
+    fig.add_scatter(x=[lo * 1e3, hi * 1e3], y=[lo * 1e3, hi * 1e3], mode="lines", name="y = x (exact)",
+                    line={"color": "#7F7F7F", "dash": "dash"}, hoverinfo="skip")
     for benchmark, (xs, ys, names) in points.by_benchmark.items():
-        fig.add_scatter(x=xs, y=ys, mode="markers", name=benchmark, text=names, marker={"size": 9},
-                        hovertemplate="%{text}<br>predicted %{x:.3s}s, measured %{y:.3s}s<extra></extra>")
+        fig.add_scatter(x=ms(xs), y=ms(ys), mode="markers", name=benchmark, text=names, marker={"size": 9},
+                        hovertemplate="%{text}<br>predicted %{x:,.4g} ms, measured %{y:,.4g} ms<extra></extra>")
     xs, ys, names = points.calibrated
     if xs:
-        fig.add_scatter(x=xs, y=ys, mode="markers", name="after calibration", text=names,
+        fig.add_scatter(x=ms(xs), y=ms(ys), mode="markers", name="after calibration", text=names,
                         marker={"symbol": "circle-open", "size": 11, "color": "#54A24B"},
-                        hovertemplate="%{text}<br>calibrated %{x:.3s}s, measured %{y:.3s}s<extra></extra>")
-    fig.update_xaxes(type="log", title_text=f"predicted seconds ({prediction_kind})", exponentformat="SI")
-    fig.update_yaxes(type="log", title_text="measured seconds", exponentformat="SI")
+                        hovertemplate="%{text}<br>calibrated %{x:,.4g} ms, measured %{y:,.4g} ms<extra></extra>")
+    fig.update_xaxes(type="log", title_text=f"predicted ms ({prediction_kind})", tickformat=",~g")
+    fig.update_yaxes(type="log", title_text="measured ms", tickformat=",~g")
     fig.update_layout(margin=_MARGIN, legend={"orientation": "h", "y": -0.2})
     return fig

@@ -9,9 +9,12 @@ from __future__ import annotations
 import io
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from planner.deploy.export import ExportBundle, latency_profile, throughput_profile
 from planner.estimate.cost import usd_per_million_tokens
@@ -23,8 +26,8 @@ from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import ServingResult
 from planner.serve.slo import SLOPlan
-from planner.units import GiB, fmt_seconds
-
+from planner.units import GiB, fmt_bytes, fmt_flop_count, fmt_seconds
+from planner.units import fmt_requests as units_fmt_requests
 
 TERM_NOTES: dict[str, str] = {
     "weights": "weights on the fullest rank (vocab padded to 64)",
@@ -34,6 +37,35 @@ TERM_NOTES: dict[str, str] = {
     "non_torch": "CUDA context, NCCL and cuBLAS workspaces",
     "free": "outside gpu_memory_utilization, or left over",
 }
+
+
+# ------------------------------------------------------------------------------ tables as the page shows them
+
+MISSING = "—"
+"""What a table cell shows for an unknown value (None / NaN), never the literal 'None'."""
+
+
+def readable(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]] | None = None) -> Styler:
+    """``table`` for ``st.dataframe``, shown through ``formats`` (column -> formatter), unknown cells as '—'.
+
+    A column without an unknown cell keeps its values (a test or a CSV still reads numbers; the grid sorts
+    them) and only its display goes through the formatter. A column with one becomes text: the grid draws
+    a missing number as 'None' whatever the Styler says. Headers are set with ``column_config``.
+    """
+    formats = formats or {}
+    shown = table.copy()
+    for name in shown.columns:
+        missing = shown[name].isna()
+        if missing.any():
+            fmt = formats.get(name, str)
+            shown[name] = [MISSING if gone else fmt(value) for value, gone in zip(shown[name], missing)]
+    kept = {name: fmt for name, fmt in formats.items() if name in shown.columns and not table[name].isna().any()}
+    return shown.style.format(kept or None, na_rep=MISSING)
+
+
+def fmt_requests(concurrency: float | None) -> str:
+    """``planner.units.fmt_requests`` (rounded down, as the Plan verdict says it), '—' for unknown."""
+    return MISSING if concurrency is None or concurrency != concurrency else units_fmt_requests(concurrency)
 
 
 # ------------------------------------------------------------------------------ memory
@@ -146,6 +178,38 @@ def cost_per_million_tokens(hw: HardwareProfile, total_gpus: int, tokens_per_s: 
     return usd_per_million_tokens(hw.price_per_hour_usd, total_gpus, tokens_per_s)
 
 
+LATENCY_LABELS: dict[str, str] = {
+    "batch": "batch", "input_len": "prompt tokens", "output_len": "output tokens", "kind": "kind", "ttft_s": "TTFT",
+    "tpot_s": "TPOT", "e2e_s": "end to end", "tokens_per_s": "output tokens/s", "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "fits_in_kv_cache": "fits the KV cache", "prefill_bound": "prefill bound by", "decode_bound": "decode bound by",
+}
+"""Column headers of the latency sweep tables (``ui.sweeps.latency_vs_batch`` / ``latency_vs_context``)."""
+LATENCY_FORMATS: dict[str, Callable[[Any], str]] = {
+    "ttft_s": fmt_seconds, "tpot_s": fmt_seconds, "e2e_s": fmt_seconds,
+    "tokens_per_s": lambda v: f"{v:,.1f}", "tokens_per_s_per_gpu": lambda v: f"{v:,.1f}",
+    "fits_in_kv_cache": lambda v: "unknown" if v is None else ("yes" if v else "no: vLLM queues"),
+}
+
+ROOFLINE_LABELS: dict[str, str] = {
+    "stage": "stage", "op": "op", "group": "group", "count": "count", "kernel": "kernel", "flops": "FLOPs",
+    "bytes": "bytes", "intensity_flop_per_byte": "FLOP/byte", "bound": "bound", "compute_dtype": "dtype",
+    "time_us": "µs each", "total_time_us": "µs x count", "share_of_step": "share of step",
+    "attained_flop_per_s": "attained FLOP/s", "kind": "kind",
+}
+"""Column headers of :func:`roofline_table`."""
+
+
+def _fmt_flop_rate(value: float) -> str:
+    return fmt_flop_count(value) + "/s"
+
+
+ROOFLINE_FORMATS: dict[str, Callable[[Any], str]] = {
+    "flops": fmt_flop_count, "bytes": fmt_bytes, "intensity_flop_per_byte": lambda v: f"{v:,.2f}",
+    "time_us": lambda v: f"{v:,.2f}", "total_time_us": lambda v: f"{v:,.2f}", "attained_flop_per_s": _fmt_flop_rate,
+    "compute_dtype": lambda v: v or MISSING,
+}
+
+
 # ------------------------------------------------------------------------------ compare
 
 
@@ -177,8 +241,20 @@ def summary_row(label: str, model: ModelSpec, hw: HardwareProfile, sc: Scenario,
         "kv_cache_gib_per_gpu": plan.kv_cache_bytes_per_gpu / GiB, "max_concurrency": plan.max_concurrency,
         "ttft_s": latency.ttft_seconds, "tpot_s": latency.tpot_seconds, "tokens_per_s": latency.throughput_tokens_per_s,
         "tokens_per_s_per_gpu": latency.throughput_tokens_per_s_per_gpu, "usd_per_million_tokens": summary.cost_per_million_usd,
-        "kind": latency.kind, "verdict": plan.reason,
+        "usd_per_gpu_hour": hw.price_per_hour_usd, "price_source": hw.sources.get("price_per_hour_usd") if
+        hw.price_per_hour_usd is not None else None, "kind": latency.kind, "verdict": plan.reason,
     }
+
+
+COMPARE_LABELS: dict[str, str] = {
+    "scenario": "scenario", "model": "model", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "pp": "PP", "weights": "weights",
+    "kv_cache_dtype": "KV cache", "max_model_len": "max_model_len", "starts": "starts", "weights_gib_per_gpu": "weights per GPU",
+    "kv_cache_gib_per_gpu": "KV cache per GPU", "max_concurrency": "max concurrency", "ttft_s": "TTFT",
+    "tpot_s": "TPOT", "tokens_per_s": "output tokens/s", "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "usd_per_million_tokens": "$ per 1M output tokens", "usd_per_gpu_hour": "$/GPU-hour", "price_source": "price source",
+    "kind": "kind", "verdict": "verdict",
+}
+"""Column headers the Compare table shows for :func:`summary_row`'s keys (the CSV keeps the keys)."""
 
 
 # ------------------------------------------------------------------------------ serving
@@ -195,6 +271,37 @@ def latency_percentiles(result: ServingResult) -> pd.DataFrame:
         rows.append({"metric": name,
                      **{k: fmt_seconds(None if stats is None else getattr(stats, k)) for k in ("mean", *PERCENTILES)}})
     return pd.DataFrame(rows)
+
+
+def carry_load_actions(sc: Scenario, hw: HardwareProfile) -> list[tuple[str, dict]]:
+    """The sidebar changes behind the overload warning's options (``planner.serve.saturation.carry_load_options``):
+    (button label, Scenario field changes) for twice the TP within the node and an fp8 KV cache, where they apply."""
+    actions = []
+    if sc.tp * 2 <= hw.gpus_per_node:
+        actions.append((f"Try TP {sc.tp * 2}", {"tp": sc.tp * 2, "num_gpus": None}))
+    if "fp8" not in sc.kv_cache_dtype:
+        actions.append(("Try an fp8 KV cache", {"kv_cache_dtype": "fp8"}))
+    return actions
+
+
+def probe_note(rate_per_s: float, measured_requests: int, simulated_requests: int) -> str:
+    """Why the search's TTFT is not the one-replica run's, even for the same deployment and rate."""
+    return (f"Search figure: at {rate_per_s:,.2f} req/s per replica, {measured_requests:,} requests measured once the "
+            "batch has filled (warm-up and cool-down "
+            f"left out). The one-replica figures above cover all {simulated_requests:,} simulated requests from an empty "
+            "server, so the two differ even for the same deployment and rate.")
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.3f}" if value < 1 else f"${value:,.2f}"
+
+
+CANDIDATE_FORMATS: dict[str, Callable[[Any], str]] = {
+    "knee req/s": "{:,.2f}".format, "max req/s per replica": "{:,.2f}".format, "replicas": "{:,.0f}".format,
+    "GPUs": "{:,.0f}".format, "$/hour": _usd, "$/1M input": _usd, "$/1M output": _usd,
+    "kWh/1M output (TDP bound)": "{:,.3f}".format,
+}
+"""How :func:`candidates_table`'s cells read (unknown: '—')."""
 
 
 def candidates_table(plan: SLOPlan) -> pd.DataFrame:

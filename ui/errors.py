@@ -77,3 +77,42 @@ def shown_errors(context: str | None = None) -> Iterator[None]:
         message = describe(err)
         st.error(f"{context}: {message}" if context else message, icon=":material/error:")
         st.stop()
+
+
+# ------------------------------------------------------------------------------ the CLI's words, said for a page
+
+TOGGLE = "**Plan with the sidebar's model and GPU**"
+"""The Diagnose page's way past a log that names no usable model or card (the CLI's MODEL / --gpu)."""
+
+PAGE_WORDS: tuple[tuple[str, str], ...] = (
+    ("pass MODEL", f"On this page: turn on {TOGGLE} next to the log and pick the log's model in the sidebar (a catalog "
+                   "model, a Hub repo id, or an uploaded config.json)."),
+    ("Pass MODEL", f"On this page: turn on {TOGGLE} next to the log and pick the log's model in the sidebar (a catalog "
+                   "model, a Hub repo id, or an uploaded config.json)."),
+    ("--gpu", f"On this page: turn on {TOGGLE} and pick the card as the sidebar's **GPU**."),
+    ("--weight-dtype", f"set the sidebar's **Weights** to the log's quantization and turn on {TOGGLE}"),
+    ("on the command line", f"Turn on {TOGGLE} and set the value in the sidebar."),
+)
+"""(CLI words in a core hint or note, what to do on the Diagnose page instead). A hint that holds the CLI words is
+replaced whole by the page's; the first row that matches wins."""
+
+
+def on_page(err: BaseException, words: tuple[tuple[str, str], ...] = PAGE_WORDS) -> str:
+    """:func:`describe`, with a core hint in the CLI's words (``pass MODEL``, ``--gpu``) replaced by what to do on
+    the page; escaped for Markdown except the page's own words (bold control names)."""
+    hint = getattr(err, "hint", None)
+    if isinstance(err, PlannerError) and hint:
+        for cli, page in words:
+            if cli in hint:
+                return f"{plain(err.message)} {page}"
+    return describe(err)
+
+
+def note_on_page(text: str, words: tuple[tuple[str, str], ...] = PAGE_WORDS) -> str:
+    """A core note escaped for Markdown, a parenthesised CLI instruction ('(pass --weight-dtype)') said for the page."""
+    shown = plain(text)
+    for cli, page in words:
+        match = re.search(r"\((?:pass )?" + re.escape(plain(cli)) + r"[^)]*\)", shown)
+        if match:
+            return shown[:match.start()] + f"({page})" + shown[match.end():]
+    return shown

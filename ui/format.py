@@ -11,7 +11,7 @@ import streamlit as st
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 __all__ = ["GiB", "fmt_bytes", "fmt_count", "fmt_gib", "fmt_seconds", "fmt_flop_count", "fmt_rate", "fmt_usd", "fmt_int",
-           "fmt_change_pct", "fmt_measure", "KIND_HELP", "kind_badge", "kind_legend"]
+           "fmt_change_pct", "fmt_measure", "fmt_kv_cache", "kv_cache_metric", "KIND_HELP", "kind_badge", "kind_legend"]
 
 KIND_HELP: dict[str, str] = {
     "bound": "datasheet roofline: peak FLOP/s and bandwidth, no overheads; no real run is faster",
@@ -35,6 +35,22 @@ def fmt_usd(dollars: float | None) -> str:
     if dollars is None:
         return "no price"
     return f"${dollars:,.3f}" if dollars < 1 else f"${dollars:,.2f}"
+
+
+def fmt_kv_cache(num_bytes: float | None) -> str:
+    """KV-cache room per GPU: '12.4 GiB', or 'short by 62.3 GiB' when the rest of the memory already overflows
+    the budget (never a negative size); 'unknown' for None."""
+    if num_bytes is None:
+        return "unknown"
+    return f"short by {fmt_gib(-num_bytes)}" if num_bytes < 0 else fmt_gib(num_bytes)
+
+
+def kv_cache_metric(container, label: str, num_bytes: float | None, help: str | None = None) -> None:
+    """A KV-cache metric that never shows a negative size: the room, or 'none' with 'short by 62.3 GiB' in red."""
+    if num_bytes is not None and num_bytes < 0:
+        container.metric(label, "none", delta=fmt_kv_cache(num_bytes), delta_color="red", delta_arrow="off", help=help)
+    else:
+        container.metric(label, fmt_kv_cache(num_bytes), help=help)
 
 
 def fmt_change_pct(percent: float | None) -> str:

@@ -283,3 +283,87 @@ def sync_url() -> None:
         text = param.dump(value)
         if not present or st.query_params[param.key] != text:
             st.query_params[param.key] = text
+
+
+# ------------------------------------------------------------------------------ a page's own inputs in the URL
+
+
+@dataclass(frozen=True)
+class PageParam:
+    """One page-local input bound to the URL: its widget key, its query parameter, default and parser."""
+
+    key: str
+    query: str
+    default: Any
+    parse: Callable[[str], Any]
+
+    def dump(self, value: Any) -> str:
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _positive(low: float, high: float = 1e9) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (low <= value <= high):  # also refuses nan
+            raise ValueError(f"must be between {low:g} and {high:g}")
+        return value
+
+    return parse
+
+
+def page_inputs(rows: tuple[PageParam, ...]) -> None:
+    """Before a page draws its widgets: each input's value from the URL (once per visit), else its default.
+
+    Widgets bound this way take no ``value=``: their value is in session state. A bad value is dropped
+    from the URL with a warning, as for the sidebar's.
+    """
+    for row in rows:
+        if row.key in st.session_state:
+            continue
+        value = row.default
+        if row.query in st.query_params:
+            text = st.query_params[row.query]
+            try:
+                value = row.parse(text)
+            except ValueError as err:
+                st.warning(f"Ignored {plain(f'{row.query}={text}', max_chars=200)} from the link: "
+                           f"{plain(str(err).rstrip('.'))}.", icon=":material/link_off:")
+                del st.query_params[row.query]
+        st.session_state[row.key] = value
+
+
+def sync_page_inputs(rows: tuple[PageParam, ...]) -> None:
+    """After a page drew its widgets: the URL holds each input that differs from its default, and not the rest."""
+    for row in rows:
+        value = st.session_state.get(row.key, row.default)
+        if value is None or value == row.default:  # None: a segmented control clicked off
+            if row.query in st.query_params:
+                del st.query_params[row.query]
+        elif st.query_params.get(row.query) != row.dump(value):
+            st.query_params[row.query] = row.dump(value)
+
+
+def simulate_url_inputs(distributions: tuple[str, ...]) -> tuple[PageParam, ...]:
+    """The Simulate page's traffic and SLO inputs as they travel in a link (``?rate=60&ttft=0.5&e2e_on=1``)."""
+    def whole(low: int, high: int) -> Callable[[str], int]:
+        return _int(low, high)
+
+    def choice(options: tuple[str, ...]) -> Callable[[str], str]:
+        return _one_of(lambda: options)
+
+    return (
+        PageParam("simulate_rate", "rate", 10.0, _positive(0.01, 1e6)),
+        PageParam("simulate_requests", "requests", 1000, whole(50, 20_000)),
+        PageParam("simulate_hit", "hit", 0.0, _positive(0.0, 0.95)),
+        PageParam("simulate_seed", "seed", 0, whole(0, 2**31 - 1)),
+        PageParam("simulate_dist", "dist", "fixed", choice(distributions)),
+        PageParam("simulate_stat", "stat", "p99", choice(("p99", "p90"))),
+        PageParam("simulate_ttft_on", "ttft_on", True, _bool),
+        PageParam("simulate_ttft", "ttft", 1.0, _positive(0.001, 3600.0)),
+        PageParam("simulate_tpot_on", "tpot_on", True, _bool),
+        PageParam("simulate_tpot", "tpot", 0.05, _positive(0.001, 3600.0)),
+        PageParam("simulate_e2e_on", "e2e_on", False, _bool),
+        PageParam("simulate_e2e", "e2e", 20.0, _positive(0.001, 36000.0)),
+    )

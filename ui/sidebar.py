@@ -84,6 +84,9 @@ def _memory_section() -> None:
         model = None
     if model is not None and effective_max_model_len(values, model) != values.get("len"):
         st.caption(f"{plain(model.name)} allows at most {model.max_position_embeddings:,} tokens; planning with that.")
+    elif model is not None and values.get("len") == params.DEFAULT_MAX_MODEL_LEN < model.max_position_embeddings:
+        st.caption(f"{params.DEFAULT_MAX_MODEL_LEN:,} tokens is this app's default; vLLM and `python -m planner` default "
+                   f"to the model's maximum ({model.max_position_embeddings:,}): clear the field to plan as they do.")
     st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, key="util", help=_help("util"))
     with st.expander("vLLM limits and engine"):
         st.selectbox("block_size", params.BLOCK_SIZES, key="block", format_func=lambda b: "auto" if b is None else str(b),

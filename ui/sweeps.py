@@ -158,9 +158,10 @@ def rate_sweep(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: Se
 
 @st.cache_data(**_SIMULATION)
 def cheapest(model: ModelSpec, slo: SLO, workload: ServedWorkload, space: CandidateSpace,
-             settings: SearchSettings) -> SLOPlan:
-    """The cheapest deployment in ``space`` that meets ``slo`` (``planner.serve.slo.plan_slo``)."""
-    return plan_slo(model, slo, workload, space, settings)
+             settings: SearchSettings, prices: dict[str, float] | None = None) -> SLOPlan:
+    """The cheapest deployment in ``space`` that meets ``slo`` (``planner.serve.slo.plan_slo``), with the
+    user's $/GPU-hour by card over the profiles' (``ui.prices``)."""
+    return plan_slo(model, slo, workload, space, settings, prices=prices or None)
 
 
 # ------------------------------------------------------------------------------ your runs (Diagnose page)

@@ -19,7 +19,7 @@ from typing import Literal
 
 import pandas as pd
 
-from planner.bench.report import CalibrationResult, UtilizationReport, ValidationReport
+from planner.bench.report import BoundHit, CalibrationResult, UtilizationReport, ValidationReport
 from planner.bench.suite import default_time_limits
 from planner.efficiency import Efficiency
 from planner.hardware import match_profile
@@ -254,6 +254,21 @@ def factors_table(cal: CalibrationResult) -> pd.DataFrame:
             "meaning": Efficiency.model_fields[name].description or "",
         })
     return pd.DataFrame(rows)
+
+
+def calibration_question(cal: CalibrationResult) -> str:
+    """What writing a 'fitted' (dry run) calibration would do, as a question: where it goes, what it keeps."""
+    keep = (f" The calibration there now is kept, dated, as `{cal.previous_file}`." if cal.previous_file else
+            " No earlier calibration of this card is there.")
+    return (f"Fitted the factors of **{cal.profile_id}** (a dry run: nothing is written yet). Write them to "
+            f"`{cal.target_file}` so later plans on this card use them?{keep} Check the factors and any bound they "
+            "hit below first.")
+
+
+def bound_hit_text(hit: BoundHit) -> str:
+    """'step_overhead_seconds: the fit asked for 1.7 seconds, clipped to 0.05 (high): ...' for one clipped factor."""
+    return (f"**{hit.factor}**: the measurements asked for {hit.fitted:.4g} {hit.unit}, outside its physical range, so it "
+            f"was clipped to {hit.clipped_to:.4g} (the {hit.side} bound). {hit.reason}")
 
 
 def report_file_name(report: ValidationReport) -> str:

@@ -13,13 +13,22 @@ import streamlit as st
 
 from planner.verify.bench_results import load_bench_results
 from planner.verify.diagnose import (
-    Baseline, baseline_from_bench, baseline_from_typed, classify, compare, scenario_rooflines, scenario_settings,
-    symptom_table, what_if, where_time_goes,
+    Baseline,
+    baseline_from_bench,
+    baseline_from_typed,
+    classify,
+    compare,
+    scenario_rooflines,
+    scenario_settings,
+    symptom_table,
+    what_if,
+    where_time_goes,
 )
 from planner.verify.history import append, entries_from_reconciliation, entries_from_score, history_path, summarize
+from planner.verify.mismatch import log_mismatches, model_mismatch
 from planner.verify.reconcile import adopt_overheads, format_term_value, overheads_path, reconcile
 from planner.verify.vllm_log import parse_vllm_log
-from ui.errors import ShownError, describe
+from ui.errors import TOGGLE, ShownError, describe, note_on_page, on_page, plain
 from ui.format import fmt_change_pct, fmt_measure, fmt_seconds, kind_badge
 from ui.params import apply_to_sidebar
 from ui.state import current_inputs, hub_token
@@ -62,14 +71,22 @@ with log_tab:
                  help="Off: the model the log names and the GPU matched by the memory it printed. On: the sidebar's.")
     text = _uploaded_text("diagnose_log_file") or st.session_state.get("diagnose_log_text") or ""
     if text.strip():
+        use_sidebar = st.session_state.get("diagnose_log_sidebar", False)
         try:
             report = parse_vllm_log(text)
-            use_sidebar = st.session_state.get("diagnose_log_sidebar", False)
             rec = reconcile(report, None, hw if use_sidebar else None, model=model if use_sidebar else None,
                             token=hub_token())
         except ShownError as err:
-            _error(err, "Cannot reconcile this log")
+            st.error(f"Cannot reconcile this log: {on_page(err)}", icon=":material/error:")
         else:
+            mismatches = log_mismatches(report, rec, model.name if use_sidebar else None, hw if use_sidebar else None)
+            for found in mismatches:
+                st.warning(f"**Not the same {found.kind}.** {plain(found.message)} "
+                           + (f"Set the sidebar to the log's {found.kind}, or turn off {TOGGLE} to plan what the log "
+                              "names." if use_sidebar else "Set the sidebar's **Weights** (or TP) to what the log served "
+                              f"and turn on {TOGGLE}."), icon=":material/compare_arrows:")
+            if mismatches:
+                st.caption("The table below compares different things until the mismatch above is fixed.")
             st.markdown(f"**{rec.model}** on **{rec.card_name}**, tp {rec.scenario.tp}, vLLM "
                         f"{rec.engine_version or 'version not printed'}")
             st.caption(rec.card_how)
@@ -83,9 +100,9 @@ with log_tab:
             with st.expander(f"Read from the log, assumed ({len(rec.assumptions)}), warnings ({len(rec.warnings)})"):
                 st.json(rec.read_from_log, expanded=False)
                 for line in rec.assumptions:
-                    st.markdown(f"- {line}")
+                    st.markdown(f"- {note_on_page(line)}")
                 for line in rec.warnings:
-                    st.warning(line)
+                    st.warning(note_on_page(line))
             a, b = st.columns(2)
             if a.button("Adopt the measured overheads as calibration", key="diagnose_adopt",
                         help=f"Writes non-torch, activation and CUDA-graph memory for {rec.card} / vLLM "
@@ -116,8 +133,11 @@ with bench_tab:
             index = st.selectbox("Run", range(len(runs)), key="diagnose_bench_run",
                                  format_func=lambda i: f"{i}: {runs[i].label or runs[i].format} ({runs[i].model or '?'})")
             bench = runs[index or 0]
-            if bench.model and bench.model != model.name:
-                st.warning(f"The run served {bench.model}; the prediction is for the sidebar's {model.name}.")
+            found = model_mismatch(bench.model, model.name)
+            if found is not None:
+                st.warning(f"**Not the same model.** {plain(found.message)} Pick {plain(bench.model)} in the sidebar "
+                           "(catalog, Hub repo id or an uploaded config.json) to score the run against its own model.",
+                           icon=":material/compare_arrows:")
             try:
                 result = scored(bench, model, hw, sc)
             except ShownError as err:

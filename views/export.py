@@ -40,18 +40,18 @@ for tab, profile in zip(st.tabs([f"{p.profile.capitalize()} profile" for p in bu
     with tab:
         lat = profile.latency
         st.markdown(f"**{profile.purpose}.** {profile.rule}.")
-        cols = st.columns([1, 1, 1, 1, 1, 1])
+        kind_badge(lat.kind)
+        cols = st.columns(5)
         cols[0].metric("max-num-seqs", f"{profile.max_num_seqs:,}")
-        cols[1].metric("max-num-batched-tokens", f"{profile.max_num_batched_tokens:,}")
+        cols[1].metric("batched tokens", f"{profile.max_num_batched_tokens:,}", help="vLLM's --max-num-batched-tokens.")
         cols[2].metric("TTFT", fmt_seconds(lat.ttft_seconds))
         cols[3].metric("TPOT", fmt_seconds(lat.tpot_seconds))
         cols[4].metric("Output tokens/s", fmt_rate(lat.throughput_tokens_per_s, unit=""))
-        with cols[5]:
-            kind_badge(lat.kind)
         if not profile.plan.fits:
-            st.error(f"This profile does not start: {profile.plan.reason}", icon=":material/block:")
+            st.error(f"This profile {profile.plan.reason}" if profile.plan.reason.startswith("does not start")
+                     else f"This profile does not start: {profile.plan.reason}", icon=":material/block:")
         for artefact in [a for a in bundle.artefacts if a.profile == profile.profile]:
-            left, right = st.columns([3, 1], vertical_alignment="center")
+            left, right = st.columns([2, 1.4], vertical_alignment="center")
             left.markdown(f"**{TARGET_TITLE.get(artefact.target, artefact.target)}** · `{artefact.filename}` · "
                           f"{artefact.description}")
             right.download_button(

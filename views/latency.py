@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import charts
+from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, readable
 from ui.errors import shown_errors
 from ui.format import fmt_rate, fmt_seconds, kind_badge
 from ui.state import current_inputs
@@ -23,10 +24,11 @@ with shown_errors():
 
 for result in (estimate, bound):
     with st.container(border=True):
-        head, *cols = st.columns([1.2, 1, 1, 1, 1, 1])
-        with head:
+        badge, note = st.columns([1, 8], vertical_alignment="center")
+        with badge:
             kind_badge(result.kind)
-            st.caption(f"prefill {result.prefill_bound}-bound · decode {result.decode_bound}-bound")
+        note.caption(f"prefill {result.prefill_bound}-bound · decode {result.decode_bound}-bound")
+        cols = st.columns(5)
         cols[0].metric("TTFT", fmt_seconds(result.ttft_seconds), help=type(result).model_fields["ttft_seconds"].description)
         cols[1].metric("TPOT", fmt_seconds(result.tpot_seconds), help=type(result).model_fields["tpot_seconds"].description)
         cols[2].metric("End to end", fmt_seconds(result.e2e_seconds), help=type(result).model_fields["e2e_seconds"].description)
@@ -58,11 +60,13 @@ tab_batch, tab_context = st.tabs(["vs batch size", "vs context length"])
 with tab_batch:
     st.plotly_chart(charts.latency_curves(by_batch, "batch", "batch size", points), key="latency_batch")
     st.caption(f"Prompts of {wl.input_len:,} tokens, answers of {wl.output_len:,}. Dotted: the roofline bound "
-               "(no real run is faster); solid: the estimate.")
+               "(no real run is faster); solid: the estimate; grey crosses: batches the KV cache cannot hold at once "
+               "(vLLM would queue or preempt, so those figures are not reachable).")
 with tab_context:
     st.plotly_chart(charts.latency_curves(by_context, "input_len", "prompt tokens"), key="latency_context")
     st.caption(f"Batch {wl.batch_size}, answers of {wl.output_len:,} tokens, prompts up to max_model_len.")
 
 with st.expander("The numbers behind the curves"):
-    st.dataframe(by_batch, hide_index=True, key="latency_batch_table")
-    st.dataframe(by_context, hide_index=True, key="latency_context_table")
+    labels = {key: st.column_config.Column(label) for key, label in LATENCY_LABELS.items()}
+    st.dataframe(readable(by_batch, LATENCY_FORMATS), hide_index=True, key="latency_batch_table", column_config=labels)
+    st.dataframe(readable(by_context, LATENCY_FORMATS), hide_index=True, key="latency_context_table", column_config=labels)

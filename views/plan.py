@@ -3,9 +3,9 @@
 import streamlit as st
 
 from ui import charts
-from ui.derived import kv_formula, memory_terms_table
+from ui.derived import fmt_requests, kv_formula, memory_terms_table
 from ui.errors import shown_errors
-from ui.format import fmt_bytes, fmt_gib, fmt_int, kind_badge
+from ui.format import fmt_bytes, fmt_gib, fmt_int, kind_badge, kv_cache_metric
 from ui.state import current_inputs
 from ui.sweeps import concurrency_vs_context, memory_plan
 
@@ -30,10 +30,11 @@ if plan.suggestions:
     st.markdown("**What would change it**\n" + "\n".join(f"- {s}" for s in plan.suggestions))
 
 cols = st.columns(5)
-cols[0].metric("Max concurrency", f"{plan.max_concurrency:,.1f}", help=type(plan).model_fields["max_concurrency"].description)
+cols[0].metric("Max concurrency", fmt_requests(plan.max_concurrency),
+               help=type(plan).model_fields["max_concurrency"].description + " Rounded down: never more than fits.")
 cols[1].metric("KV cache tokens", fmt_int(plan.kv_cache_tokens), help=type(plan).model_fields["kv_cache_tokens"].description)
-cols[2].metric("KV cache per GPU", fmt_gib(plan.kv_cache_bytes_per_gpu),
-               help=type(plan).model_fields["kv_cache_bytes_per_gpu"].description)
+kv_cache_metric(cols[2], "KV cache per GPU", plan.kv_cache_bytes_per_gpu,
+                help=type(plan).model_fields["kv_cache_bytes_per_gpu"].description)
 cols[3].metric("Weights per GPU", fmt_gib(plan.weight_bytes_per_gpu), help=type(plan).model_fields["weight_bytes_per_gpu"].description)
 cols[4].metric("KV blocks", fmt_int(plan.num_gpu_blocks), help=f"{plan.resolved.block_size} tokens per block; "
                f"{plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request")

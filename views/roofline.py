@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ui import charts
-from ui.derived import roofline_table
+from ui.derived import ROOFLINE_FORMATS, ROOFLINE_LABELS, readable, roofline_table
 from ui.errors import shown_errors
 from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, kind_badge
 from ui.state import current_inputs
@@ -46,15 +46,10 @@ st.caption("Each point is one op per layer (identical layers grouped); all-reduc
 
 st.subheader("Every op")
 st.dataframe(
-    table, hide_index=True, key="roofline_table",
+    readable(table, ROOFLINE_FORMATS), hide_index=True, key="roofline_table", width="stretch",
     column_config={
-        "flops": st.column_config.NumberColumn("FLOPs", format="%.3e"),
-        "bytes": st.column_config.NumberColumn("bytes", format="%.3e"),
-        "intensity_flop_per_byte": st.column_config.NumberColumn("FLOP/byte", format="%.2f"),
-        "time_us": st.column_config.NumberColumn("µs each", format="%.2f"),
-        "total_time_us": st.column_config.NumberColumn("µs x count", format="%.2f"),
+        **{key: st.column_config.Column(label) for key, label in ROOFLINE_LABELS.items()},
         "share_of_step": st.column_config.ProgressColumn("share of step", format="percent", min_value=0.0, max_value=1.0),
-        "attained_flop_per_s": st.column_config.NumberColumn("attained FLOP/s", format="%.3e"),
     },
 )
 st.download_button(

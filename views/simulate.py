@@ -9,14 +9,23 @@ from planner.serve.saturation import overload_warning
 from planner.serve.slo import SLO, UTILIZATION_CAP, CandidateResult, CandidateSpace, SearchSettings
 from planner.serve.workload import PoissonArrivals, Workload
 from ui import charts
-from ui.derived import candidates_table, latency_percentiles
+from ui.derived import (
+    CANDIDATE_FORMATS,
+    candidates_table,
+    carry_load_actions,
+    latency_percentiles,
+    probe_note,
+    readable,
+)
 from ui.errors import shown_errors
 from ui.format import fmt_rate, fmt_seconds, fmt_usd, kind_badge
-from ui.params import WEIGHT_DTYPES
+from ui.params import WEIGHT_DTYPES, apply_to_sidebar, page_inputs, simulate_url_inputs, sync_page_inputs
+from ui.prices import price_inputs, unpriced
 from ui.state import current_inputs, link_to
 from ui.sweeps import cheapest, rate_sweep, simulated
 
 KV_OPTIONS = ("auto", "fp8")
+URL_INPUTS = simulate_url_inputs(LENGTH_DISTRIBUTIONS)
 TP_OPTIONS = (1, 2, 4, 8)
 
 
@@ -33,6 +42,7 @@ def export_link(best: CandidateResult) -> str | None:
 st.title("Simulate serving")
 inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
+page_inputs(URL_INPUTS)
 
 st.caption(f"{model.name} · one replica of {sc.tp * sc.pp} x {hw.name} (TP {sc.tp}, PP {sc.pp}) from the sidebar · "
            "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
@@ -42,17 +52,17 @@ with st.container(border=True):
     traffic, lengths, targets = st.columns([1, 1.4, 1])
     with traffic:
         st.markdown("**Traffic**")
-        rate = st.number_input("Request rate (req/s)", min_value=0.01, value=10.0, step=1.0, key="simulate_rate",
+        rate = st.number_input("Request rate (req/s)", min_value=0.01, step=1.0, key="simulate_rate",
                                help="Poisson arrivals: the total rate to serve; the first chart simulates one replica at it.")
-        num_requests = st.number_input("Requests to simulate", min_value=50, max_value=20_000, value=1000, step=100,
+        num_requests = st.number_input("Requests to simulate", min_value=50, max_value=20_000, step=100,
                                        key="simulate_requests", help=Workload.model_fields["num_requests"].description)
-        hit_rate = st.slider("Prefix-cache hit rate", 0.0, 0.95, 0.0, 0.05, key="simulate_hit",
+        hit_rate = st.slider("Prefix-cache hit rate", 0.0, 0.95, step=0.05, key="simulate_hit",
                              help=Workload.model_fields["prefix_cache_hit_rate"].description)
-        seed = st.number_input("Seed", min_value=0, value=0, step=1, key="simulate_seed",
+        seed = st.number_input("Seed", min_value=0, step=1, key="simulate_seed",
                                help=Workload.model_fields["seed"].description)
     with lengths:
         st.markdown("**Request lengths** (tokens)")
-        dist = st.segmented_control("Distribution", LENGTH_DISTRIBUTIONS, default="fixed", key="simulate_dist")
+        dist = st.segmented_control("Distribution", LENGTH_DISTRIBUTIONS, key="simulate_dist")
         spread = dist not in (None, "fixed")
         left, right = st.columns(2)
         in_mean = left.number_input("Prompt, mean", min_value=1, value=sc.workload.input_len, step=128, key="simulate_in")
@@ -62,18 +72,18 @@ with st.container(border=True):
                                      disabled=not spread)
     with targets:
         st.markdown("**Targets** (seconds; untick: none)")
-        statistic = st.segmented_control("Percentile", ("p99", "p90"), default="p99", key="simulate_stat")
+        statistic = st.segmented_control("Percentile", ("p99", "p90"), key="simulate_stat")
         chosen_targets = {}
-        for metric, label, default, step, on in (("ttft", "TTFT", 1.0, 0.1, True), ("tpot", "TPOT", 0.05, 0.01, True),
-                                                 ("e2e", "End to end", 20.0, 1.0, False)):
+        for metric, label, step in (("ttft", "TTFT", 0.1), ("tpot", "TPOT", 0.01), ("e2e", "End to end", 1.0)):
             tick, value = st.columns([1, 2], vertical_alignment="bottom")
-            enabled = tick.checkbox(label, value=on, key=f"simulate_{metric}_on")
-            seconds = value.number_input(f"{label} target (s)", min_value=0.001, value=default, step=step,
+            enabled = tick.checkbox(label, key=f"simulate_{metric}_on")
+            seconds = value.number_input(f"{label} target (s)", min_value=0.001, step=step,
                                          format="%.3f", key=f"simulate_{metric}", disabled=not enabled,
                                          label_visibility="collapsed")
             chosen_targets[metric] = seconds if enabled else None
 
 stat = statistic or "p99"
+sync_page_inputs(URL_INPUTS)
 with shown_errors():
     workload = Workload(
         arrivals=PoissonArrivals(request_rate_per_s=rate), num_requests=int(num_requests),
@@ -92,6 +102,14 @@ with shown_errors("Simulating the sidebar's deployment"):
 if result.overloaded:
     st.warning(overload_warning(result.offered_requests_per_s, result.saturation_requests_per_s, result.overload_reason,
                                 result.overload_options), icon=":material/warning:")
+    actions = carry_load_actions(sc, hw)
+    buttons = st.columns(len(actions) + 1, vertical_alignment="center")
+    for column, (label, changes) in zip(buttons, actions):
+        column.button(label, key=f"simulate_try_{next(iter(changes))}", on_click=apply_to_sidebar, args=(changes,),
+                      icon=":material/tune:")
+    buttons[-1].caption("Replicas: **Cheapest deployment** below sizes them for this rate. Above the knee the "
+                        "percentiles below grow with the number of requests simulated: read them as \"the queue "
+                        "never drains\", not as a latency to plan with.")
 head, *cols = st.columns([1.2, 1, 1, 1, 1])
 with head:
     kind_badge(result.step_time_kind)
@@ -151,11 +169,23 @@ exhaustive = opts[4].toggle("Search all", value=False, key="simulate_exhaustive"
 if not (gpus and tps and weights and kvs):
     st.info("Pick at least one card, TP size, weight and KV precision.", icon=":material/info:")
     st.stop()
+with st.expander("Prices ($/GPU-hour)", expanded=bool(unpriced(gpus)), icon=":material/payments:"):
+    prices = price_inputs(gpus, "simulate")
+    st.caption("Each card starts at its profile's cited on-demand price (hover the field for the source); "
+               "type your own to rank by it. Prices you set here also cost the Compare page.")
+missing = unpriced(gpus)
+if missing and len(missing) == len(gpus):
+    st.warning(f"No card has a price ({', '.join(missing)}), so the search ranks by GPU count, not cost. Type a "
+               "$/GPU-hour under **Prices** above to rank by cost.", icon=":material/money_off:")
+elif missing:
+    st.warning(f"No price for {', '.join(missing)}: ranked by $/hour, with {'it' if len(missing) == 1 else 'them'} "
+               "after the priced cards. Type a $/GPU-hour under **Prices** above to cost "
+               f"{'it' if len(missing) == 1 else 'them'}.", icon=":material/money_off:")
 base = sc.model_copy(update={"num_gpus": None})
 with shown_errors("Searching deployments"):
     space = CandidateSpace(gpus=tuple(gpus), tp=tuple(tps), weight_dtypes=tuple(weights), kv_cache_dtypes=tuple(kvs),
                            base=base)
-    plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive))
+    plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive), prices)
 
 best = plan.recommendation
 if best is None:
@@ -175,8 +205,10 @@ else:
         m[3].metric("kWh per 1M output tokens", "unknown" if energy is None else f"≤ {energy:,.3f}",
                     help=CandidateResult.model_fields["energy_kwh_per_1m_output_tokens_upper_bound"].description)
         op = best.operating_point
-        m[4].metric(f"P99 TTFT at {op.request_rate_per_s:,.2f} req/s", fmt_seconds(op.ttft_seconds.p99),
+        m[4].metric(f"{stat.upper()} TTFT (steady state)",
+                    fmt_seconds(None if op.ttft_seconds is None else getattr(op.ttft_seconds, stat)),
                     help="Simulated at the operating point: the target rate shared by the replicas.")
+        st.caption(probe_note(op.request_rate_per_s, op.measured_requests, int(num_requests)))
         link = export_link(best)
         if link:
             st.link_button("Open the Export page with this deployment", link, icon=":material/download:")
@@ -185,16 +217,13 @@ else:
         else:
             st.caption("An uploaded config.json cannot travel in a link: set the sidebar to this deployment by hand, "
                        "then open the Export page.")
-st.caption(f"Ranked by {plan.ranked_by.replace('_', ' ')} · simulated ({plan.step_time_kind or 'no'} step times) · "
-           f"search took {plan.search_seconds:.1f} s. " + " ".join(plan.notes))
+ranked = {"usd_per_hour": "cost ($/hour)", "gpus": "GPU count (no card has a price)"}.get(plan.ranked_by, plan.ranked_by)
+notes = [n for n in plan.notes if "--price-per-gpu-hour" not in n]  # the CLI's words; the warning above says it here
+st.caption(f"Ranked by {ranked} · simulated ({plan.step_time_kind or 'no'} step times) · "
+           f"search took {plan.search_seconds:.1f} s. " + " ".join(notes))
 table_tab, pareto_tab = st.tabs(["Candidates", "Throughput vs interactivity"])
 with table_tab:
-    number = st.column_config.NumberColumn
-    st.dataframe(candidates_table(plan), hide_index=True, key="simulate_candidates", column_config={
-        "knee req/s": number(format="%.2f"), "max req/s per replica": number(format="%.2f"),
-        "$/hour": number(format="$%.2f"), "$/1M input": number(format="$%.3f"), "$/1M output": number(format="$%.3f"),
-        "kWh/1M output (TDP bound)": number(format="%.3f"),
-    })
+    st.dataframe(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
 with pareto_tab:
     st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
     st.caption("Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "

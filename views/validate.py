@@ -12,20 +12,38 @@ from __future__ import annotations
 import streamlit as st
 
 from planner.bench import NoGPUError
+from planner.bench.calibrate import write_calibration
 from planner.bench.report import CheckResult, Summary, ValidationReport
 from planner.hardware import load_profiles
 from ui import charts
-from ui.errors import ShownError, describe
+from ui.errors import ShownError, describe, plain
 from ui.format import fmt_bytes, fmt_count, fmt_seconds, kind_badge
 from ui.params import apply_to_sidebar
 from ui.state import current_inputs
 from ui.validate import (
-    SMALL_CATALOG_MODEL, GpuScan, chart_points, checks_table, default_time_limit_s, device_options, expected_kind,
-    factors_table, group_progress_label, progress_fraction, progress_label, report_file_name, scan_gpus, slow_on_cpu, utilization_table,
+    SMALL_CATALOG_MODEL,
+    GpuScan,
+    bound_hit_text,
+    calibration_question,
+    chart_points,
+    checks_table,
+    default_time_limit_s,
+    device_options,
+    expected_kind,
+    factors_table,
+    group_progress_label,
+    progress_fraction,
+    progress_label,
+    report_file_name,
+    scan_gpus,
+    slow_on_cpu,
+    utilization_table,
 )
 
 REPORT_KEY = "validate_report_json"
 """Session key of the last report, as JSON (a plain string survives module reloads)."""
+WRITE_ERROR_KEY = "validate_write_error"
+"""Session key of why the last press of the write button wrote nothing."""
 
 st.title("Validate on this machine")
 inputs = current_inputs()
@@ -65,7 +83,7 @@ detected_card(scan)
 
 options = device_options(scan)
 with st.container(border=True):
-    where, quick_col, limit_col, memory_col, write_col = st.columns([1.2, 0.9, 0.9, 1.2, 1.1])
+    where, quick_col, limit_col, memory_col = st.columns([1.2, 0.9, 0.9, 1.2])
     device = where.radio("Device", options, horizontal=True, key="validate_device",
                          help="auto: the first NVIDIA GPU when torch sees one, else the CPU.")
     if "cuda" not in options:
@@ -82,8 +100,6 @@ with st.container(border=True):
         "Memory fraction", min_value=0.05, max_value=0.9, value=0.5, step=0.05, key="validate_memory_fraction",
         help="Largest fraction of the free memory one allocation step may take; a step that needs more is refused "
         "and reported as oom.")
-    write = write_col.toggle("Write calibration", value=True, key="validate_write",
-                             help="Save the fitted factors as <card>-calibrated.yaml so later plans on this card use them.")
 
 if kind == "cpu" and slow_on_cpu(model):
     st.warning(f"{model.name} has {fmt_count(model.total_params)} parameters: on CPU its real shapes are slow to "
@@ -110,7 +126,7 @@ if st.button("Run the benchmarks", type="primary", key="validate_start", icon=":
         from planner.bench import run_validation
 
         report = run_validation(model, None, device, time_limit_s=time_limit_s, memory_fraction=memory_fraction,
-                                quick=quick, calibrate=True, write_calibration=write, progress=progress,
+                                quick=quick, calibrate=True, write_calibration=False, progress=progress,
                                 group_progress=group_progress)
     except NoGPUError as err:
         bar.empty()
@@ -216,16 +232,44 @@ else:
 
 st.subheader("Calibration")
 cal = report.calibration
+
+
+def write_fitted() -> None:
+    """on_click of the write button: write the dry run's profile, keep the result (or the refusal) in the report."""
+    current = ValidationReport.model_validate_json(st.session_state[REPORT_KEY])
+    try:
+        written = write_calibration(current.calibration)
+    except ShownError as err:
+        st.session_state[WRITE_ERROR_KEY] = describe(err)
+        return
+    st.session_state.pop(WRITE_ERROR_KEY, None)
+    st.session_state[REPORT_KEY] = current.model_copy(update={"calibration": written}).model_dump_json()
+
+
 if cal is None:
     st.info("Calibration was not requested.", icon=":material/info:")
 else:
     if cal.status == "written":
-        st.success(f"Wrote the calibrated profile **{cal.profile_id}** to `{cal.file}`.", icon=":material/save:")
+        st.success(f"Wrote the calibrated profile **{cal.profile_id}** to `{cal.file}`."
+                   + (f" The previous calibration is kept as `{cal.previous_file}`." if cal.previous_file else ""),
+                   icon=":material/save:")
     elif cal.status == "fitted":
-        st.info(f"Fitted the factors of **{cal.profile_id}** but did not write them ({cal.reason}). Turn on "
-                "**Write calibration** and run again to keep them.", icon=":material/info:")
+        st.info(calibration_question(cal), icon=":material/help:")
+        st.button(f"Write {cal.profile_id}", key="validate_write", type="primary", icon=":material/save:",
+                  on_click=write_fitted, help="Save the fitted factors so later plans on this card use them; the current "
+                  "calibration, if any, is kept dated in calibration-history/.")
+    elif cal.status == "refused":
+        st.warning(f"Calibration refused, nothing can be written: {cal.reason} Run the benchmarks again (on the card the "
+                   "profile is for, with quick mode off for more shapes) until the fit improves its own checks.",
+                   icon=":material/block:")
     else:
         st.warning(f"Calibration {cal.status.replace('_', ' ')}: {cal.reason}", icon=":material/warning:")
+    if WRITE_ERROR_KEY in st.session_state:
+        st.error(f"Not written: {st.session_state[WRITE_ERROR_KEY]}", icon=":material/error:")
+    for hit in cal.bounds_hit:
+        st.warning(bound_hit_text(hit), icon=":material/straighten:")
+    for line in cal.worse_checks:
+        st.caption(f":material/trending_down: {plain(line)}")
     if cal.factors_after is not None:
         left, right, use = st.columns([1, 1, 2])
         left.metric("Median |error| before", "-" if cal.median_abs_error_pct_before is None
@@ -240,7 +284,7 @@ else:
                 if cal.profile_visible and cal.profile_id in load_profiles():
                     st.button(f"Plan with {cal.profile_id}", key="validate_use_profile",
                               on_click=apply_to_sidebar, args=({"gpu": cal.profile_id},))
-            if cal.note:
+            if cal.note and cal.status == "written":
                 st.caption(cal.note)
         st.dataframe(factors_table(cal), hide_index=True, key="validate_factors",
                      column_config={"before": st.column_config.NumberColumn(format="%.4g"),

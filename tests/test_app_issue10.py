@@ -1,0 +1,406 @@
+"""Issue 10, the app side: what a user sees on each page (AppTest, no browser, no network).
+
+Overload said out loud on Simulate, one P99 TTFT per fact (or labelled), a price for every card and
+cost ranking that says when one is missing, Validate asking before it writes a calibration, one
+concurrency figure rounded down everywhere, a shortfall instead of a negative memory figure,
+tables without 'None', FLOP counts as the CLI prints them, milliseconds on seconds axes, batches
+that exceed the KV cache marked, and Diagnose errors that name what to do on the page.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from planner.estimate.memory import plan_memory
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario
+from planner.serve.replica import simulate_scenario
+from planner.serve.workload import FixedLength, PoissonArrivals, Workload
+from planner.verify.mismatch import card_mismatch, model_key, model_mismatch, weights_mismatch
+from ui import charts
+from ui.derived import (
+    LATENCY_FORMATS,
+    ROOFLINE_FORMATS,
+    fmt_requests,
+    readable,
+    roofline_table,
+)
+from ui.errors import TOGGLE, note_on_page, on_page
+from ui.format import fmt_kv_cache, fmt_usd
+from ui.prices import PRICES_KEY
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+LOGS = ROOT / "tests" / "data" / "logs"
+BENCH = ROOT / "tests" / "data" / "bench"
+TIMEOUT_S = 240
+GiB = 2**30
+
+
+def spec_of(name: str):
+    loaded = load_config(name)
+    return build_spec(loaded.config, loaded.name)
+
+
+def fresh(page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def shown(styler) -> str:
+    """What a styled table shows in its cells (the display strings, not the values)."""
+    return styler.to_string()
+
+
+# ------------------------------------------------------------------------------ point 3: overload on Simulate
+
+
+@pytest.fixture(scope="module")
+def overloaded() -> AppTest:
+    """Simulate at 60 req/s on the default 8B / H100 replica, whose knee is about 24 req/s."""
+    at = fresh("views/simulate.py")
+    at.number_input(key="simulate_rate").set_value(60.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_above_the_knee_a_warning_names_the_knee_and_what_carries_the_load(overloaded):
+    at = overloaded
+    sc = Scenario(max_model_len=8192)
+    workload = Workload(arrivals=PoissonArrivals(request_rate_per_s=60.0), num_requests=1000,
+                        input_tokens=FixedLength(tokens=1024), output_tokens=FixedLength(tokens=256))
+    result = simulate_scenario(spec_of("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm"), sc, workload)
+    assert result.overloaded and result.saturation_requests_per_s < 60
+    banner = next(w.value for w in at.warning if w.value.startswith("Overloaded:"))
+    assert f"this replica sustains about {result.saturation_requests_per_s:,.1f} req/s" in banner
+    assert "replicas" in banner and "tensor-parallel" in banner and "fp8" in banner
+    labels = [b.label for b in at.button]
+    assert "Try TP 2" in labels and "Try an fp8 KV cache" in labels
+    assert any("the queue never drains" in c.value for c in at.caption)
+
+
+def test_the_try_buttons_set_the_sidebar(overloaded):
+    at = overloaded
+    at.button(key="simulate_try_kv_cache_dtype").click().run()
+    assert not at.exception
+    assert at.session_state["kv"] == "fp8"
+    at.selectbox(key="kv").set_value("auto").run()
+
+
+def test_below_the_knee_there_is_no_overload_warning():
+    at = fresh("views/simulate.py")
+    assert not any(w.value.startswith("Overloaded:") for w in at.warning)
+
+
+def test_two_ttfts_for_one_deployment_are_labelled_with_why_they_differ(overloaded):
+    at = fresh("views/simulate.py")
+    labels = list(metrics(at))
+    assert "P99 TTFT" in labels  # the one-replica run of the requests simulated
+    search = [label for label in labels if "TTFT" in label and label != "P99 TTFT"]
+    assert search and all("steady state" in label for label in search)
+    note = next(c.value for c in at.caption if c.value.startswith("Search figure:"))
+    assert "1,000 simulated requests from an empty server" in note and " req/s per replica, " in note and "differ even for the same deployment" in note
+
+
+# ------------------------------------------------------------------------------ point 2: prices
+
+
+def test_simulate_names_an_unpriced_card_and_ranks_by_cost_once_it_is_priced():
+    at = fresh("views/simulate.py")
+    at.multiselect(key="simulate_gpus").set_value(["h100-sxm", "h20"])
+    at.multiselect(key="simulate_tps").set_value([1])
+    at.run()
+    assert not at.exception
+    warning = next(w.value for w in at.warning if "No price for" in w.value)
+    assert "h20" in warning and "Prices" in warning and "--price-per-gpu-hour" not in warning
+    assert not any("--price-per-gpu-hour" in c.value for c in at.caption)  # the CLI's words stay in the CLI
+    assert any("Ranked by cost ($/hour)" in c.value for c in at.caption)
+    at.number_input(key="simulate_price_h20").set_value(1.5).run()
+    assert not at.exception
+    assert at.session_state[PRICES_KEY] == {"h20": 1.5}
+    assert not any("No price for" in w.value for w in at.warning)
+    table = next(d.value for d in at.dataframe if "replica" in d.value.columns)
+    h20 = table[table["replica"].str.startswith("h20")]
+    priced = h20[h20["status"] == "meets"]
+    assert len(priced) == 1  # the H20 meets the targets, costed at the typed price ...
+    row = priced.iloc[0]
+    gpus = float(row["GPUs"])
+    assert row["$/hour"] == f"${1.5 * gpus:,.2f}"  # text: the column has unknown cells, shown as '—'
+    assert table.iloc[0]["replica"].startswith("h20")  # ... and, cheaper per hour than the H100 now, it ranks first
+    assert any(m.value.startswith("**") and "of h20 TP1" in m.value for m in at.markdown)
+
+
+def test_no_price_at_all_says_it_ranks_by_gpu_count():
+    at = fresh("views/simulate.py")
+    at.multiselect(key="simulate_gpus").set_value(["h20"])
+    at.multiselect(key="simulate_tps").set_value([1])
+    at.run()
+    assert not at.exception
+    assert any("ranks by GPU count, not cost" in w.value for w in at.warning)
+
+
+def test_compare_shows_each_cards_price_and_source_and_a_typed_price_costs_the_tokens():
+    at = fresh("views/compare.py")
+    hw = get_profile("h100-sxm")
+    prices = [m.value for m in at.metric if m.label == "$/GPU-hour"]
+    assert len(prices) == 4 and prices[0] == fmt_usd(hw.price_per_hour_usd)
+    assert any(c.value.startswith("Price: Lambda on-demand 1x H100 SXM") for c in at.caption)
+    at.number_input(key="compare_price_h100-sxm").set_value(2.0).run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    a = table.iloc[0]
+    assert a["usd_per_gpu_hour"] == 2.0 and a["price_source"] == "set by the user"
+    assert a["usd_per_million_tokens"] == pytest.approx(2.0 / 3600 / a["tokens_per_s"] * 1e6)
+    # the same price reaches Simulate's search: one dict per session
+    assert at.session_state[PRICES_KEY] == {"h100-sxm": 2.0}
+
+
+# ------------------------------------------------------------------------------ point 8: Validate asks first
+
+
+def test_validate_has_no_write_switch_that_defaults_to_on(monkeypatch, tmp_path):
+    """The run is a dry run; writing is a button shown only after a fit that may be written."""
+    import ui.validate
+    from ui.validate import GpuScan
+
+    monkeypatch.setenv("PLANNER_CALIBRATION_DIR", str(tmp_path / "cal"))
+    monkeypatch.setattr(ui.validate, "scan_gpus", lambda: GpuScan((), "NVML", "NVML lists no device"))
+    at = fresh("views/validate.py")
+    assert not [t for t in at.toggle if t.key == "validate_write"]
+    assert not [b for b in at.button if b.key == "validate_write"]  # nothing fitted yet, nothing to write
+
+
+def test_a_refused_calibration_says_so_and_offers_no_write(monkeypatch, tmp_path):
+    import ui.validate
+    from planner.bench.report import ValidationReport
+    from ui.validate import GpuScan
+
+    monkeypatch.setenv("PLANNER_CALIBRATION_DIR", str(tmp_path / "cal"))
+    monkeypatch.setattr(ui.validate, "scan_gpus", lambda: GpuScan((), "NVML", "NVML lists no device"))
+    at = fresh("views/validate.py")
+    at.selectbox(key="model").set_value("openai-community/gpt2")
+    at.radio(key="validate_device").set_value("cpu").run()
+    at.button(key="validate_start").click().run()
+    assert not at.exception
+    report = ValidationReport.model_validate_json(at.session_state["validate_report_json"])
+    assert report.calibration.status in ("fitted", "refused")
+    assert not list((tmp_path / "cal").glob("*.yaml")) if (tmp_path / "cal").exists() else True
+    refused = report.calibration.model_copy(update={
+        "status": "refused", "reason": "the fit leaves 'gemm 4096' 7.0x further off than before.",
+        "target_file": None, "previous_file": None})
+    at.session_state["validate_report_json"] = report.model_copy(update={"calibration": refused}).model_dump_json()
+    at.run()
+    assert not at.exception
+    assert any(w.value.startswith("Calibration refused, nothing can be written: the fit leaves") for w in at.warning)
+    assert not [b for b in at.button if b.key == "validate_write"]
+
+
+def test_a_bound_hit_is_shown_with_both_values():
+    from planner.bench.report import BoundHit
+    from ui.validate import bound_hit_text
+
+    hit = BoundHit(factor="step_overhead_seconds", fitted=1.7, clipped_to=0.05, side="high", unit="seconds",
+                   reason="a GPU's eager step overhead is milliseconds; seconds say the host was measured.")
+    text = bound_hit_text(hit)
+    assert "**step_overhead_seconds**" in text and "1.7 seconds" in text and "clipped to 0.05" in text
+
+
+# ------------------------------------------------------------------------------ points 4 and 5: numbers and charts
+
+
+def test_one_concurrency_figure_rounded_down_everywhere():
+    assert fmt_requests(3.947) == "3.9" and fmt_requests(3.96) == "3.9" and fmt_requests(4.0) == "4.0"
+    assert fmt_requests(None) == "—"
+    at = fresh(query={"gpu": "l4"})
+    plan = plan_memory(spec_of("meta-llama/Llama-3.1-8B"), get_profile("l4"), Scenario(gpu="l4", max_model_len=8192))
+    assert metrics(at)["Max concurrency"] == fmt_requests(plan.max_concurrency) == "3.9"
+    assert "fits: 3.9 requests" in at.success[0].value
+    compare = fresh("views/compare.py")
+    d = [s.value for s in compare.success if s.value.startswith("starts:")][-1]  # D: the 8B on one L4
+    assert d == "starts: 3.9 requests at once"
+
+
+def test_a_model_that_does_not_fit_shows_its_shortfall_and_the_bar_shows_the_overflow():
+    at = fresh(query={"model": "meta-llama/Llama-3.1-70B"})
+    assert at.error and at.error[0].value.startswith("does not start")
+    kv = next(m for m in at.metric if m.label == "KV cache per GPU")
+    assert kv.value == "none" and kv.delta.startswith("short by ") and kv.delta.endswith(" GiB") and "-" not in kv.delta
+    plan = plan_memory(spec_of("meta-llama/Llama-3.1-70B"), get_profile("h100-sxm"), Scenario(max_model_len=8192))
+    assert kv.delta == fmt_kv_cache(plan.kv_cache_bytes_per_gpu) == "short by 62.3 GiB"
+    assert not any(m.value.startswith("-") for m in at.metric)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    used = sum(t.bytes for t in plan.terms if t.name != "free") / GiB
+    assert fig["layout"]["xaxis"]["range"][1] >= used  # the bar is not cut at the card's size
+    overflow = [s for s in fig["layout"]["shapes"] if s.get("type") == "rect"]
+    assert overflow and overflow[0]["x1"] == pytest.approx(used)
+    assert any("over the budget by" in a["text"] for a in fig["layout"]["annotations"])
+
+
+def test_tables_show_no_none_and_flops_as_the_cli_prints_them():
+    table = pd.DataFrame({"ttft_s": [0.1694, None], "fits_in_kv_cache": [True, None], "kind": ["estimate", None]})
+    text = shown(readable(table, LATENCY_FORMATS))
+    assert "None" not in text and "nan" not in text and "—" in text and "169.40 ms" in text
+    from planner.estimate.roofline import roofline
+
+    spec, hw = spec_of("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm")
+    sc = Scenario(max_model_len=8192)
+    stages = (roofline(spec, hw, sc, "prefill", 1, 1024), roofline(spec, hw, sc, "decode", 1, 1152))
+    text = shown(readable(roofline_table(stages), ROOFLINE_FORMATS))
+    assert "FLOP" in text and "e+" not in text and "None" not in text
+
+
+def test_compare_table_has_friendly_headers():
+    at = fresh("views/compare.py")
+    frame = at.dataframe[-1]
+    config = json.loads(frame.proto.columns)
+    assert config["ttft_s"]["label"] == "TTFT" and config["usd_per_gpu_hour"]["label"] == "$/GPU-hour"
+
+
+def test_seconds_axes_are_in_ms_and_batches_past_the_kv_cache_are_marked():
+    at = fresh("views/latency.py", {"gpu": "l4"})
+    batch = json.loads(at.get("plotly_chart")[0].proto.spec)  # the "vs batch size" tab comes first
+    titles = [a["text"] for a in batch["layout"]["annotations"]]
+    assert "TTFT (ms)" in titles and "TPOT (ms)" in titles
+    exceeds = [t for t in batch["data"] if t.get("name", "").startswith("exceeds the KV cache")]
+    assert exceeds and all(t["marker"]["color"] == charts.EXCEEDS_COLOR for t in exceeds)
+    assert "dtick" not in batch["layout"]["yaxis2"]  # a panel inside one decade keeps its ticks
+    sim = fresh("views/simulate.py")
+    ttft = json.loads(sim.get("plotly_chart")[1].proto.spec)
+    assert ttft["layout"]["yaxis"]["title"]["text"] == "milliseconds"
+    assert ttft["layout"]["yaxis"]["tickformat"] == ",~g"
+
+
+def test_export_says_does_not_start_once():
+    at = fresh("views/export.py", {"gpu": "l4", "len": "131072"})  # one 131k-token request does not fit an L4
+    errors = [e.value for e in at.error]
+    assert len(errors) == 2 and all(e.startswith("This profile does not start: one 131,072-token request") for e in errors)
+    assert not any("does not start: does not start" in e for e in errors)
+
+
+# ------------------------------------------------------------------------------ point 1: Diagnose
+
+
+def test_mismatch_checks():
+    assert model_key("meta-llama/Llama-3.1-8B-Instruct") == model_key("/models/llama-3.1-8b") == "llama318b"
+    assert model_mismatch("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B") is None
+    found = model_mismatch("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "meta-llama/Llama-3.1-8B")
+    assert found is not None and "Llama-3.3-70B" in found.message and "Llama-3.1-8B" in found.message
+    assert model_mismatch(None, "meta-llama/Llama-3.1-8B") is None
+    assert weights_mismatch(17 * GiB, 3.7 * GiB).kind == "weights"
+    assert weights_mismatch(15.0 * GiB, 14.96 * GiB) is None
+    assert card_mismatch(23.6 * GiB, get_profile("h100-sxm").memory_bytes, "H100").kind == "card"
+
+
+def diagnose_with_log(name: str, toggle: bool, drop=()) -> AppTest:
+    at = fresh("views/diagnose.py")
+    log = "\n".join(line for line in (LOGS / name).read_text().splitlines() if not any(d in line for d in drop))
+    at.text_area(key="diagnose_log_text").set_value(log)
+    if toggle:
+        at.toggle(key="diagnose_log_sidebar").set_value(True)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_log_without_the_model_names_the_toggle_not_the_cli():
+    at = diagnose_with_log("v1_tp4_ansi_llama33_70b_fp8.log", False,
+                           drop=("model=", "non-default", "vllm serve", "Llama"))
+    error = at.error[0].value
+    assert TOGGLE in error and "Pass MODEL" not in error and "--" not in error
+
+
+def test_a_70b_log_against_the_sidebars_8b_is_flagged_before_the_table():
+    at = diagnose_with_log("v1_tp4_ansi_llama33_70b_fp8.log", True)
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("**Not the same model.**") and "Llama-3.3-70B" in w and "Llama-3.1-8B" in w for w in warnings)
+    assert any(w.startswith("**Not the same weights.**") for w in warnings)
+    assert not any("--weight-dtype" in m.value for m in at.markdown)  # said in the page's words
+    assert any("sidebar's **Weights**" in m.value for m in at.markdown)
+
+
+def test_a_matching_log_raises_no_mismatch_and_a_sibling_model_is_named():
+    at = diagnose_with_log("v0_pr10511_profiling_table.log", True)  # Meta-Llama-3-8B's log, the sidebar's Llama-3.1-8B
+    warnings = [w.value for w in at.warning if w.value.startswith("**Not the same")]
+    assert len(warnings) == 1 and warnings[0].startswith("**Not the same model.**")  # same weights, same card
+    at.selectbox(key="model").set_value("meta-llama/Meta-Llama-3-8B").run()
+    assert not at.exception
+    assert not any(w.value.startswith("**Not the same") for w in at.warning)
+
+
+def test_page_words_replace_the_cli_hint():
+    from planner.errors import ScenarioError
+
+    err = ScenarioError("the log does not name the model.", hint="Pass MODEL: a catalog name.")
+    assert on_page(err).endswith("(a catalog model, a Hub repo id, or an uploaded config.json).") and TOGGLE in on_page(err)
+    assert "--weight-dtype" not in note_on_page("planned unquantized (pass --weight-dtype)")
+
+
+def test_a_bench_file_of_another_model_is_flagged():
+    at = fresh("views/diagnose.py")
+    at.text_area(key="diagnose_bench_text").set_value((BENCH / "vllm_bench_serve_detailed.json").read_text()).run()
+    assert not at.exception
+    assert any(w.value.startswith("**Not the same model.**") and "Qwen/Qwen3-8B" in w.value for w in at.warning)
+
+
+# ------------------------------------------------------------------------------ point 7: Simulate's inputs in the URL
+
+
+def test_simulate_traffic_and_targets_round_trip_through_the_url():
+    at = fresh("views/simulate.py")
+    at.number_input(key="simulate_rate").set_value(60.0)
+    at.number_input(key="simulate_ttft").set_value(0.5)
+    at.checkbox(key="simulate_e2e_on").check()
+    at.segmented_control(key="simulate_stat").set_value("p90")
+    at.run()
+    assert not at.exception
+    query = {key: at.query_params[key] for key in at.query_params}
+    assert {k: query[k] for k in ("rate", "ttft", "e2e_on", "stat")} == {"rate": "60", "ttft": "0.5", "e2e_on": "1",
+                                                                         "stat": "p90"}
+    assert "tpot" not in query and "requests" not in query  # defaults stay out of the link
+    link = {k: v for k, v in query.items()}
+    again = fresh("views/simulate.py", link)  # the shared link opens the same page
+    assert again.number_input(key="simulate_rate").value == 60.0
+    assert again.number_input(key="simulate_ttft").value == 0.5
+    assert again.checkbox(key="simulate_e2e_on").value is True
+    assert again.segmented_control(key="simulate_stat").value == "p90"
+    assert any(w.value.startswith("Overloaded: 60.0 req/s") for w in again.warning)
+
+
+def test_a_bad_simulate_link_value_is_dropped_with_a_warning():
+    at = fresh("views/simulate.py", {"rate": "-3", "dist": "zipf"})
+    warnings = [w.value for w in at.warning if w.value.startswith("Ignored")]
+    assert len(warnings) == 2 and any("rate=-3" in w for w in warnings) and any("dist=zipf" in w for w in warnings)
+    assert at.number_input(key="simulate_rate").value == 10.0
+
+
+# ------------------------------------------------------------------------------ point 6: the default, stated
+
+
+def test_the_sidebar_states_that_its_max_model_len_default_is_not_vllms():
+    at = fresh()
+    note = [c.value for c in at.sidebar.caption if "this app's default" in c.value]
+    assert note == ["8,192 tokens is this app's default; vLLM and `python -m planner` default to the model's maximum "
+                    "(131,072): clear the field to plan as they do."]
+    at.number_input(key="len").set_value(None).run()
+    assert not at.exception
+    assert not [c for c in at.sidebar.caption if "this app's default" in c.value]
+    assert "131,072 tokens" in at.success[0].value
