@@ -48,13 +48,65 @@ class Workload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     input_len: int = Field(1024, ge=1, le=MAX_TOKENS, description=f"Prompt tokens per request, 1 to {MAX_TOKENS:,}.")
-    output_len: int = Field(
-        256, ge=1, le=MAX_TOKENS, description=f"Generated tokens per request, 1 to {MAX_TOKENS:,}."
-    )
+    output_len: int = Field(256, ge=1, le=MAX_TOKENS, description=f"Generated tokens per request, 1 to {MAX_TOKENS:,}.")
     batch_size: int = Field(
-        1, ge=1, le=MAX_SEQS,
+        1,
+        ge=1,
+        le=MAX_SEQS,
         description=f"Requests processed together (static batch) or kept in flight (concurrency); 1 to {MAX_SEQS:,}.",
     )
+
+
+#: Most speculative tokens per step: 32. vLLM sets no upper bound (``SpeculativeConfig.num_speculative_tokens``
+#: is only ``> 0``); published EAGLE-3 runs stop at 8 and acceptance beyond ~10 positions is negligible.
+MAX_SPECULATIVE_TOKENS = 32
+
+
+class SpeculativeDecoding(BaseModel):
+    """Speculative decoding (vLLM ``--speculative-config``): who drafts, how far, how often it is right."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: Literal["ngram", "draft", "eagle", "eagle3", "mtp"] = Field(
+        description="Who proposes the draft tokens: ngram (prompt lookup on the host), draft (a smaller model, "
+        "--draft-model), eagle / eagle3 (an EAGLE head), mtp (the model's multi-token-prediction layer)."
+    )
+    num_speculative_tokens: int = Field(
+        ge=1,
+        le=MAX_SPECULATIVE_TOKENS,
+        description=f"Draft tokens proposed and verified per step, k: 1 to {MAX_SPECULATIVE_TOKENS}.",
+    )
+    acceptance_rate: float = Field(
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Probability that each draft token is accepted, given the ones before it were (0 <= a < 1); "
+        "vLLM's mean acceptance length is (1 - a^(k+1)) / (1 - a).",
+    )
+    draft_model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The drafter's checkpoint (Hub repo id, config.json path or catalog name): the draft model "
+        "(method draft, required; its config sizes the draft's cost) or the EAGLE head (eagle / eagle3: passed to "
+        "vLLM; the head is costed as one of the target's layers).",
+    )
+
+    @model_validator(mode="after")
+    def _draft_model_matches_method(self) -> SpeculativeDecoding:
+        if self.method == "draft" and self.draft_model is None:
+            raise ScenarioError(
+                "--speculative-method draft needs --draft-model MODEL (the model that drafts).",
+                hint="Name a smaller model of the same tokenizer, e.g. --draft-model "
+                "meta-llama/Llama-3.2-1B, or pick --speculative-method eagle3 / mtp / ngram.",
+            )
+        if self.method in ("ngram", "mtp") and self.draft_model is not None:
+            raise ScenarioError(
+                f"--draft-model names a drafter, and --speculative-method {self.method} has none "
+                "(n-gram looks up the prompt; MTP uses the model's own layer).",
+                hint="Drop --draft-model, or use --speculative-method draft / eagle / eagle3.",
+            )
+        return self
 
 
 class Scenario(BaseModel):
@@ -64,62 +116,95 @@ class Scenario(BaseModel):
 
     gpu: str = Field("h100-sxm", description="Hardware profile id (python -m planner hardware lists them).")
     num_gpus: int | None = Field(
-        None, ge=1, le=MAX_GPUS,
+        None,
+        ge=1,
+        le=MAX_GPUS,
         description=f"GPUs in the deployment, at most {MAX_GPUS:,}; default tp x pp (one replica).",
     )
     tp: int = Field(
-        1, ge=1, le=MAX_PARALLEL,
+        1,
+        ge=1,
+        le=MAX_PARALLEL,
         description=f"Tensor-parallel size (vLLM --tensor-parallel-size), 1 to {MAX_PARALLEL:,}.",
     )
     pp: int = Field(
-        1, ge=1, le=MAX_PARALLEL,
+        1,
+        ge=1,
+        le=MAX_PARALLEL,
         description=f"Pipeline-parallel size (vLLM --pipeline-parallel-size), 1 to {MAX_PARALLEL:,}.",
     )
-    weight_dtype: str = Field("auto", description="Weight precision: auto (the checkpoint's), bf16, fp16, fp8, int8, int4, awq, gptq, mxfp4, nvfp4.")
+    weight_dtype: str = Field(
+        "auto",
+        description="Weight precision: auto (the checkpoint's), bf16, fp16, fp8, int8, int4, awq, gptq, mxfp4, nvfp4.",
+    )
     precision_overrides: dict[str, str] = Field(
         default_factory=dict,
         description="Mixed precision: component (embedding, attention, mlp, experts, mamba, lm_head) -> dtype.",
     )
-    kv_cache_dtype: str = Field("auto", description="KV-cache dtype (vLLM --kv-cache-dtype): auto (the model dtype), bf16, fp16, fp8, int8.")
+    kv_cache_dtype: str = Field(
+        "auto", description="KV-cache dtype (vLLM --kv-cache-dtype): auto (the model dtype), bf16, fp16, fp8, int8."
+    )
     max_model_len: int | None = Field(
-        None, ge=1, le=MAX_TOKENS,
+        None,
+        ge=1,
+        le=MAX_TOKENS,
         description=f"Longest request in tokens (prompt + output), at most {MAX_TOKENS:,} (2^24, above any released "
         "model's context); default the model's maximum.",
     )
     gpu_memory_utilization: float = Field(
-        DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1, allow_inf_nan=False,
+        DEFAULT_GPU_MEMORY_UTILIZATION,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
         description="Fraction of each GPU's total memory vLLM may use (> 0 and <= 1).",
     )
     block_size: int | None = Field(
-        None, ge=1, le=MAX_BLOCK_SIZE,
+        None,
+        ge=1,
+        le=MAX_BLOCK_SIZE,
         description=f"Tokens per KV-cache block, 1 to {MAX_BLOCK_SIZE:,} (vLLM's choices are 1 to 256; hybrid models "
         "align it to the Mamba page); default 16 (64 for MLA models).",
     )
     max_num_seqs: int | None = Field(
-        None, ge=1, le=MAX_SEQS,
+        None,
+        ge=1,
+        le=MAX_SEQS,
         description=f"Most sequences in one step, 1 to {MAX_SEQS:,}; default 1024 on >= 70 GiB cards except A100, "
         "else 256.",
     )
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, le=MAX_TOKENS,
+        None,
+        ge=1,
+        le=MAX_TOKENS,
         description=f"Token budget of one step, 1 to {MAX_TOKENS:,}; default 8192 on >= 70 GiB cards except A100, "
         "else 2048 (API server).",
     )
-    engine: Literal["eager", "cuda-graphs"] = Field("cuda-graphs", description="eager (--enforce-eager) or CUDA graphs (vLLM's default).")
+    engine: Literal["eager", "cuda-graphs"] = Field(
+        "cuda-graphs", description="eager (--enforce-eager) or CUDA graphs (vLLM's default)."
+    )
     enable_chunked_prefill: bool = Field(True, description="Split long prompts over steps (vLLM V1 default: on).")
     engine_version: str = Field(
-        "vllm@0.33.0", max_length=64,
+        "vllm@0.33.0",
+        max_length=64,
         description="Serving engine and version whose profile times each step (ENGINE@VERSION: vllm@0.15.1, "
-        "sglang@0.5.4, trtllm@1.2, or a profile id from planner/engines/); default the version the exports target.")
+        "sglang@0.5.4, trtllm@1.2, or a profile id from planner/engines/); default the version the exports target.",
+    )
     non_torch_memory_bytes: int | None = Field(
-        None, ge=0, le=MAX_GPU_BYTES,
+        None,
+        ge=0,
+        le=MAX_GPU_BYTES,
         description="CUDA context, NCCL and cuBLAS memory per GPU, 0 to 1 TiB; default an estimate (see memory.py).",
     )
     cuda_graph_memory_bytes: int | None = Field(
-        None, ge=0, le=MAX_GPU_BYTES,
+        None,
+        ge=0,
+        le=MAX_GPU_BYTES,
         description="CUDA-graph pool per GPU, 0 to 1 TiB; default an estimate, 0 with eager.",
     )
     workload: Workload = Field(default_factory=Workload, description="Request shape for latency and throughput.")
+    speculative: SpeculativeDecoding | None = Field(
+        None, description="Speculative decoding (vLLM --speculative-config); None: off, one token per decode step."
+    )
 
     @model_validator(mode="after")
     def _engine_known(self) -> Scenario:
@@ -129,7 +214,7 @@ class Scenario(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _check_gpus(self) -> "Scenario":
+    def _check_gpus(self) -> Scenario:
         if self.num_gpus is not None and self.num_gpus < self.tp * self.pp:
             raise ScenarioError(
                 f"--num-gpus {self.num_gpus} is fewer than --tp {self.tp} x --pp {self.pp} = {self.tp * self.pp}.",

@@ -488,8 +488,8 @@ def test_no_figure_is_cached_across_sessions() -> None:
 # ------------------------------------------------------------------------------ sidebar keys <-> Scenario fields
 
 SIDEBAR_DEFAULTS = {p.key: p.default for p in PARAMS}
-NOT_IN_THE_SIDEBAR = {"engine_version", "non_torch_memory_bytes", "cuda_graph_memory_bytes"}
-"""Scenario fields only the CLI sets (measured overrides and the engine version)."""
+NOT_IN_THE_SIDEBAR = {"engine_version", "non_torch_memory_bytes", "cuda_graph_memory_bytes", "speculative"}
+"""Scenario fields only the CLI sets (measured overrides, the engine version, speculative decoding for now)."""
 
 
 def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones() -> None:

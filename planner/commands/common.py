@@ -25,7 +25,7 @@ from planner.hardware import HardwareProfile, get_profile
 from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario, Workload
+from planner.scenario import Scenario, SpeculativeDecoding, Workload
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 if TYPE_CHECKING:  # rich is imported by the table views only: --format json never pays for it
@@ -55,6 +55,10 @@ FIELD_FLAGS: dict[str, str] = {
     "input_len": "--input-len",
     "output_len": "--output-len",
     "batch_size": "--batch",
+    "method": "--speculative-method",
+    "num_speculative_tokens": "--num-speculative-tokens",
+    "acceptance_rate": "--acceptance-rate",
+    "draft_model": "--draft-model",
 }
 
 
@@ -72,15 +76,26 @@ class Number:
 
     MAX_DIGITS = 30
 
-    def __init__(self, kind: type, flag: str, *, ge: float | None = None, gt: float | None = None,
-                 le: float | None = None, lt: float | None = None, scale: float = 1.0, hint: str = ""):
+    def __init__(
+        self,
+        kind: type,
+        flag: str,
+        *,
+        ge: float | None = None,
+        gt: float | None = None,
+        le: float | None = None,
+        lt: float | None = None,
+        scale: float = 1.0,
+        hint: str = "",
+    ):
         self.kind, self.flag, self.hint, self.scale = kind, flag, hint, scale
         self.ge, self.gt, self.le, self.lt = ge, gt, le, lt
         self.__name__ = kind.__name__  # argparse's "invalid int value: 'abc'"
 
     @classmethod
-    def of(cls, kind: type, flag: str, model: type[BaseModel], field: str, *, scale: float = 1.0,
-           **overrides: Any) -> "Number":
+    def of(
+        cls, kind: type, flag: str, model: type[BaseModel], field: str, *, scale: float = 1.0, **overrides: Any
+    ) -> Number:
         """The range of ``model.field`` (annotated_types Ge/Gt/Le/Lt), divided by ``scale`` (e.g. bytes -> GiB)."""
         bounds: dict[str, Any] = {}
         for item in model.model_fields[field].metadata:
@@ -91,8 +106,11 @@ class Number:
 
     def describe(self) -> str:
         """'>= 1 and <= 1,024', '> 0 and <= 1', '>= 0'."""
-        parts = [f"{op} {_num(v)}" for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
-                 if v is not None]
+        parts = [
+            f"{op} {_num(v)}"
+            for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
+            if v is not None
+        ]
         return " and ".join(parts) or "any finite number"
 
     def __call__(self, text: str) -> int | float:
@@ -103,10 +121,12 @@ class Number:
         value = self.kind(shown)  # ValueError: argparse's "invalid int value"
         if isinstance(value, float) and not math.isfinite(value):
             self._refuse(f"must be a finite number {self.describe()} (got {shown!r})")
-        for op, bound, ok in (("greater than or equal to", self.ge, lambda v, b: v >= b),
-                              ("greater than", self.gt, lambda v, b: v > b),
-                              ("less than or equal to", self.le, lambda v, b: v <= b),
-                              ("less than", self.lt, lambda v, b: v < b)):
+        for op, bound, ok in (
+            ("greater than or equal to", self.ge, lambda v, b: v >= b),
+            ("greater than", self.gt, lambda v, b: v > b),
+            ("less than or equal to", self.le, lambda v, b: v <= b),
+            ("less than", self.lt, lambda v, b: v < b),
+        ):
             if bound is not None and not ok(value, bound):
                 self._refuse(f"must be {op} {_num(bound)} (got {shown}); allowed: {self.describe()}")
         return value
@@ -185,63 +205,155 @@ def _default(model: type[BaseModel], field: str) -> Any:
 def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True) -> None:
     """The deployment flags shared by plan, roofline, latency, export (and later simulate)."""
     s = parser.add_argument_group("scenario (flags named as vLLM names them)")
-    s.add_argument("--gpu", metavar="ID", default=_default(Scenario, "gpu"),
-                   help=_described(Scenario, "gpu", "Default: %(default)s."))
-    s.add_argument("--num-gpus", metavar="N", type=Number.of(int, "--num-gpus", Scenario, "num_gpus"), default=None,
-                   help=_described(Scenario, "num_gpus"))
-    s.add_argument("--tp", "--tensor-parallel-size", dest="tp", metavar="N",
-                   type=Number.of(int, "--tp", Scenario, "tp"), default=_default(Scenario, "tp"),
-                   help=_described(Scenario, "tp", "Default: %(default)s."))
-    s.add_argument("--pp", "--pipeline-parallel-size", dest="pp", metavar="N",
-                   type=Number.of(int, "--pp", Scenario, "pp"),
-                   default=_default(Scenario, "pp"), help=_described(Scenario, "pp", "Default: %(default)s."))
-    s.add_argument("--weight-dtype", metavar="D", default=_default(Scenario, "weight_dtype"),
-                   help=_described(Scenario, "weight_dtype", "Default: %(default)s."))
-    s.add_argument("--precision", metavar="COMPONENT=DTYPE", action="append", default=[],
-                   help="Mixed precision, repeatable: e.g. --precision mlp=int4 --precision lm_head=bf16. "
-                   + _described(Scenario, "precision_overrides"))
-    s.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_cache_dtype", metavar="D",
-                   default=_default(Scenario, "kv_cache_dtype"),
-                   help=_described(Scenario, "kv_cache_dtype", "Default: %(default)s."))
-    s.add_argument("--max-model-len", metavar="N", type=Number.of(int, "--max-model-len", Scenario, "max_model_len"),
-                   default=None, help=_described(Scenario, "max_model_len"))
-    s.add_argument("--gpu-memory-utilization", metavar="F",
-                   type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
-                   default=_default(Scenario, "gpu_memory_utilization"),
-                   help=_described(Scenario, "gpu_memory_utilization", "Default: %(default)s (vLLM 0.33.0)."))
-    s.add_argument("--block-size", metavar="N", type=Number.of(int, "--block-size", Scenario, "block_size"),
-                   default=None, help=_described(Scenario, "block_size"))
-    s.add_argument("--max-num-seqs", metavar="N", type=Number.of(int, "--max-num-seqs", Scenario, "max_num_seqs"),
-                   default=None, help=_described(Scenario, "max_num_seqs"))
-    s.add_argument("--max-num-batched-tokens", metavar="N",
-                   type=Number.of(int, "--max-num-batched-tokens", Scenario, "max_num_batched_tokens"), default=None,
-                   help=_described(Scenario, "max_num_batched_tokens"))
-    s.add_argument("--engine", choices=("eager", "cuda-graphs"), default=_default(Scenario, "engine"),
-                   help=_described(Scenario, "engine", "Default: %(default)s."))
+    s.add_argument(
+        "--gpu",
+        metavar="ID",
+        default=_default(Scenario, "gpu"),
+        help=_described(Scenario, "gpu", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--num-gpus",
+        metavar="N",
+        type=Number.of(int, "--num-gpus", Scenario, "num_gpus"),
+        default=None,
+        help=_described(Scenario, "num_gpus"),
+    )
+    s.add_argument(
+        "--tp",
+        "--tensor-parallel-size",
+        dest="tp",
+        metavar="N",
+        type=Number.of(int, "--tp", Scenario, "tp"),
+        default=_default(Scenario, "tp"),
+        help=_described(Scenario, "tp", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--pp",
+        "--pipeline-parallel-size",
+        dest="pp",
+        metavar="N",
+        type=Number.of(int, "--pp", Scenario, "pp"),
+        default=_default(Scenario, "pp"),
+        help=_described(Scenario, "pp", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--weight-dtype",
+        metavar="D",
+        default=_default(Scenario, "weight_dtype"),
+        help=_described(Scenario, "weight_dtype", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--precision",
+        metavar="COMPONENT=DTYPE",
+        action="append",
+        default=[],
+        help="Mixed precision, repeatable: e.g. --precision mlp=int4 --precision lm_head=bf16. "
+        + _described(Scenario, "precision_overrides"),
+    )
+    s.add_argument(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        dest="kv_cache_dtype",
+        metavar="D",
+        default=_default(Scenario, "kv_cache_dtype"),
+        help=_described(Scenario, "kv_cache_dtype", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--max-model-len",
+        metavar="N",
+        type=Number.of(int, "--max-model-len", Scenario, "max_model_len"),
+        default=None,
+        help=_described(Scenario, "max_model_len"),
+    )
+    s.add_argument(
+        "--gpu-memory-utilization",
+        metavar="F",
+        type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
+        default=_default(Scenario, "gpu_memory_utilization"),
+        help=_described(Scenario, "gpu_memory_utilization", "Default: %(default)s (vLLM 0.33.0)."),
+    )
+    s.add_argument(
+        "--block-size",
+        metavar="N",
+        type=Number.of(int, "--block-size", Scenario, "block_size"),
+        default=None,
+        help=_described(Scenario, "block_size"),
+    )
+    s.add_argument(
+        "--max-num-seqs",
+        metavar="N",
+        type=Number.of(int, "--max-num-seqs", Scenario, "max_num_seqs"),
+        default=None,
+        help=_described(Scenario, "max_num_seqs"),
+    )
+    s.add_argument(
+        "--max-num-batched-tokens",
+        metavar="N",
+        type=Number.of(int, "--max-num-batched-tokens", Scenario, "max_num_batched_tokens"),
+        default=None,
+        help=_described(Scenario, "max_num_batched_tokens"),
+    )
+    s.add_argument(
+        "--engine",
+        choices=("eager", "cuda-graphs"),
+        default=_default(Scenario, "engine"),
+        help=_described(Scenario, "engine", "Default: %(default)s."),
+    )
     s.add_argument("--enforce-eager", action="store_true", help="Same as --engine eager (vLLM's flag).")
-    s.add_argument("--engine-version", metavar="ENGINE@VERSION", default=None,
-                   help=_described(Scenario, "engine_version", f"Default: {_default(Scenario, 'engine_version')}; "
-                                   "a bare version (0.15.1) means vLLM."))
-    s.add_argument("--no-chunked-prefill", action="store_true",
-                   help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.")
-    s.add_argument("--non-torch-memory-gib", metavar="GIB", default=None,
-                   type=Number.of(float, "--non-torch-memory-gib", Scenario, "non_torch_memory_bytes", scale=GiB),
-                   help=_described(Scenario, "non_torch_memory_bytes", "Given in GiB here (2**30 bytes)."))
-    s.add_argument("--cuda-graph-memory-gib", metavar="GIB", default=None,
-                   type=Number.of(float, "--cuda-graph-memory-gib", Scenario, "cuda_graph_memory_bytes", scale=GiB),
-                   help=_described(Scenario, "cuda_graph_memory_bytes", "Given in GiB here (2**30 bytes)."))
+    s.add_argument(
+        "--engine-version",
+        metavar="ENGINE@VERSION",
+        default=None,
+        help=_described(
+            Scenario,
+            "engine_version",
+            f"Default: {_default(Scenario, 'engine_version')}; a bare version (0.15.1) means vLLM.",
+        ),
+    )
+    s.add_argument(
+        "--no-chunked-prefill",
+        action="store_true",
+        help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.",
+    )
+    s.add_argument(
+        "--non-torch-memory-gib",
+        metavar="GIB",
+        default=None,
+        type=Number.of(float, "--non-torch-memory-gib", Scenario, "non_torch_memory_bytes", scale=GiB),
+        help=_described(Scenario, "non_torch_memory_bytes", "Given in GiB here (2**30 bytes)."),
+    )
+    s.add_argument(
+        "--cuda-graph-memory-gib",
+        metavar="GIB",
+        default=None,
+        type=Number.of(float, "--cuda-graph-memory-gib", Scenario, "cuda_graph_memory_bytes", scale=GiB),
+        help=_described(Scenario, "cuda_graph_memory_bytes", "Given in GiB here (2**30 bytes)."),
+    )
     if workload:
         w = parser.add_argument_group("workload")
-        w.add_argument("--batch", "--batch-size", dest="batch_size", metavar="N",
-                       type=Number.of(int, "--batch", Workload, "batch_size"),
-                       default=_default(Workload, "batch_size"),
-                       help=_described(Workload, "batch_size", "Default: %(default)s."))
-        w.add_argument("--input-len", metavar="N", type=Number.of(int, "--input-len", Workload, "input_len"),
-                       default=_default(Workload, "input_len"),
-                       help=_described(Workload, "input_len", "Default: %(default)s."))
-        w.add_argument("--output-len", metavar="N", type=Number.of(int, "--output-len", Workload, "output_len"),
-                       default=_default(Workload, "output_len"),
-                       help=_described(Workload, "output_len", "Default: %(default)s."))
+        w.add_argument(
+            "--batch",
+            "--batch-size",
+            dest="batch_size",
+            metavar="N",
+            type=Number.of(int, "--batch", Workload, "batch_size"),
+            default=_default(Workload, "batch_size"),
+            help=_described(Workload, "batch_size", "Default: %(default)s."),
+        )
+        w.add_argument(
+            "--input-len",
+            metavar="N",
+            type=Number.of(int, "--input-len", Workload, "input_len"),
+            default=_default(Workload, "input_len"),
+            help=_described(Workload, "input_len", "Default: %(default)s."),
+        )
+        w.add_argument(
+            "--output-len",
+            metavar="N",
+            type=Number.of(int, "--output-len", Workload, "output_len"),
+            default=_default(Workload, "output_len"),
+            help=_described(Workload, "output_len", "Default: %(default)s."),
+        )
 
 
 def parse_precision(items: Iterable[str]) -> dict[str, str]:
@@ -285,12 +397,81 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         non_torch_memory_bytes=_gib_to_bytes(getattr(args, "non_torch_memory_gib", None)),
         cuda_graph_memory_bytes=_gib_to_bytes(getattr(args, "cuda_graph_memory_gib", None)),
         workload=workload,
+        speculative=speculative_from_args(args),
     )
+
+
+#: The speculative-decoding flags and the SpeculativeDecoding field each sets.
+SPECULATIVE_FLAGS = {
+    "speculative_method": "method",
+    "num_speculative_tokens": "num_speculative_tokens",
+    "acceptance_rate": "acceptance_rate",
+    "draft_model": "draft_model",
+}
+
+
+def add_speculative_flags(parser: argparse.ArgumentParser) -> None:
+    """--speculative-method, --num-speculative-tokens, --acceptance-rate, --draft-model (vLLM --speculative-config)."""
+    g = parser.add_argument_group("speculative decoding (vLLM --speculative-config)")
+    S = SpeculativeDecoding
+    g.add_argument(
+        "--speculative-method",
+        choices=("ngram", "draft", "eagle", "eagle3", "mtp"),
+        default=None,
+        help=_described(S, "method", "Default: off."),
+    )
+    g.add_argument(
+        "--num-speculative-tokens",
+        metavar="K",
+        default=None,
+        type=Number.of(int, "--num-speculative-tokens", S, "num_speculative_tokens"),
+        help=_described(S, "num_speculative_tokens", "Required with --speculative-method."),
+    )
+    g.add_argument(
+        "--acceptance-rate",
+        metavar="A",
+        default=None,
+        type=Number.of(float, "--acceptance-rate", S, "acceptance_rate"),
+        help=_described(S, "acceptance_rate", "Required with --speculative-method."),
+    )
+    g.add_argument("--draft-model", metavar="MODEL", default=None, help=_described(S, "draft_model"))
+
+
+def speculative_from_args(args: argparse.Namespace) -> SpeculativeDecoding | None:
+    """The SpeculativeDecoding the flags describe; None without --speculative-method (the others then refused)."""
+    given = {flag: getattr(args, flag, None) for flag in SPECULATIVE_FLAGS}
+    if given["speculative_method"] is None:
+        stray = [f"--{flag.replace('_', '-')}" for flag, value in given.items() if value is not None]
+        if stray:
+            raise ScenarioError(
+                f"{', '.join(stray)} given without --speculative-method.",
+                hint="Add --speculative-method ngram|draft|eagle|eagle3|mtp, or drop them.",
+            )
+        return None
+    for flag in ("num_speculative_tokens", "acceptance_rate"):
+        if given[flag] is None:
+            raise ScenarioError(
+                f"--speculative-method {given['speculative_method']} needs --{flag.replace('_', '-')}.",
+                hint="For example --num-speculative-tokens 3 --acceptance-rate 0.7 (a from vLLM's "
+                "logged mean acceptance length L and k: L = (1 - a^(k+1)) / (1 - a)).",
+            )
+    return SpeculativeDecoding(**{field: given[flag] for flag, field in SPECULATIVE_FLAGS.items()})
+
+
+def load_draft_model(args: argparse.Namespace) -> ModelSpec | None:
+    """The draft model's spec for --speculative-method draft (loaded as MODEL is), else None."""
+    if getattr(args, "speculative_method", None) != "draft" or not getattr(args, "draft_model", None):
+        return None
+    loaded = load_config(args.draft_model, token=hf_token(args), prefer=args.source)
+    spec = build_spec(loaded.config, loaded.name)
+    for message in (*loaded.warnings, *spec.warnings):
+        warn(f"--draft-model: {message}")
+    return spec
 
 
 def _gib_to_bytes(gib: float | None) -> int | None:
     """A GiB figure from the command line in bytes (the core's unit); None stays None."""
-    return None if gib is None else int(round(gib * GiB))
+    return None if gib is None else round(gib * GiB)
 
 
 def hardware_from_args(args: argparse.Namespace) -> HardwareProfile:
@@ -314,20 +495,32 @@ def _price_item(text: str) -> tuple[str | None, float]:
     try:
         price = Number(float, PRICE_FLAG, gt=0, hint="US dollars per GPU-hour, e.g. h200=3.5 or 3.5.")(value)
     except ValueError:
-        raise argparse.ArgumentError(None, f"{PRICE_FLAG} {text!r} is not a price; write USD or CARD=USD "
-                                     "(US dollars per GPU-hour), e.g. 3.5 or h200=3.5.") from None
+        raise argparse.ArgumentError(
+            None,
+            f"{PRICE_FLAG} {text!r} is not a price; write USD or CARD=USD "
+            "(US dollars per GPU-hour), e.g. 3.5 or h200=3.5.",
+        ) from None
     return (card.strip() or None, float(price))
 
 
 def add_price_flag(parser: argparse.ArgumentParser, *, several_cards: bool) -> None:
     """--price-per-gpu-hour: the user's $/GPU-hour, over the profiles' cited on-demand price."""
-    per_card = ("Repeat as CARD=USD for each card, e.g. --price-per-gpu-hour h200=3.5 --price-per-gpu-hour b200=6; "
-                "a bare USD prices the card when --gpus names one." if several_cards else
-                "USD prices the --gpu card (CARD=USD also works).")
-    parser.add_argument(PRICE_FLAG, dest="price_per_gpu_hour", action="append", type=_price_item, default=[],
-                        metavar="[CARD=]USD",
-                        help="Your on-demand price of one GPU for one hour, in US dollars; replaces the profile's "
-                        f"price_per_hour_usd (python -m planner hardware lists them and their sources). {per_card}")
+    per_card = (
+        "Repeat as CARD=USD for each card, e.g. --price-per-gpu-hour h200=3.5 --price-per-gpu-hour b200=6; "
+        "a bare USD prices the card when --gpus names one."
+        if several_cards
+        else "USD prices the --gpu card (CARD=USD also works)."
+    )
+    parser.add_argument(
+        PRICE_FLAG,
+        dest="price_per_gpu_hour",
+        action="append",
+        type=_price_item,
+        default=[],
+        metavar="[CARD=]USD",
+        help="Your on-demand price of one GPU for one hour, in US dollars; replaces the profile's "
+        f"price_per_hour_usd (python -m planner hardware lists them and their sources). {per_card}",
+    )
 
 
 def prices_from_args(args: argparse.Namespace, cards: Sequence[str]) -> dict[str, float]:
@@ -349,8 +542,9 @@ def prices_from_args(args: argparse.Namespace, cards: Sequence[str]) -> dict[str
             card = cards[0]
         key = card.lower()
         if key in named and named[key] != price:
-            raise ScenarioError(f"{PRICE_FLAG} prices {card} twice (${named[key]:g} and ${price:g}).",
-                                hint="Give each card one price.")
+            raise ScenarioError(
+                f"{PRICE_FLAG} prices {card} twice (${named[key]:g} and ${price:g}).", hint="Give each card one price."
+            )
         named[key] = price
     return resolve_prices(named, PRICE_FLAG)
 
@@ -409,8 +603,15 @@ def _console() -> Console:
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((140, 24)).columns if tty else 140
     return Console(
-        file=io.StringIO(), width=max(width, 100), force_terminal=tty, no_color=not tty, color_system="auto" if tty else None,
-        highlight=False, markup=False, emoji=False, soft_wrap=False,
+        file=io.StringIO(),
+        width=max(width, 100),
+        force_terminal=tty,
+        no_color=not tty,
+        color_system="auto" if tty else None,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=False,
     )
 
 
@@ -475,8 +676,33 @@ def fmt_flops(flops_per_s: float | None) -> str:
 
 
 __all__ = [
-    "FORMATS", "Number", "add_efficiency_flag", "add_model_argument", "add_scenario_flags", "describe_validation_error",
-    "efficiency_from_args", "fmt_bandwidth", "fmt_bytes", "fmt_count", "fmt_flop_count", "fmt_flops", "fmt_gib",
-    "field_descriptions", "fmt_int", "fmt_seconds", "hardware_from_args", "heading", "hf_token", "kind_text", "load_model",
-    "parse_precision", "render", "scenario_from_args", "table", "to_jsonable", "warn",
+    "FORMATS",
+    "Number",
+    "add_efficiency_flag",
+    "add_model_argument",
+    "add_scenario_flags",
+    "add_speculative_flags",
+    "describe_validation_error",
+    "efficiency_from_args",
+    "field_descriptions",
+    "fmt_bandwidth",
+    "fmt_bytes",
+    "fmt_count",
+    "fmt_flop_count",
+    "fmt_flops",
+    "fmt_gib",
+    "fmt_int",
+    "fmt_seconds",
+    "hardware_from_args",
+    "heading",
+    "hf_token",
+    "kind_text",
+    "load_draft_model",
+    "load_model",
+    "parse_precision",
+    "render",
+    "scenario_from_args",
+    "table",
+    "to_jsonable",
+    "warn",
 ]

@@ -10,9 +10,11 @@ from planner.commands.common import (
     add_efficiency_flag,
     add_model_argument,
     add_scenario_flags,
+    add_speculative_flags,
     efficiency_from_args,
     field_descriptions,
     hardware_from_args,
+    load_draft_model,
     load_model,
     scenario_from_args,
     to_jsonable,
@@ -26,10 +28,15 @@ from planner.deploy.export import (
 )
 
 NAME = "export"
-HELP = ("Export deployment configs for a latency or a throughput profile: vLLM --config YAML, vllm serve command, "
-        "SGLang (sglang serve) command, Kubernetes manifest, vllm bench serve command. A combination vLLM refuses "
-        "(e.g. --kv-cache-dtype int8) is refused with vLLM's reason.")
-EXAMPLE = "python -m planner export meta-llama/Llama-3.1-8B --max-model-len 8192 --profile latency --target vllm-yaml > vllm.yaml"
+HELP = (
+    "Export deployment configs for a latency or a throughput profile: vLLM --config YAML, vllm serve command, "
+    "SGLang (sglang serve) command, Kubernetes manifest, vllm bench serve command. A combination vLLM refuses "
+    "(e.g. --kv-cache-dtype int8) is refused with vLLM's reason."
+)
+EXAMPLE = (
+    "python -m planner export meta-llama/Llama-3.1-8B --max-model-len 8192 --profile latency "
+    "--target vllm-yaml > vllm.yaml"
+)
 
 OUTPUT_KEYS = {
     **field_descriptions(ExportBundle),
@@ -40,18 +47,35 @@ OUTPUT_KEYS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
     out = parser.add_argument_group("export")
-    out.add_argument("--profile", choices=(*PROFILES, "both"), default="latency",
-                     help="latency (online: small max-num-seqs, small step budget) or throughput (offline: as many "
-                     "sequences as the KV cache holds, large step budget), or both. Default: %(default)s.")
-    out.add_argument("--target", choices=(*TARGETS, "all"), default="vllm-yaml",
-                     help="vllm-yaml (vllm serve --config file), vllm-cmd, sglang, k8s (Deployment or, across nodes, "
-                     "LeaderWorkerSet), bench (vllm bench serve), or all. Default: %(default)s.")
-    out.add_argument("--output-dir", metavar="DIR", default=None,
-                     help="Write the files into DIR (created if needed) instead of printing them.")
-    out.add_argument("--image", default=None,
-                     help="Container image for the Kubernetes manifest. Default: vLLM's image for the card's vendor ("
-                     + ", ".join(f"{k}: {v}" for k, v in VLLM_IMAGES.items()) + "); Intel Gaudi needs one given.")
+    out.add_argument(
+        "--profile",
+        choices=(*PROFILES, "both"),
+        default="latency",
+        help="latency (online: small max-num-seqs, small step budget) or throughput (offline: as many "
+        "sequences as the KV cache holds, large step budget), or both. Default: %(default)s.",
+    )
+    out.add_argument(
+        "--target",
+        choices=(*TARGETS, "all"),
+        default="vllm-yaml",
+        help="vllm-yaml (vllm serve --config file), vllm-cmd, sglang, k8s (Deployment or, across nodes, "
+        "LeaderWorkerSet), bench (vllm bench serve), or all. Default: %(default)s.",
+    )
+    out.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        default=None,
+        help="Write the files into DIR (created if needed) instead of printing them.",
+    )
+    out.add_argument(
+        "--image",
+        default=None,
+        help="Container image for the Kubernetes manifest. Default: vLLM's image for the card's vendor ("
+        + ", ".join(f"{k}: {v}" for k, v in VLLM_IMAGES.items())
+        + "); Intel Gaudi needs one given.",
+    )
     add_scenario_flags(parser)
+    add_speculative_flags(parser)
     add_efficiency_flag(parser)
 
 
@@ -61,8 +85,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     hw = hardware_from_args(args)
     profiles = PROFILES if args.profile == "both" else (args.profile,)
     targets = TARGETS if args.target == "all" else (args.target,)
-    bundle = export_bundle(spec, hw, sc, loaded=loaded, revision=args.revision, image=args.image,
-                           efficiency=efficiency_from_args(args, hw), profiles=profiles)
+    bundle = export_bundle(
+        spec,
+        hw,
+        sc,
+        loaded=loaded,
+        revision=args.revision,
+        image=args.image,
+        efficiency=efficiency_from_args(args, hw),
+        profiles=profiles,
+        draft_model=load_draft_model(args),
+    )
     chosen = [a for a in bundle.artefacts if a.target in targets]
     written = []
     if args.output_dir:

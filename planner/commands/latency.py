@@ -6,8 +6,22 @@ import argparse
 from typing import Any
 
 from planner.commands.common import (
-    add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
-    fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table, to_jsonable,
+    add_efficiency_flag,
+    add_model_argument,
+    add_scenario_flags,
+    add_speculative_flags,
+    efficiency_from_args,
+    field_descriptions,
+    fmt_seconds,
+    hardware_from_args,
+    heading,
+    kind_text,
+    load_draft_model,
+    load_model,
+    render,
+    scenario_from_args,
+    table,
+    to_jsonable,
 )
 from planner.estimate.latency import LatencyEstimate, estimate_latency
 
@@ -25,6 +39,7 @@ OUTPUT_KEYS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
     add_scenario_flags(parser)
+    add_speculative_flags(parser)
     add_efficiency_flag(parser)
 
 
@@ -32,7 +47,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     spec, _ = load_model(args)
     sc = scenario_from_args(args)
     hw = hardware_from_args(args)
-    estimate = estimate_latency(spec, hw, sc, efficiency=efficiency_from_args(args, hw))
+    estimate = estimate_latency(
+        spec, hw, sc, efficiency=efficiency_from_args(args, hw), draft_model=load_draft_model(args)
+    )
     return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(estimate)}
 
 
@@ -40,17 +57,57 @@ def render_table(r: dict[str, Any]) -> str:
     est = LatencyEstimate.model_validate({k: v for k, v in r.items() if k in LatencyEstimate.model_fields})
     kind = kind_text(est.kind)
     rows = [
-        ("TTFT (whole batch prefilled)", fmt_seconds(est.ttft_seconds), kind, f"{est.prefill_steps} step(s), {est.prefill_bound}-bound"),
+        (
+            "TTFT (whole batch prefilled)",
+            fmt_seconds(est.ttft_seconds),
+            kind,
+            f"{est.prefill_steps} step(s), {est.prefill_bound}-bound",
+        ),
         ("TPOT (one decode step)", fmt_seconds(est.tpot_seconds), kind, f"{est.decode_bound}-bound"),
         ("end to end per request", fmt_seconds(est.e2e_seconds), kind, ""),
         ("throughput", f"{est.throughput_tokens_per_s:,.1f} output tokens/s", kind, "all replicas"),
         ("throughput per GPU", f"{est.throughput_tokens_per_s_per_gpu:,.1f} output tokens/s", kind, ""),
         ("requests", f"{est.requests_per_s:,.3f} /s", kind, ""),
     ]
-    title = (f"{r['model']} on {r['gpu_id']}: static batch of {est.batch_size}, {est.input_len:,} prompt + "
-             f"{est.output_len:,} output tokens")
+    title = (
+        f"{r['model']} on {r['gpu_id']}: static batch of {est.batch_size}, {est.input_len:,} prompt + "
+        f"{est.output_len:,} output tokens"
+    )
+    spec = est.speculative
+    if spec is not None:
+        rows[1] = (
+            "TPOT (speculative step / tokens)",
+            fmt_seconds(est.tpot_seconds),
+            kind,
+            f"{spec.speedup:.2f}x plain ({fmt_seconds(spec.baseline_tpot_seconds)})",
+        )
+        even = (
+            "none up to batch " + f"{spec.break_even_searched_up_to:,}"
+            if spec.break_even_batch is None
+            else f"batch {spec.break_even_batch:,}"
+        )
+        rows += [
+            (
+                f"tokens per step ({spec.method}, k={spec.num_speculative_tokens}, a={spec.acceptance_rate:g})",
+                f"{spec.tokens_per_step:.3f}",
+                "exact",
+                "(1 - a^(k+1)) / (1 - a)",
+            ),
+            ("draft per step (GPU)", fmt_seconds(spec.draft_seconds), kind, spec.draft_cost),
+            (
+                "verify per step (GPU)",
+                fmt_seconds(spec.verify_seconds),
+                kind,
+                f"k + 1 = {spec.num_speculative_tokens + 1} tokens per sequence",
+            ),
+            ("speculation stops paying at", even, kind, "TPOT >= plain decoding"),
+        ]
     parts: list[Any] = [table(["", "value", "kind", "note"], rows, title=title, right=(1,))]
     if est.fits_in_kv_cache is False:
-        parts.append(heading("warning: this batch does not fit the planned KV cache (see the plan command); "
-                             "vLLM would queue or preempt requests."))
+        parts.append(
+            heading(
+                "warning: this batch does not fit the planned KV cache (see the plan command); "
+                "vLLM would queue or preempt requests."
+            )
+        )
     return render(*parts)

@@ -50,6 +50,7 @@ from planner.errors import ScenarioError
 from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.roofline import efficiency_for
+from planner.estimate.speculative import vllm_speculative_config
 from planner.hardware import HardwareProfile
 from planner.model.quantization import normalize_dtype
 from planner.model.sources import LoadedConfig
@@ -89,21 +90,57 @@ HF_SECRET_KEY = "token"
 #: frontend flags of the serve_args.md config example). A YAML boolean true becomes "--flag" and
 #: false "--no-flag" (vllm/utils/argparse_utils.py, FlexibleArgumentParser.load_config_file).
 VLLM_FLAGS: tuple[str, ...] = (
-    "model", "revision", "host", "port", "dtype", "quantization", "tensor-parallel-size", "pipeline-parallel-size",
-    "distributed-executor-backend", "max-model-len", "gpu-memory-utilization", "kv-cache-dtype", "block-size",
-    "max-num-seqs", "max-num-batched-tokens", "enable-chunked-prefill", "enable-prefix-caching", "enforce-eager",
+    "model",
+    "revision",
+    "host",
+    "port",
+    "dtype",
+    "quantization",
+    "tensor-parallel-size",
+    "pipeline-parallel-size",
+    "distributed-executor-backend",
+    "max-model-len",
+    "gpu-memory-utilization",
+    "kv-cache-dtype",
+    "block-size",
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "enable-chunked-prefill",
+    "enable-prefix-caching",
+    "enforce-eager",
+    "speculative-config",
 )
-VLLM_FLAG_SOURCE = ("vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs.add_cli_args) @ 99d7eb5d6a51; "
-                    "config-file format: docs/configuration/serve_args.md")
+VLLM_FLAG_SOURCE = (
+    "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs.add_cli_args) @ 99d7eb5d6a51; "
+    "config-file format: docs/configuration/serve_args.md"
+)
 
 #: vLLM 0.33.0's --kv-cache-dtype values (vllm/config/cache.py, CacheDType; CacheConfig refuses any
 #: other: "Invalid kv_cache_dtype: 'int8'"), and the planner's KV dtypes in vLLM's spelling. A planner
 #: KV dtype with no vLLM spelling (int8) is refused by ``check_engine_accepts``.
 VLLM_KV_CACHE_DTYPES: tuple[str, ...] = (
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
-    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4",
-    "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
-    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+    "auto",
+    "float16",
+    "bfloat16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_ds_mla",
+    "nvfp4_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+    "octave_k3v4",
+    "octave_k3v3",
+    "octave_k3v3_compact",
+    "ultraquant_4bit",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
 )
 _VLLM_KV_DTYPE = {"fp8": "fp8", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -113,9 +150,25 @@ _VLLM_KV_DTYPE = {"fp8": "fp8", "bf16": "bfloat16", "fp16": "float16"}
 #: deprecated there for --cuda-graph-backend-{decode,prefill} disabled), and sglang/launch_server.py,
 #: whose ``python -m sglang.launch_server`` warns that ``sglang serve`` is the recommended entrypoint.
 SGLANG_FLAGS: tuple[str, ...] = (
-    "model-path", "revision", "host", "port", "dtype", "quantization", "kv-cache-dtype", "tp-size", "pp-size",
-    "context-length", "mem-fraction-static", "max-running-requests", "chunked-prefill-size", "page-size",
-    "cuda-graph-backend-decode", "cuda-graph-backend-prefill", "nnodes", "node-rank", "dist-init-addr",
+    "model-path",
+    "revision",
+    "host",
+    "port",
+    "dtype",
+    "quantization",
+    "kv-cache-dtype",
+    "tp-size",
+    "pp-size",
+    "context-length",
+    "mem-fraction-static",
+    "max-running-requests",
+    "chunked-prefill-size",
+    "page-size",
+    "cuda-graph-backend-decode",
+    "cuda-graph-backend-prefill",
+    "nnodes",
+    "node-rank",
+    "dist-init-addr",
 )
 SGLANG_FLAG_SOURCE = f"sglang {SGLANG_VERSION} (sglang/srt/arg_groups/fields, sglang serve)"
 SGLANG_COMMAND = ("sglang", "serve")
@@ -172,11 +225,15 @@ class ServingProfile(BaseModel):
     purpose: str = Field(description="One line: what the profile is for.")
     rule: str = Field(description="How max_num_seqs and max_num_batched_tokens were chosen, with the numbers.")
     max_num_seqs: int = Field(ge=1, description="vLLM --max-num-seqs of this profile (sequences per step).")
-    max_num_batched_tokens: int = Field(ge=1, description="vLLM --max-num-batched-tokens of this profile (tokens per step).")
+    max_num_batched_tokens: int = Field(
+        ge=1, description="vLLM --max-num-batched-tokens of this profile (tokens per step)."
+    )
     enable_chunked_prefill: bool = Field(description="vLLM --enable-chunked-prefill.")
     scenario: Scenario = Field(description="The full scenario of this profile (the user's, with the limits above).")
     plan: MemoryPlan = Field(description="Memory plan of the profile's scenario.")
-    latency: LatencyEstimate = Field(description="Static-batch latency at batch = max_num_seqs and the workload's lengths.")
+    latency: LatencyEstimate = Field(
+        description="Static-batch latency at batch = max_num_seqs and the workload's lengths."
+    )
 
 
 class Deployment(BaseModel):
@@ -193,16 +250,24 @@ class Deployment(BaseModel):
     pp: int = Field(description="Pipeline-parallel size.")
     gpus_per_replica: int = Field(description="tp x pp.")
     replicas: int = Field(description="Engine replicas (num_gpus / (tp x pp)).")
-    nodes_per_replica: int = Field(description="Nodes one replica spans (1 unless tp x pp exceeds the GPUs of one server).")
+    nodes_per_replica: int = Field(
+        description="Nodes one replica spans (1 unless tp x pp exceeds the GPUs of one server)."
+    )
     gpus_per_pod: int = Field(description="Accelerators each pod requests.")
     multi_node: bool = Field(description="True when a replica spans nodes (vLLM on Ray, LeaderWorkerSet).")
-    gpu_resource: str | None = Field(description="Kubernetes extended resource of the card (nvidia.com/gpu ...); None for CPU.")
+    gpu_resource: str | None = Field(
+        description="Kubernetes extended resource of the card (nvidia.com/gpu ...); None for CPU."
+    )
     image: str = Field(description="Container image of the engine (vLLM's image for the card's vendor unless given).")
     local_model_dir: str | None = Field(
-        None, description="The folder on the planner's machine the model was read from; None for a Hub model. The "
-        "Kubernetes manifest mounts it from a PersistentVolumeClaim at MODEL_MOUNT_PATH instead.")
+        None,
+        description="The folder on the planner's machine the model was read from; None for a Hub model. The "
+        "Kubernetes manifest mounts it from a PersistentVolumeClaim at MODEL_MOUNT_PATH instead.",
+    )
     cpu_request: int = Field(description="CPU cores each pod requests (Kubernetes resources.requests.cpu).")
-    memory_request_gib: int = Field(description="Host memory each pod requests, GiB (Kubernetes resources.requests.memory).")
+    memory_request_gib: int = Field(
+        description="Host memory each pod requests, GiB (Kubernetes resources.requests.memory)."
+    )
     app_name: str = Field(description="Base name of the Kubernetes objects (DNS-1035 label).")
 
 
@@ -251,10 +316,13 @@ def _tokens_per_request(sc: Scenario, max_model_len: int) -> int:
 
 
 def _with_limits(sc: Scenario, seqs: int, tokens: int) -> Scenario:
-    return sc.model_copy(update={
-        "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
-        "workload": sc.workload.model_copy(update={"batch_size": seqs}),
-    })
+    return sc.model_copy(
+        update={
+            "max_num_seqs": seqs,
+            "max_num_batched_tokens": tokens,
+            "workload": sc.workload.model_copy(update={"batch_size": seqs}),
+        }
+    )
 
 
 def _legal_budget(tokens: int, seqs: int, sc: Scenario, max_model_len: int) -> int:
@@ -263,17 +331,39 @@ def _legal_budget(tokens: int, seqs: int, sc: Scenario, max_model_len: int) -> i
     return tokens if sc.enable_chunked_prefill else max(tokens, max_model_len)
 
 
-def _finish(model: ModelSpec, hw: HardwareProfile, sc: Scenario, eff: Efficiency, profile: Profile, purpose: str,
-            rule: str, seqs: int, tokens: int) -> ServingProfile:
+def _finish(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    eff: Efficiency,
+    profile: Profile,
+    purpose: str,
+    rule: str,
+    seqs: int,
+    tokens: int,
+    draft_model: ModelSpec | None = None,
+) -> ServingProfile:
     final = _with_limits(sc, seqs, tokens)
     return ServingProfile(
-        profile=profile, purpose=purpose, rule=rule, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-        enable_chunked_prefill=sc.enable_chunked_prefill, scenario=final, plan=plan_memory(model, hw, final),
-        latency=estimate_latency(model, hw, final, batch_size=seqs, efficiency=eff),
+        profile=profile,
+        purpose=purpose,
+        rule=rule,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
+        enable_chunked_prefill=sc.enable_chunked_prefill,
+        scenario=final,
+        plan=plan_memory(model, hw, final),
+        latency=estimate_latency(model, hw, final, batch_size=seqs, efficiency=eff, draft_model=draft_model),
     )
 
 
-def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None) -> ServingProfile:
+def latency_profile(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    efficiency: Efficiency | None = None,
+    draft_model: ModelSpec | None = None,
+) -> ServingProfile:
     """Online serving: the largest power-of-two batch whose TPOT stays within 25 % of batch 1, at least
     ``LATENCY_MIN_NUM_SEQS`` (see there: a server of one request at a time is no latency profile) and at
     most what the KV cache holds."""
@@ -290,27 +380,41 @@ def latency_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficie
         fit = max(1, probe.kv_cache_tokens // per_request)
         cap = min(LATENCY_MAX_NUM_SEQS, fit)
         base = _with_limits(sc, 1, tokens)
-        tpot_1 = estimate_latency(model, hw, base, batch_size=1, efficiency=eff, check_memory=False).tpot_seconds
+        tpot_1 = estimate_latency(
+            model, hw, base, batch_size=1, efficiency=eff, check_memory=False, draft_model=draft_model
+        ).tpot_seconds
         seqs, batch = 1, 2
         while batch <= cap:
-            tpot = estimate_latency(model, hw, base, batch_size=batch, efficiency=eff, check_memory=False).tpot_seconds
+            tpot = estimate_latency(
+                model, hw, base, batch_size=batch, efficiency=eff, check_memory=False, draft_model=draft_model
+            ).tpot_seconds
             if tpot > LATENCY_TPOT_SLACK * tpot_1:
                 break
             seqs, batch = batch, batch * 2
         floor = min(LATENCY_MIN_NUM_SEQS, cap)
-        rule = (f"max-num-seqs {max(seqs, floor)}: the largest power-of-two batch whose TPOT stays within "
-                f"{LATENCY_TPOT_SLACK:g} x batch 1 ({fmt_seconds(tpot_1)}) is {seqs}; at least {floor} (a latency "
-                f"server still takes concurrent requests; vllm bench latency measures batch {LATENCY_MIN_NUM_SEQS}), "
-                f"capped at {cap} (the smaller of {LATENCY_MAX_NUM_SEQS} and the {fit:,} requests of "
-                f"{per_request:,} tokens the KV cache holds)")
+        rule = (
+            f"max-num-seqs {max(seqs, floor)}: the largest power-of-two batch whose TPOT stays within "
+            f"{LATENCY_TPOT_SLACK:g} x batch 1 ({fmt_seconds(tpot_1)}) is {seqs}; at least {floor} (a latency "
+            f"server still takes concurrent requests; vllm bench latency measures batch {LATENCY_MIN_NUM_SEQS}), "
+            f"capped at {cap} (the smaller of {LATENCY_MAX_NUM_SEQS} and the {fit:,} requests of "
+            f"{per_request:,} tokens the KV cache holds)"
+        )
         seqs = max(seqs, floor)
     legal = _legal_budget(tokens, seqs, sc, max_len)
     source = "as given" if sc.max_num_batched_tokens else "small step budget: short decode stalls behind prefill chunks"
     rule += f"; max-num-batched-tokens {legal:,} ({source})"
-    return _finish(model, hw, sc, eff, "latency", "online serving: low TTFT and TPOT per request", rule, seqs, legal)
+    return _finish(
+        model, hw, sc, eff, "latency", "online serving: low TTFT and TPOT per request", rule, seqs, legal, draft_model
+    )
 
 
-def throughput_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None) -> ServingProfile:
+def throughput_profile(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    efficiency: Efficiency | None = None,
+    draft_model: ModelSpec | None = None,
+) -> ServingProfile:
     """Offline serving: as many sequences as the KV cache holds at the workload's lengths."""
     eff = efficiency or efficiency_for(hw, sc=sc)
     default_tokens, default_seqs = default_batch_limits(hw.memory_bytes, hw.name)
@@ -323,8 +427,11 @@ def throughput_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, effi
         seqs = sc.max_num_seqs
         rule = f"max-num-seqs {seqs} as given"
     else:
+
         def fits_at(seqs: int) -> int:  # requests the KV cache holds with this many sequences' logits reserved
-            plan = plan_memory(model, hw, _with_limits(sc, seqs, _legal_budget(tokens, seqs, sc, max_len)), suggest=False)
+            plan = plan_memory(
+                model, hw, _with_limits(sc, seqs, _legal_budget(tokens, seqs, sc, max_len)), suggest=False
+            )
             return plan.kv_cache_tokens // per_request
 
         fit = probe.kv_cache_tokens // per_request
@@ -334,13 +441,25 @@ def throughput_profile(model: ModelSpec, hw: HardwareProfile, sc: Scenario, effi
             fit_again = fits_at(again) if again > seqs else 0
             if fit_again >= again > seqs:
                 seqs, fit = again, fit_again
-        rule = (f"max-num-seqs {seqs}: the {fit:,} requests of {per_request:,} tokens the KV cache holds, "
-                f"at most vLLM's default {default_seqs}")
+        rule = (
+            f"max-num-seqs {seqs}: the {fit:,} requests of {per_request:,} tokens the KV cache holds, "
+            f"at most vLLM's default {default_seqs}"
+        )
     legal = _legal_budget(tokens, seqs, sc, max_len)
     source = "as given" if sc.max_num_batched_tokens else "large step budget: prefills run as large GEMMs"
     rule += f"; max-num-batched-tokens {legal:,} ({source})"
-    return _finish(model, hw, sc, eff, "throughput", "offline / batch serving: most tokens per second per GPU", rule,
-                   seqs, legal)
+    return _finish(
+        model,
+        hw,
+        sc,
+        eff,
+        "throughput",
+        "offline / batch serving: most tokens per second per GPU",
+        rule,
+        seqs,
+        legal,
+        draft_model,
+    )
 
 
 # ----------------------------------------------------------------------------- deployment
@@ -357,13 +476,17 @@ def _served_model(spec: ModelSpec, loaded: LoadedConfig | None) -> tuple[str, li
         return spec.name, []
     if loaded.origin == "file":
         folder = str(Path(loaded.source).parent)
-        return folder, [f"the model was read from a local file; the vLLM and SGLang commands serve the folder {folder}, "
-                        "which must hold the weights and tokenizer next to config.json (or replace it with the Hub repo "
-                        f"id). The Kubernetes manifest mounts it read-only at {MODEL_MOUNT_PATH} from a "
-                        "PersistentVolumeClaim it names: copy the folder into that volume first."]
+        return folder, [
+            f"the model was read from a local file; the vLLM and SGLang commands serve the folder {folder}, "
+            "which must hold the weights and tokenizer next to config.json (or replace it with the Hub repo "
+            f"id). The Kubernetes manifest mounts it read-only at {MODEL_MOUNT_PATH} from a "
+            "PersistentVolumeClaim it names: copy the folder into that volume first."
+        ]
     if loaded.origin == "upload":
-        return spec.name, [f"the config was uploaded as '{spec.name}'; replace the model in the configs with the Hub "
-                           "repo id or the folder holding the weights."]
+        return spec.name, [
+            f"the config was uploaded as '{spec.name}'; replace the model in the configs with the Hub "
+            "repo id or the folder holding the weights."
+        ]
     return loaded.name, []
 
 
@@ -375,7 +498,8 @@ def engine_image(hw: HardwareProfile, image: str | None) -> str:
     if key not in VLLM_IMAGES:
         raise ScenarioError(
             f"no published vLLM image for {hw.vendor} {hw.name} (known: {', '.join(sorted(VLLM_IMAGES))}).",
-            hint="pass --image with a vLLM image built for this card (for Intel Gaudi: the vllm-gaudi plugin's build).")
+            hint="pass --image with a vLLM image built for this card (for Intel Gaudi: the vllm-gaudi plugin's build).",
+        )
     return VLLM_IMAGES[key]
 
 
@@ -392,8 +516,15 @@ def pod_requests(plan: MemoryPlan, gpus_per_pod: int) -> tuple[int, int]:
     return max(1, gpus_per_pod) + 2, cdiv(int(weights_gib * 1024), 1024) + SHM_GIB + HOST_OVERHEAD_GIB
 
 
-def deployment(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, loaded: LoadedConfig | None = None,
-               revision: str | None = None, image: str | None = None) -> tuple[Deployment, list[str]]:
+def deployment(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    *,
+    loaded: LoadedConfig | None = None,
+    revision: str | None = None,
+    image: str | None = None,
+) -> tuple[Deployment, list[str]]:
     """Replicas, nodes and pods of the scenario, plus warnings about what it implies."""
     ref, warnings = _served_model(model, loaded)
     image = engine_image(hw, image)
@@ -405,12 +536,15 @@ def deployment(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, loaded: L
         warnings.append(
             f"--tp {sc.tp} spans nodes ({hw.gpus_per_node} {hw.name} per node): tensor-parallel all-reduce over the "
             f"network is slow. Prefer tensor parallel within a node and pipeline parallel across nodes, e.g. "
-            f"--tp {hw.gpus_per_node} --pp {cdiv(per_replica, hw.gpus_per_node)} (re-plan it first).")
+            f"--tp {hw.gpus_per_node} --pp {cdiv(per_replica, hw.gpus_per_node)} (re-plan it first)."
+        )
     if nodes > 1 and per_replica % nodes:
         warnings.append(f"{per_replica} GPUs do not split evenly over {nodes} nodes; each pod requests {per_pod}.")
     if sc.num_gpus and sc.num_gpus % per_replica:
-        warnings.append(f"--num-gpus {sc.num_gpus} is not a multiple of tp x pp = {per_replica}; "
-                        f"{sc.replicas} replica(s) use {sc.replicas * per_replica} of them.")
+        warnings.append(
+            f"--num-gpus {sc.num_gpus} is not a multiple of tp x pp = {per_replica}; "
+            f"{sc.replicas} replica(s) use {sc.replicas * per_replica} of them."
+        )
     resource = None if hw.kind == "cpu" else _GPU_RESOURCES.get(hw.vendor.lower())
     if hw.kind == "cpu":
         warnings.append("the CPU profile: the manifests request no accelerator; use a CPU build of vLLM.")
@@ -420,10 +554,24 @@ def deployment(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, loaded: L
     local = ref if loaded is not None and loaded.origin == "file" else None
     cpu, memory_gib = pod_requests(plan_memory(model, hw, sc, suggest=False), 0 if resource is None else per_pod)
     return Deployment(
-        model=ref, model_name=model.name, revision=revision, gpu_id=hw.id, gpu_name=hw.name, tp=sc.tp, pp=sc.pp,
-        gpus_per_replica=per_replica, replicas=sc.replicas, nodes_per_replica=nodes, gpus_per_pod=per_pod,
-        multi_node=nodes > 1, gpu_resource=resource, image=image, app_name=app, local_model_dir=local,
-        cpu_request=cpu, memory_request_gib=memory_gib,
+        model=ref,
+        model_name=model.name,
+        revision=revision,
+        gpu_id=hw.id,
+        gpu_name=hw.name,
+        tp=sc.tp,
+        pp=sc.pp,
+        gpus_per_replica=per_replica,
+        replicas=sc.replicas,
+        nodes_per_replica=nodes,
+        gpus_per_pod=per_pod,
+        multi_node=nodes > 1,
+        gpu_resource=resource,
+        image=image,
+        app_name=app,
+        local_model_dir=local,
+        cpu_request=cpu,
+        memory_request_gib=memory_gib,
     ), warnings
 
 
@@ -436,19 +584,25 @@ def _weight_flags(model: ModelSpec, sc: Scenario) -> tuple[str | None, str | Non
     wd = normalize_dtype(sc.weight_dtype or "auto")
     dtype = quant = None
     if model.quantization is not None:
-        notes.append(f"the checkpoint is {model.quantization.method}-quantized; vLLM and SGLang read that from its "
-                     "quantization_config, so no quantization flag is written.")
+        notes.append(
+            f"the checkpoint is {model.quantization.method}-quantized; vLLM and SGLang read that from its "
+            "quantization_config, so no quantization flag is written."
+        )
     elif wd in _VLLM_DTYPE:
         dtype = wd
     elif wd in _ONLINE_QUANTIZATION:
         quant = _ONLINE_QUANTIZATION[wd]
     elif wd != "auto":
-        notes.append(f"--weight-dtype {sc.weight_dtype}: engines cannot quantize to it while loading; serve a "
-                     f"checkpoint already quantized that way (e.g. an AWQ or GPTQ repo). The configs load "
-                     f"{model.name} as it is, so its memory use differs from this plan.")
+        notes.append(
+            f"--weight-dtype {sc.weight_dtype}: engines cannot quantize to it while loading; serve a "
+            f"checkpoint already quantized that way (e.g. an AWQ or GPTQ repo). The configs load "
+            f"{model.name} as it is, so its memory use differs from this plan."
+        )
     if sc.precision_overrides:
-        notes.append("mixed precision (--precision) has no engine flag; it needs a checkpoint quantized that way "
-                     "(e.g. llm-compressor with an ignore list). The configs do not express it.")
+        notes.append(
+            "mixed precision (--precision) has no engine flag; it needs a checkpoint quantized that way "
+            "(e.g. llm-compressor with an ignore list). The configs do not express it."
+        )
     return dtype, quant, notes
 
 
@@ -487,17 +641,19 @@ def check_engine_accepts(model: ModelSpec, sc: Scenario, kv: str) -> None:
     if name is None or name not in VLLM_KV_CACHE_DTYPES:
         raise ScenarioError(
             f"--kv-cache-dtype {sc.kv_cache_dtype}: vLLM {VLLM_VERSION} has no such KV cache (it refuses it: "
-            f"\"Invalid kv_cache_dtype: {kv!r}\"; its 8-bit KV caches are fp8 and int8_per_token_head, with "
+            f'"Invalid kv_cache_dtype: {kv!r}"; its 8-bit KV caches are fp8 and int8_per_token_head, with '
             "per-token scales the planner does not model).",
-            hint=f"plan with --kv-cache-dtype fp8 or auto; allowed here: auto, {', '.join(sorted(_VLLM_KV_DTYPE))}.")
+            hint=f"plan with --kv-cache-dtype fp8 or auto; allowed here: auto, {', '.join(sorted(_VLLM_KV_DTYPE))}.",
+        )
     served = _served_dtype(model, sc)
     if kv in ("bf16", "fp16") and kv != served:
         served_name = _VLLM_DTYPE.get(served, served)
         raise ScenarioError(
             f"--kv-cache-dtype {sc.kv_cache_dtype} on a {served_name} model: vLLM {VLLM_VERSION} refuses it "
-            f"(kv_cache_dtype=\"{name}\" is incompatible with dtype=\"{served_name}\").",
+            f'(kv_cache_dtype="{name}" is incompatible with dtype="{served_name}").',
             hint=f"use --kv-cache-dtype auto (the model's {served_name}) or fp8, or serve the weights as {kv} "
-                 f"(--weight-dtype {kv}).")
+            f"(--weight-dtype {kv}).",
+        )
 
 
 def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[str, Any]:
@@ -529,6 +685,8 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
     args["enable-prefix-caching"] = True
     if sc.engine == "eager":
         args["enforce-eager"] = True
+    if sc.speculative is not None:  # a mapping in the YAML (vLLM's loader turns it to JSON), JSON on a command line
+        args["speculative-config"] = vllm_speculative_config(sc.speculative)
     unknown = set(args) - set(VLLM_FLAGS)
     assert not unknown, f"unverified vLLM flags {unknown}"  # a programming error, not the user's
     return args
@@ -545,6 +703,8 @@ def flag_list(args: dict[str, Any], positional: str | None = None) -> list[str]:
             out.append(f"--{key}")
         elif value is False:
             out.append(f"--no-{key}")
+        elif isinstance(value, dict):  # vLLM's JSON-valued flags (--speculative-config '{"method": ...}')
+            out += [f"--{key}", json.dumps(value, separators=(",", ":"))]
         else:
             out += [f"--{key}", str(value)]
     return out
@@ -586,12 +746,25 @@ def expected_metrics(dep: Deployment, prof: ServingProfile) -> list[str]:
         f"  throughput {lat.throughput_tokens_per_s:,.0f} output tokens/s, {lat.requests_per_s:,.2f} requests/s "
         f"(all replicas) [{lat.kind}]",
     ]
+    spec = lat.speculative
+    if spec is not None:
+        even = "none up to" if spec.break_even_batch is None else f"batch {spec.break_even_batch:,} of"
+        lines.append(
+            f"  speculative decoding {spec.method}, k={spec.num_speculative_tokens}, acceptance "
+            f"{spec.acceptance_rate:g} (assumed): {spec.tokens_per_step:.2f} tokens per step, TPOT "
+            f"{spec.speedup:.2f}x plain decoding; stops paying at {even} {spec.break_even_searched_up_to:,} "
+            f"[{spec.kind}]"
+        )
     if lat.fits_in_kv_cache is False:
-        lines.append(f"  warning: {lat.batch_size} requests of these lengths do not fit the KV cache; vLLM will "
-                     "queue or preempt some.")
+        lines.append(
+            f"  warning: {lat.batch_size} requests of these lengths do not fit the KV cache; vLLM will "
+            "queue or preempt some."
+        )
     if not p.fits:
-        lines.append("  WARNING: the planner predicts this config does NOT start." +
-                     (f" Try: {'; '.join(p.suggestions[:3])}." if p.suggestions else ""))
+        lines.append(
+            "  WARNING: the planner predicts this config does NOT start."
+            + (f" Try: {'; '.join(p.suggestions[:3])}." if p.suggestions else "")
+        )
     return lines
 
 
@@ -611,7 +784,9 @@ def config_file_keys(args: dict[str, Any]) -> dict[str, Any]:
     ``enable-chunked-prefill: false`` is dropped without a word and chunked prefill stays on.
     ``no-enable-chunked-prefill: true`` becomes ``--no-enable-chunked-prefill``, which ``serve`` parses.
     """
-    return {(f"no-{key}" if value is False else key): (True if value is False else value) for key, value in args.items()}
+    return {
+        (f"no-{key}" if value is False else key): (True if value is False else value) for key, value in args.items()
+    }
 
 
 def vllm_yaml(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
@@ -627,13 +802,18 @@ def vllm_yaml(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings:
 
 def vllm_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
     args = vllm_args(model, dep, prof)
-    header = [f"vllm serve command, {prof.profile} profile (the same flags as vllm-{prof.profile}.yaml).",
-              *expected_metrics(dep, prof), *[f"note: {w}" for w in warnings],
-              "For gated models: export HF_TOKEN=... first (it is not written here)."]
+    header = [
+        f"vllm serve command, {prof.profile} profile (the same flags as vllm-{prof.profile}.yaml).",
+        *expected_metrics(dep, prof),
+        *[f"note: {w}" for w in warnings],
+        "For gated models: export HF_TOKEN=... first (it is not written here).",
+    ]
     if dep.multi_node:
-        header += [f"Multi-node: start Ray first. On the head node: ray start --head --port={RAY_PORT}; on each of the "
-                   f"other {dep.nodes_per_replica - 1} node(s): ray start --address=<head node address>:{RAY_PORT}. "
-                   "Then run this on the head node."]
+        header += [
+            f"Multi-node: start Ray first. On the head node: ray start --head --port={RAY_PORT}; on each of the "
+            f"other {dep.nodes_per_replica - 1} node(s): ray start --address=<head node address>:{RAY_PORT}. "
+            "Then run this on the head node."
+        ]
     return "#!/bin/sh\n" + _comment(header) + _shell(["vllm", "serve", *flag_list(args, "model")]) + "\n"
 
 
@@ -661,13 +841,23 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
             flags.append(("kv-cache-dtype", _SGLANG_KV_DTYPE[kv]))
         else:
             notes.append(f"SGLang has no --kv-cache-dtype for {kv}; its command keeps the model dtype.")
-    flags += [("max-running-requests", prof.max_num_seqs),
-              ("chunked-prefill-size", prof.max_num_batched_tokens if prof.enable_chunked_prefill else -1)]
+    flags += [
+        ("max-running-requests", prof.max_num_seqs),
+        ("chunked-prefill-size", prof.max_num_batched_tokens if prof.enable_chunked_prefill else -1),
+    ]
     if sc.engine == "eager":
         flags += [("cuda-graph-backend-decode", "disabled"), ("cuda-graph-backend-prefill", "disabled")]
+    if sc.speculative is not None:
+        notes.append(
+            "speculative decoding is written for vLLM only (--speculative-config); SGLang's --speculative-* "
+            "flags are not exported, so this command decodes one token per step."
+        )
     if dep.multi_node:
-        flags += [("nnodes", dep.nodes_per_replica), ("node-rank", "$NODE_RANK"),
-                  ("dist-init-addr", f"$LEADER_ADDR:{SGLANG_DIST_PORT}")]
+        flags += [
+            ("nnodes", dep.nodes_per_replica),
+            ("node-rank", "$NODE_RANK"),
+            ("dist-init-addr", f"$LEADER_ADDR:{SGLANG_DIST_PORT}"),
+        ]
     unknown = {k for k, _ in flags} - set(SGLANG_FLAGS)
     assert not unknown, f"unverified SGLang flags {unknown}"
     return flags, notes
@@ -678,15 +868,20 @@ def sglang_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warn
     words = list(SGLANG_COMMAND)
     for key, value in flags:
         words += [f"--{key}"] if value is True else [f"--{key}", str(value)]
-    header = [f"SGLang launch command, {prof.profile} profile ({SGLANG_FLAG_SOURCE}).",
-              *expected_metrics(dep, prof),
-              "The expectations are for vLLM; SGLang's scheduler and kernels differ. --mem-fraction-static is the "
-              "weights + KV cache share of memory the planner sized (approximate).",
-              *[f"note: {w}" for w in [*warnings, *notes]],
-              "For gated models: export HF_TOKEN=... first (it is not written here)."]
+    header = [
+        f"SGLang launch command, {prof.profile} profile ({SGLANG_FLAG_SOURCE}).",
+        *expected_metrics(dep, prof),
+        "The expectations are for vLLM; SGLang's scheduler and kernels differ. --mem-fraction-static is the "
+        "weights + KV cache share of memory the planner sized (approximate).",
+        *[f"note: {w}" for w in [*warnings, *notes]],
+        "For gated models: export HF_TOKEN=... first (it is not written here).",
+    ]
     if dep.multi_node:
-        header.append(f"Multi-node: run on each of the {dep.nodes_per_replica} nodes with NODE_RANK=0..{dep.nodes_per_replica - 1} "
-                      "and LEADER_ADDR=<address of the rank-0 node>.")
+        header.append(
+            f"Multi-node: run on each of the {dep.nodes_per_replica} nodes with "
+            f"NODE_RANK=0..{dep.nodes_per_replica - 1} "
+            "and LEADER_ADDR=<address of the rank-0 node>."
+        )
     raw = ("$NODE_RANK", f"$LEADER_ADDR:{SGLANG_DIST_PORT}")
     return "#!/bin/sh\n" + _comment(header) + _shell(words, raw) + "\n"
 
@@ -695,15 +890,21 @@ def _container_common(dep: Deployment) -> dict[str, Any]:
     requests: dict[str, Any] = {"cpu": str(dep.cpu_request), "memory": f"{dep.memory_request_gib}Gi"}
     resources: dict[str, Any] = {"requests": requests}
     if dep.gpu_resource:
-        resources = {"limits": {dep.gpu_resource: dep.gpus_per_pod},
-                     "requests": {**requests, dep.gpu_resource: dep.gpus_per_pod}}
+        resources = {
+            "limits": {dep.gpu_resource: dep.gpus_per_pod},
+            "requests": {**requests, dep.gpu_resource: dep.gpus_per_pod},
+        }
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}]
     if dep.local_model_dir:
         mounts.append({"name": "model", "mountPath": MODEL_MOUNT_PATH, "readOnly": True})
     return {
         "image": dep.image,
-        "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": HF_SECRET_NAME, "key": HF_SECRET_KEY,
-                                                                      "optional": True}}}],
+        "env": [
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": HF_SECRET_NAME, "key": HF_SECRET_KEY, "optional": True}},
+            }
+        ],
         "resources": resources,
         "volumeMounts": mounts,
     }
@@ -725,10 +926,14 @@ def model_claim_name(dep: Deployment) -> str:
 
 
 def _volumes(dep: Deployment) -> list[dict[str, Any]]:
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
-                                     {"name": "hf-cache", "emptyDir": {}}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+        {"name": "hf-cache", "emptyDir": {}},
+    ]
     if dep.local_model_dir:
-        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model_claim_name(dep), "readOnly": True}})
+        volumes.append(
+            {"name": "model", "persistentVolumeClaim": {"claimName": model_claim_name(dep), "readOnly": True}}
+        )
     return volumes
 
 
@@ -743,18 +948,24 @@ def service_name(dep: Deployment, profile: str) -> str:
 
 def ray_worker_script() -> str:
     """Join the Ray head, retrying while it starts (the leader pod may come up after the worker)."""
-    return (f"i=0; until ray start --address=\"$LWS_LEADER_ADDRESS:{RAY_PORT}\" --block; do i=$((i+1)); "
-            f"if [ \"$i\" -ge {RAY_JOIN_TRIES} ]; then echo \"Ray head unreachable after $i tries\"; exit 1; fi; "
-            f"echo \"waiting for the Ray head (try $i of {RAY_JOIN_TRIES})\"; sleep {RAY_RETRY_SECONDS}; done")
+    return (
+        f'i=0; until ray start --address="$LWS_LEADER_ADDRESS:{RAY_PORT}" --block; do i=$((i+1)); '
+        f'if [ "$i" -ge {RAY_JOIN_TRIES} ]; then echo "Ray head unreachable after $i tries"; exit 1; fi; '
+        f'echo "waiting for the Ray head (try $i of {RAY_JOIN_TRIES})"; sleep {RAY_RETRY_SECONDS}; done'
+    )
 
 
 def ray_leader_script(serve_words: list[str]) -> str:
     """Start the Ray head, wait (bounded) until the whole group has joined, then run vLLM."""
-    count = ("python3 -c 'import ray; ray.init(address=\"auto\", logging_level=\"ERROR\"); "
-             "print(len([n for n in ray.nodes() if n[\"Alive\"]]))'")
-    wait = (f"i=0; until [ \"$({count})\" -ge \"$LWS_GROUP_SIZE\" ]; do i=$((i+1)); "
-            f"if [ \"$i\" -ge {RAY_JOIN_TRIES} ]; then echo \"Ray workers missing after $i tries\"; exit 1; fi; "
-            f"echo \"waiting for Ray workers (try $i of {RAY_JOIN_TRIES})\"; sleep {RAY_RETRY_SECONDS}; done")
+    count = (
+        'python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); '
+        'print(len([n for n in ray.nodes() if n["Alive"]]))\''
+    )
+    wait = (
+        f'i=0; until [ "$({count})" -ge "$LWS_GROUP_SIZE" ]; do i=$((i+1)); '
+        f'if [ "$i" -ge {RAY_JOIN_TRIES} ]; then echo "Ray workers missing after $i tries"; exit 1; fi; '
+        f'echo "waiting for Ray workers (try $i of {RAY_JOIN_TRIES})"; sleep {RAY_RETRY_SECONDS}; done'
+    )
     return f"ray start --head --port={RAY_PORT} && {wait} && exec " + " ".join(shlex.quote(w) for w in serve_words)
 
 
@@ -773,54 +984,93 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
     words = _k8s_serve_words(model, dep, prof)
     port = [{"name": "http", "containerPort": VLLM_PORT}]
     if not dep.multi_node:
-        container = {"name": "vllm", **_container_common(dep), "command": ["vllm", "serve"], "args": words,
-                     "ports": port, **_probes()}
+        container = {
+            "name": "vllm",
+            **_container_common(dep),
+            "command": ["vllm", "serve"],
+            "args": words,
+            "ports": port,
+            **_probes(),
+        }
         workload: dict[str, Any] = {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
-            "spec": {"replicas": dep.replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [container], "volumes": _volumes(dep)}}},
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "replicas": dep.replicas,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [container], "volumes": _volumes(dep)},
+                },
+            },
         }
         selector = {"app.kubernetes.io/name": name}
         kind_note = "a Deployment (one pod per replica) and a Service"
     else:
-        leader = {"name": "vllm-leader", **_container_common(dep), "command": ["/bin/sh", "-c"],
-                  "args": [ray_leader_script(["vllm", "serve", *words])], "ports": port, **_probes()}
-        worker = {"name": "vllm-worker", **_container_common(dep), "command": ["/bin/sh", "-c"],
-                  "args": [ray_worker_script()]}
+        leader = {
+            "name": "vllm-leader",
+            **_container_common(dep),
+            "command": ["/bin/sh", "-c"],
+            "args": [ray_leader_script(["vllm", "serve", *words])],
+            "ports": port,
+            **_probes(),
+        }
+        worker = {
+            "name": "vllm-worker",
+            **_container_common(dep),
+            "command": ["/bin/sh", "-c"],
+            "args": [ray_worker_script()],
+        }
         workload = {
-            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
             "metadata": {"name": name, "labels": labels},
             "spec": {
                 "replicas": dep.replicas,
                 "leaderWorkerTemplate": {
                     "size": dep.nodes_per_replica,
                     "restartPolicy": "RecreateGroupOnPodRestart",
-                    "leaderTemplate": {"metadata": {"labels": {**labels, "role": "leader"}},
-                                       "spec": {"containers": [leader], "volumes": _volumes(dep)}},
-                    "workerTemplate": {"metadata": {"labels": {**labels, "role": "worker"}},
-                                       "spec": {"containers": [worker], "volumes": _volumes(dep)}},
+                    "leaderTemplate": {
+                        "metadata": {"labels": {**labels, "role": "leader"}},
+                        "spec": {"containers": [leader], "volumes": _volumes(dep)},
+                    },
+                    "workerTemplate": {
+                        "metadata": {"labels": {**labels, "role": "worker"}},
+                        "spec": {"containers": [worker], "volumes": _volumes(dep)},
+                    },
                 },
             },
         }
         selector = {"app.kubernetes.io/name": name, "role": "leader"}
-        kind_note = (f"a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1; one group of {dep.nodes_per_replica} pods per "
-                     f"replica: a Ray head running vLLM and {dep.nodes_per_replica - 1} Ray worker(s)) and a Service")
+        kind_note = (
+            f"a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1; one group of {dep.nodes_per_replica} pods per "
+            f"replica: a Ray head running vLLM and {dep.nodes_per_replica - 1} Ray worker(s)) and a Service"
+        )
     service = {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name(dep, prof.profile), "labels": labels},
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": service_name(dep, prof.profile), "labels": labels},
         "spec": {"selector": selector, "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http"}]},
     }
-    header = [f"Kubernetes manifest, {prof.profile} profile: {kind_note}.",
-              *expected_metrics(dep, prof), *[f"note: {w}" for w in warnings],
-              f"The token comes from a Secret: kubectl create secret generic {HF_SECRET_NAME} "
-              f"--from-literal={HF_SECRET_KEY}=<your token> (this file holds no token).",
-              "hf-cache is an emptyDir: replace it with a PersistentVolumeClaim to keep downloaded weights.",
-              (f"Each pod requests {dep.cpu_request} CPU cores and {dep.memory_request_gib} GiB of host memory "
-               f"(its weights, the {SHM_SIZE} /dev/shm and {HOST_OVERHEAD_GIB} GiB for vLLM's processes)."),
-              f"Apply: kubectl apply -f k8s-{prof.profile}.yaml"]
+    header = [
+        f"Kubernetes manifest, {prof.profile} profile: {kind_note}.",
+        *expected_metrics(dep, prof),
+        *[f"note: {w}" for w in warnings],
+        f"The token comes from a Secret: kubectl create secret generic {HF_SECRET_NAME} "
+        f"--from-literal={HF_SECRET_KEY}=<your token> (this file holds no token).",
+        "hf-cache is an emptyDir: replace it with a PersistentVolumeClaim to keep downloaded weights.",
+        (
+            f"Each pod requests {dep.cpu_request} CPU cores and {dep.memory_request_gib} GiB of host memory "
+            f"(its weights, the {SHM_SIZE} /dev/shm and {HOST_OVERHEAD_GIB} GiB for vLLM's processes)."
+        ),
+        f"Apply: kubectl apply -f k8s-{prof.profile}.yaml",
+    ]
     if dep.local_model_dir:
-        header.append(f"The model folder {dep.local_model_dir} must be copied into the PersistentVolumeClaim "
-                      f"{model_claim_name(dep)} (ReadOnlyMany or ReadWriteMany), mounted at {MODEL_MOUNT_PATH}.")
+        header.append(
+            f"The model folder {dep.local_model_dir} must be copied into the PersistentVolumeClaim "
+            f"{model_claim_name(dep)} (ReadOnlyMany or ReadWriteMany), mounted at {MODEL_MOUNT_PATH}."
+        )
     if dep.multi_node:
         header.append("Needs the LeaderWorkerSet controller: https://github.com/kubernetes-sigs/lws")
     docs = json.loads(json.dumps([workload, service]))  # fresh objects: no YAML anchors for shared dicts
@@ -832,38 +1082,82 @@ def bench_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warni
     lat = prof.latency
     prompts = max(BENCH_MIN_PROMPTS, BENCH_ROUNDS * prof.max_num_seqs)
     metadata = {
-        "planner_version": planner.__version__, "planner_profile": prof.profile, "planner_model": dep.model_name,
-        "planner_gpu": dep.gpu_id, "planner_tp": dep.tp, "planner_pp": dep.pp, "planner_replicas": dep.replicas,
-        "planner_max_num_seqs": prof.max_num_seqs, "planner_max_num_batched_tokens": prof.max_num_batched_tokens,
-        "planner_kind": lat.kind, "planner_ttft_ms": f"{lat.ttft_seconds * 1e3:.2f}",
+        "planner_version": planner.__version__,
+        "planner_profile": prof.profile,
+        "planner_model": dep.model_name,
+        "planner_gpu": dep.gpu_id,
+        "planner_tp": dep.tp,
+        "planner_pp": dep.pp,
+        "planner_replicas": dep.replicas,
+        "planner_max_num_seqs": prof.max_num_seqs,
+        "planner_max_num_batched_tokens": prof.max_num_batched_tokens,
+        "planner_kind": lat.kind,
+        "planner_ttft_ms": f"{lat.ttft_seconds * 1e3:.2f}",
         "planner_tpot_ms": f"{lat.tpot_seconds * 1e3:.3f}",
         "planner_output_tokens_per_s": f"{lat.throughput_tokens_per_s:.1f}",
     }
-    words = ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{VLLM_PORT}",
-             "--model", dep.model, "--dataset-name", "random",
-             "--random-input-len", str(lat.input_len), "--random-output-len", str(lat.output_len), "--ignore-eos",
-             "--num-prompts", str(prompts), "--max-concurrency", str(prof.max_num_seqs), "--request-rate", "inf",
-             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-             "--save-result", "--result-filename", f"bench-{prof.profile}-{_slug(dep.model_name)}-{dep.gpu_id}.json",
-             "--metadata", *[f"{k}={v}" for k, v in metadata.items()]]
-    header = [f"vllm bench serve for the {prof.profile} profile ({BENCH_FLAG_SOURCE}).",
-              *expected_metrics(dep, prof),
-              f"Sends {prompts:,} random prompts, {prof.max_num_seqs} at a time, to a server started with "
-              f"vllm-{prof.profile}.yaml; the planner's predictions are saved in the result JSON as metadata.",
-              (f"Against the Kubernetes Service: kubectl port-forward svc/{service_name(dep, prof.profile)} "
-               f"{VLLM_PORT}:{VLLM_PORT}"),
-              "The static-batch TTFT above is for all prompts arriving at once; the bench keeps the concurrency full, "
-              "so compare its steady-state TPOT and throughput first."]
+    words = [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{VLLM_PORT}",
+        "--model",
+        dep.model,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(lat.input_len),
+        "--random-output-len",
+        str(lat.output_len),
+        "--ignore-eos",
+        "--num-prompts",
+        str(prompts),
+        "--max-concurrency",
+        str(prof.max_num_seqs),
+        "--request-rate",
+        "inf",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
+        "--save-result",
+        "--result-filename",
+        f"bench-{prof.profile}-{_slug(dep.model_name)}-{dep.gpu_id}.json",
+        "--metadata",
+        *[f"{k}={v}" for k, v in metadata.items()],
+    ]
+    header = [
+        f"vllm bench serve for the {prof.profile} profile ({BENCH_FLAG_SOURCE}).",
+        *expected_metrics(dep, prof),
+        f"Sends {prompts:,} random prompts, {prof.max_num_seqs} at a time, to a server started with "
+        f"vllm-{prof.profile}.yaml; the planner's predictions are saved in the result JSON as metadata.",
+        (
+            f"Against the Kubernetes Service: kubectl port-forward svc/{service_name(dep, prof.profile)} "
+            f"{VLLM_PORT}:{VLLM_PORT}"
+        ),
+        "The static-batch TTFT above is for all prompts arriving at once; the bench keeps the concurrency full, "
+        "so compare its steady-state TPOT and throughput first.",
+    ]
     return "#!/bin/sh\n" + _comment(header) + _shell(words) + "\n"
 
 
-_WRITERS = {"vllm-yaml": vllm_yaml, "vllm-cmd": vllm_command, "sglang": sglang_command, "k8s": k8s_manifest,
-            "bench": bench_command}
-_FILES = {"vllm-yaml": ("vllm-{p}.yaml", "vllm serve --config file"),
-          "vllm-cmd": ("vllm-{p}.sh", "the vllm serve command line with the same flags"),
-          "sglang": ("sglang-{p}.sh", "SGLang launch command"),
-          "k8s": ("k8s-{p}.yaml", "Kubernetes manifest (Deployment or LeaderWorkerSet, and a Service)"),
-          "bench": ("bench-{p}.sh", "vllm bench serve command that measures this config")}
+_WRITERS = {
+    "vllm-yaml": vllm_yaml,
+    "vllm-cmd": vllm_command,
+    "sglang": sglang_command,
+    "k8s": k8s_manifest,
+    "bench": bench_command,
+}
+_FILES = {
+    "vllm-yaml": ("vllm-{p}.yaml", "vllm serve --config file"),
+    "vllm-cmd": ("vllm-{p}.sh", "the vllm serve command line with the same flags"),
+    "sglang": ("sglang-{p}.sh", "SGLang launch command"),
+    "k8s": ("k8s-{p}.yaml", "Kubernetes manifest (Deployment or LeaderWorkerSet, and a Service)"),
+    "bench": ("bench-{p}.sh", "vllm bench serve command that measures this config"),
+}
 
 
 def export_bundle(
@@ -876,8 +1170,10 @@ def export_bundle(
     image: str | None = None,
     efficiency: Efficiency | None = None,
     profiles: tuple[str, ...] = PROFILES,
+    draft_model: ModelSpec | None = None,
 ) -> ExportBundle:
-    """Both serving profiles of ``sc`` and every target's file for each (see the module docstring)."""
+    """Both serving profiles of ``sc`` and every target's file for each (see the module docstring);
+    ``draft_model`` is the draft's spec with ``--speculative-method draft``."""
     unknown = set(profiles) - set(PROFILES)
     if unknown:
         raise ScenarioError(f"unknown export profile {sorted(unknown)}.", hint=f"Use {' or '.join(PROFILES)}.")
@@ -885,11 +1181,20 @@ def export_bundle(
     dep, warnings = deployment(model, hw, sc, loaded=loaded, revision=revision, image=image)
     warnings += _weight_flags(model, sc)[2]
     builders = {"latency": latency_profile, "throughput": throughput_profile}
-    chosen = [builders[name](model, hw, sc, efficiency) for name in PROFILES if name in profiles]
+    if sc.speculative is not None:
+        vllm_speculative_config(sc.speculative)  # refuses a head-less eagle before any profile is costed
+    chosen = [builders[name](model, hw, sc, efficiency, draft_model) for name in PROFILES if name in profiles]
     artefacts = []
     for prof in chosen:
         for target in TARGETS:
             pattern, description = _FILES[target]
-            artefacts.append(Artefact(profile=prof.profile, target=target, filename=pattern.format(p=prof.profile),
-                                      description=description, text=_WRITERS[target](model, dep, prof, warnings)))
+            artefacts.append(
+                Artefact(
+                    profile=prof.profile,
+                    target=target,
+                    filename=pattern.format(p=prof.profile),
+                    description=description,
+                    text=_WRITERS[target](model, dep, prof, warnings),
+                )
+            )
     return ExportBundle(deployment=dep, profiles=chosen, artefacts=artefacts, warnings=warnings)

@@ -22,16 +22,24 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner.efficiency import Efficiency
-from planner.estimate.memory import plan_memory, resolve
 from planner.estimate import step
+from planner.estimate.memory import plan_memory, resolve
 from planner.estimate.roofline import (
-    PredictionKind, efficiency_for, engine_of, layer_groups, model_ops, prediction_kind, roofline, step_shape,
+    PredictionKind,
+    efficiency_for,
+    engine_of,
+    layer_groups,
+    model_ops,
+    prediction_kind,
+    roofline,
+    step_shape,
 )
-from planner.model.ops import Op
+from planner.estimate.speculative import SpeculativeEstimate, estimate_speculation
 from planner.hardware import HardwareProfile
+from planner.model.ops import Op
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.units import cdiv
@@ -47,16 +55,35 @@ class LatencyEstimate(BaseModel):
     output_len: int = Field(description="Generated tokens per request.")
     ttft_seconds: float = Field(description="Time to the first token of the batch (all prompts prefilled), seconds.")
     tpot_seconds: float = Field(description="Time per output token after the first (one decode step), seconds.")
-    decode_context_len: int = Field(description="Context of the decode step TPOT is taken at: input + output / 2, tokens.")
+    decode_context_len: int = Field(
+        description="Context of the decode step TPOT is taken at: input + output / 2, tokens."
+    )
     e2e_seconds: float = Field(description="TTFT + (output_len - 1) x TPOT, seconds.")
-    throughput_tokens_per_s: float = Field(description="Output tokens per second of the whole deployment (all replicas).")
+    throughput_tokens_per_s: float = Field(
+        description="Output tokens per second of the whole deployment (all replicas)."
+    )
     throughput_tokens_per_s_per_gpu: float = Field(description="Output tokens per second per GPU.")
     requests_per_s: float = Field(description="Completed requests per second of the whole deployment.")
     prefill_steps: int = Field(description="Steps the prefill takes under the max_num_batched_tokens budget.")
     prefill_bound: str = Field(description="Ceiling that binds the prefill.")
     decode_bound: str = Field(description="Ceiling that binds the decode step.")
     kind: PredictionKind = Field(description="bound, estimate or calibrated.")
-    fits_in_kv_cache: bool | None = Field(None, description="Whether batch x (input + output) tokens fit the planned KV cache.")
+    fits_in_kv_cache: bool | None = Field(
+        None, description="Whether batch x (input + output) tokens fit the planned KV cache."
+    )
+    speculative: SpeculativeEstimate | None = Field(
+        None,
+        description="Speculative decoding's step at the decode context (TPOT above is its tpot_seconds); "
+        "absent when speculation is off.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_speculation_when_off(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """The dump of a plain estimate is what it was before speculation existed (no ``speculative: null``)."""
+        data = handler(self)
+        if data.get("speculative", True) is None:
+            del data["speculative"]
+        return data
 
 
 def decode_context_len(input_len: int, output_len: int) -> int:
@@ -80,8 +107,13 @@ def estimate_latency(
     output_len: int | None = None,
     efficiency: Efficiency | None = None,
     check_memory: bool = True,
+    draft_model: ModelSpec | None = None,
 ) -> LatencyEstimate:
-    """TTFT, TPOT and throughput for a static batch (defaults from ``sc.workload``)."""
+    """TTFT, TPOT and throughput for a static batch (defaults from ``sc.workload``).
+
+    With ``sc.speculative`` TPOT is the speculative step's time per token (``planner.estimate.speculative``;
+    ``draft_model`` is the draft's spec for method draft) and E2E and throughput follow from it.
+    """
     wl = sc.workload
     B, n_in, n_out = batch_size or wl.batch_size, input_len or wl.input_len, output_len or wl.output_len
     eff = efficiency or efficiency_for(hw, sc=sc)
@@ -92,6 +124,10 @@ def estimate_latency(
     decode_context = decode_context_len(n_in, n_out)
     dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
     tpot = dec.total_seconds
+    speculative = None
+    if sc.speculative is not None:
+        speculative = estimate_speculation(model, hw, sc, B, decode_context, eff, draft_model)
+        tpot = speculative.tpot_seconds
     e2e = ttft + (n_out - 1) * tpot
     replicas = sc.replicas
     tokens_per_s = B * n_out / e2e * replicas
@@ -100,11 +136,22 @@ def estimate_latency(
         plan = plan_memory(model, hw, sc, suggest=False)
         fits = plan.fits and plan.kv_cache_tokens >= B * (n_in + n_out)
     return LatencyEstimate(
-        batch_size=B, input_len=n_in, output_len=n_out, ttft_seconds=ttft, tpot_seconds=tpot,
-        decode_context_len=decode_context, e2e_seconds=e2e,
-        throughput_tokens_per_s=tokens_per_s, throughput_tokens_per_s_per_gpu=tokens_per_s / sc.total_gpus,
-        requests_per_s=B / e2e * replicas, prefill_steps=steps, prefill_bound=pre.bound, decode_bound=dec.bound,
-        kind=prediction_kind(eff), fits_in_kv_cache=fits,
+        batch_size=B,
+        input_len=n_in,
+        output_len=n_out,
+        ttft_seconds=ttft,
+        tpot_seconds=tpot,
+        decode_context_len=decode_context,
+        e2e_seconds=e2e,
+        throughput_tokens_per_s=tokens_per_s,
+        throughput_tokens_per_s_per_gpu=tokens_per_s / sc.total_gpus,
+        requests_per_s=B / e2e * replicas,
+        prefill_steps=steps,
+        prefill_bound=pre.bound,
+        decode_bound=dec.bound,
+        kind=prediction_kind(eff),
+        fits_in_kv_cache=fits,
+        speculative=speculative,
     )
 
 
@@ -126,9 +173,19 @@ def _prefill_features(batch: float, query: float, context: float | None = None) 
 
 #: Basis shapes the table is solved on: (stage, batch, length). Small contexts so that no sliding
 #: window binds (windows are applied per row when the table is evaluated).
-_BASIS = (("decode", 1, 1), ("decode", 2, 1), ("decode", 1, 3), ("decode", 3, 5), ("prefill", 1, 4),
-          ("prefill", 1, 8), ("prefill", 2, 4), ("prefill", 3, 2), ("prefill", 1, 16), ("prefill", 1, 4, 9),
-          ("prefill", 2, 3, 7))
+_BASIS = (
+    ("decode", 1, 1),
+    ("decode", 2, 1),
+    ("decode", 1, 3),
+    ("decode", 3, 5),
+    ("prefill", 1, 4),
+    ("prefill", 1, 8),
+    ("prefill", 2, 4),
+    ("prefill", 3, 2),
+    ("prefill", 1, 16),
+    ("prefill", 1, 4, 9),
+    ("prefill", 2, 3, 7),
+)
 
 
 def _signature(ops: list[Op]) -> list[tuple[str, str]]:
@@ -169,27 +226,42 @@ class OpTable:
             per_basis.append(rows)
         first = per_basis[0]
         X = np.asarray([_features(*b) for b in bases], float)
-        n = len(first)
         self.kind = np.asarray([step.KIND_CODES[op.kind] for op, _, _ in first], float)
         self.count = np.asarray([c for _, c, _ in first], float)
         self.kernels = np.asarray([op.kernels for op, _, _ in first], float)
         self.compute_dtypes = [op.compute_dtype for op, _, _ in first]
         self.names = [op.name for op, _, _ in first]
-        self.window = np.asarray([getattr(layer.mixer, "window_tokens", None) or np.inf if layer is not None
-                                  and op.kind == "attention" else np.inf for op, _, layer in first], float)
+        #: The layer object whose ops each row is (None for the model's own ops: embedding, norm, lm_head, sampler).
+        self.owner = [layer for _, _, layer in first]
+        self.window = np.asarray(
+            [
+                getattr(layer.mixer, "window_tokens", None) or np.inf
+                if layer is not None and op.kind == "attention"
+                else np.inf
+                for op, _, layer in first
+            ],
+            float,
+        )
         self.moe: list[tuple[int, float, float, float]] = []  # (row, E, k, bytes of one expert)
         quantities = {"flops": [], "other_bytes": [], "m": [], "comm": []}
         for rows in per_basis:
             quantities["flops"].append([op.flops for op, _, _ in rows])
-            quantities["other_bytes"].append([op.bytes - (op.weight_bytes if op.kind == "grouped_gemm" else 0.0)
-                                              for op, _, _ in rows])
+            quantities["other_bytes"].append(
+                [op.bytes - (op.weight_bytes if op.kind == "grouped_gemm" else 0.0) for op, _, _ in rows]
+            )
             quantities["m"].append([0 if op.kind == "grouped_gemm" else op.gemm_m_tokens or 0 for op, _, _ in rows])
             quantities["comm"].append([op.comm_bytes for op, _, _ in rows])
         for i, (op, _, layer) in enumerate(first):
             if op.kind == "grouped_gemm":
                 ffn = layer.ffn
-                self.moe.append((i, ffn.num_experts, ffn.experts_per_token,
-                                 op.weight_bytes / ffn.expected_distinct_experts(int(X[0, 1]))))
+                self.moe.append(
+                    (
+                        i,
+                        ffn.num_experts,
+                        ffn.experts_per_token,
+                        op.weight_bytes / ffn.expected_distinct_experts(int(X[0, 1])),
+                    )
+                )
         self.coef = {}
         for name, values in quantities.items():
             Y = np.asarray(values, float)  # bases x rows
@@ -225,6 +297,7 @@ class OpTable:
             hit.kind, hit.count, hit.kernels = self.kind[rows], self.count[rows], self.kernels[rows]
             hit.compute_dtypes = [self.compute_dtypes[i] for i in rows]
             hit.names = [self.names[i] for i in rows]
+            hit.owner = [self.owner[i] for i in rows]
             hit.window, hit.is_gemm = self.window[rows], self.is_gemm[rows]
             hit.coef = {k: v[rows] for k, v in self.coef.items()}
             where = {int(r): j for j, r in enumerate(rows)}
@@ -236,15 +309,20 @@ class OpTable:
 
     def peaks(self, hw: HardwareProfile) -> np.ndarray:
         """Peak FLOP/s of each row's math dtype on ``hw`` (after the card's dtype fallback)."""
-        return np.asarray([hw.peak_flops_per_s[hw.compute_dtype_for(d) or hw.compute_dtype_for("bf16") or "fp32"]
-                           for d in self.compute_dtypes], float)
+        return np.asarray(
+            [
+                hw.peak_flops_per_s[hw.compute_dtype_for(d) or hw.compute_dtype_for("bf16") or "fp32"]
+                for d in self.compute_dtypes
+            ],
+            float,
+        )
 
     def evaluate(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(flops, bytes, GEMM rows, all-reduce bytes) of every row for features ``f`` (5,) or (5, N)."""
         f = np.asarray(f, float)
         q = self._all @ f
         n = self.n
-        flops, nbytes, m, comm = q[:n], q[n:2 * n], q[2 * n:3 * n], q[3 * n:]
+        flops, nbytes, m, comm = q[:n], q[n : 2 * n], q[2 * n : 3 * n], q[3 * n :]
         if len(self.window_rows):  # sliding layers: a sequence attends at most its window
             w = self.window[self.window_rows]
             w = w if f.ndim == 1 else w[:, None]
@@ -295,8 +373,14 @@ class StepTimeModel:
     costed with the decode table and the two added.
     """
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, efficiency: Efficiency | None = None,
-                 tables: tuple[OpTable, OpTable] | None = None):
+    def __init__(
+        self,
+        model: ModelSpec,
+        hw: HardwareProfile,
+        sc: Scenario,
+        efficiency: Efficiency | None = None,
+        tables: tuple[OpTable, OpTable] | None = None,
+    ):
         self.eff = efficiency or efficiency_for(hw, sc=sc)
         self.kind = prediction_kind(self.eff)
         self.hw, self.sc = hw, sc
@@ -311,8 +395,9 @@ class StepTimeModel:
         self._memo: dict[tuple, float] = {}
         self._steady: dict[tuple, tuple] = {}
 
-    def gpu_seconds(self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None,
-                    piecewise: bool = False) -> np.ndarray | float:
+    def gpu_seconds(
+        self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None, piecewise: bool = False
+    ) -> np.ndarray | float:
         """Sum over the table's rows (or the subset ``rows``) of each op's bound time x layers
         (features ``f``: (5,) or (5, N))."""
         eff = self.eff
@@ -335,12 +420,14 @@ class StepTimeModel:
             f_compute = np.where(col(table.gemm_like), step.gemm_fraction(eff, m) * col(fixed["grouped"]), f_compute)
         if eff.attention_seconds_per_seq:
             floor = floor + step.attention_floor_seconds(eff, kind, col(table.kernels), f[2])
-        t, _, _ = step.bound_seconds(flops, nbytes, f_compute, col(fixed["memory"]), col(fixed["peak"]),
-                                     self.hw.hbm_bandwidth_bytes_per_s, floor)
+        t, _, _ = step.bound_seconds(
+            flops, nbytes, f_compute, col(fixed["memory"]), col(fixed["peak"]), self.hw.hbm_bandwidth_bytes_per_s, floor
+        )
         ar = table.allreduce_rows
         if len(ar):
-            t[ar] = np.maximum(step.allreduce_seconds(eff, comm[ar], self.tp, self.link, self.engine.custom_allreduce),
-                               floor[ar])
+            t[ar] = np.maximum(
+                step.allreduce_seconds(eff, comm[ar], self.tp, self.link, self.engine.custom_allreduce), floor[ar]
+            )
         count = col(table.count)
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)
 
@@ -359,12 +446,23 @@ class StepTimeModel:
             rows = []
             for i in range(table.n):
                 w = float(table.window[i])
-                rows.append((tuple(float(x) for x in table.coef["flops"][i]),
-                             tuple(float(x) for x in table.coef["other_bytes"][i]),
-                             tuple(float(x) for x in table.coef["m"][i]),
-                             None if math.isinf(w) else w, bool(table.gemm_like[i]), float(fixed["grouped"][i]),
-                             float(fixed["compute"][i]), float(fixed["memory"][i]), float(fixed["peak"][i]),
-                             float(table.count[i]), float(floor[i]), float(launch[i]), bool(attention_floor[i])))
+                rows.append(
+                    (
+                        tuple(float(x) for x in table.coef["flops"][i]),
+                        tuple(float(x) for x in table.coef["other_bytes"][i]),
+                        tuple(float(x) for x in table.coef["m"][i]),
+                        None if math.isinf(w) else w,
+                        bool(table.gemm_like[i]),
+                        float(fixed["grouped"][i]),
+                        float(fixed["compute"][i]),
+                        float(fixed["memory"][i]),
+                        float(fixed["peak"][i]),
+                        float(table.count[i]),
+                        float(floor[i]),
+                        float(launch[i]),
+                        bool(attention_floor[i]),
+                    )
+                )
         self._steady[key] = rows
         return rows
 
@@ -404,15 +502,21 @@ class StepTimeModel:
         the grouped-GEMM derate and the peak (``step.op_fractions`` with the GEMM rows' M left open)."""
         compute, memory = step.op_fractions(self.eff, table.kind, np.full(table.n, float(step.MAX_GEMM_ROWS)))
         grouped = np.where(table.kind == step.KIND_CODES["grouped_gemm"], self.eff.grouped_gemm_fraction, 1.0)
-        return {"compute": np.asarray(compute, float), "memory": np.asarray(memory, float) * np.ones(table.n),
-                "grouped": grouped, "peak": table.peaks(self.hw)}
+        return {
+            "compute": np.asarray(compute, float),
+            "memory": np.asarray(memory, float) * np.ones(table.n),
+            "grouped": grouped,
+            "peak": table.peaks(self.hw),
+        }
 
     def decode_seconds(self, batch, context) -> np.ndarray | float:
         """Wall time of pure-decode steps at ``batch`` sequences of ``context`` tokens (1-d arrays allowed).
 
         A batch the engine captured as a CUDA graph runs at the padded graph size.
         """
-        if isinstance(batch, (int, float)) and isinstance(context, (int, float)) or np.ndim(batch) == np.ndim(context) == 0:
+        if (isinstance(batch, (int, float)) and isinstance(context, (int, float))) or np.ndim(batch) == np.ndim(
+            context
+        ) == 0:
             return self._decode_scalar(float(batch), float(context))
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         cap = self.engine.max_cuda_graph_batch
@@ -423,8 +527,9 @@ class StepTimeModel:
         unique, inverse = np.unique(run, return_inverse=True)
         u_graphs = np.logical_and(self.graphs, unique <= cap)  # padded sizes keep the graph flag
         zeros = np.zeros_like(unique)
-        k0, l0 = self.gpu_seconds(table, np.stack([np.ones_like(unique), unique, unique, zeros, zeros]), u_graphs,
-                                  rows=table.token_rows)
+        k0, l0 = self.gpu_seconds(
+            table, np.stack([np.ones_like(unique), unique, unique, zeros, zeros]), u_graphs, rows=table.token_rows
+        )
         f = np.stack([np.ones_like(run), run, run, run * context, run * context])
         k1, l1 = self.gpu_seconds(table, f, graphs, rows=table.attention_rows)
         gpu = step.gpu_step_seconds(np.asarray(k0)[inverse] + k1, np.asarray(l0)[inverse] + l1)
@@ -440,8 +545,9 @@ class StepTimeModel:
         token_part = self._memo.get(key)
         if token_part is None:
             f0 = np.asarray([1.0, run, run, 0.0, 0.0])
-            token_part = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(
-                self.decode_table, f0, graphs, rows=self.decode_table.token_rows))
+            token_part = self._memo[key] = tuple(
+                float(x) for x in self.gpu_seconds(self.decode_table, f0, graphs, rows=self.decode_table.token_rows)
+            )
         k1, l1 = self._attention_part(self.decode_table, (1.0, run, run, run * context, run * context), graphs, False)
         gpu = step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1)
         return float(step.combine_step(gpu, float(step.host_seconds(self.eff, batch)), self.engine.async_scheduling))
@@ -457,8 +563,9 @@ class StepTimeModel:
         hit = self._memo.get(key)
         if hit is None:
             f = np.asarray([1.0, tokens, seqs, 0.0, 0.0])
-            hit = self._memo[key] = tuple(float(x) for x in self.gpu_seconds(table, f, False, rows=table.token_rows,
-                                                                              piecewise=graphs))
+            hit = self._memo[key] = tuple(
+                float(x) for x in self.gpu_seconds(table, f, False, rows=table.token_rows, piecewise=graphs)
+            )
             if len(self._memo) > 200_000:
                 self._memo.clear()
         return hit
@@ -471,10 +578,14 @@ class StepTimeModel:
         """
         piecewise = self._piecewise(float(f[1]))
         k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), piecewise)
-        k1, l1 = self._attention_part(table, f if isinstance(f, tuple) else tuple(float(x) for x in f), False, piecewise)
+        k1, l1 = self._attention_part(
+            table, f if isinstance(f, tuple) else tuple(float(x) for x in f), False, piecewise
+        )
         return k0 + k1, l0 + l1
 
-    def _attention_part(self, table: OpTable, f: tuple[float, ...], graphs: bool, piecewise: bool) -> tuple[float, float]:
+    def _attention_part(
+        self, table: OpTable, f: tuple[float, ...], graphs: bool, piecewise: bool
+    ) -> tuple[float, float]:
         """(kernel, launch) seconds of the table's attention rows for one step's features ``f``."""
         sub = table.subset(table.attention_rows)
         rows = self._scalar_rows(sub, graphs, piecewise)
@@ -483,8 +594,15 @@ class StepTimeModel:
             return float(k), float(l_)
         return self._scalar_seconds(rows, f)
 
-    def step_seconds(self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int,
-                     prefill_seqs: int | None = None) -> float:
+    def step_seconds(
+        self,
+        *,
+        prefill_tokens: int,
+        prefill_attention_pairs: float,
+        decode_seqs: int,
+        decode_kv_tokens: int,
+        prefill_seqs: int | None = None,
+    ) -> float:
         """Seconds of one step: ``prefill_tokens`` prompt tokens (with ``prefill_attention_pairs``
         causal (query, key) pairs, in ``prefill_seqs`` chunks, default 1 when there are any) plus
         ``decode_seqs`` decodes over ``decode_kv_tokens`` cached tokens."""
@@ -495,15 +613,22 @@ class StepTimeModel:
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
         if self.shared:
-            f = (1.0, float(prefill_tokens + decode_seqs), float(seqs), float(prefill_attention_pairs + decode_kv_tokens),
-                 float(prefill_tokens + decode_kv_tokens))
+            f = (
+                1.0,
+                float(prefill_tokens + decode_seqs),
+                float(seqs),
+                float(prefill_attention_pairs + decode_kv_tokens),
+                float(prefill_tokens + decode_kv_tokens),
+            )
             kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
         else:
             f = (1.0, float(prefill_tokens), float(chunks), float(prefill_attention_pairs), float(prefill_tokens))
             kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
             if decode_seqs:
-                k, l_ = self.mixed_gpu_seconds(self.decode_table, tuple(float(x) for x in _decode_features(
-                    decode_seqs, decode_kv_tokens / decode_seqs)))
+                k, l_ = self.mixed_gpu_seconds(
+                    self.decode_table,
+                    tuple(float(x) for x in _decode_features(decode_seqs, decode_kv_tokens / decode_seqs)),
+                )
                 kernels, launches = kernels + k, launches + l_
         gpu = step.gpu_step_seconds(float(kernels), float(launches))
         return float(step.combine_step(gpu, float(step.host_seconds(self.eff, seqs)), self.engine.async_scheduling))
