@@ -23,12 +23,15 @@ from planner.verify.public_records import AccuracyReport, evaluate, load_records
 
 def summary_line(report: AccuracyReport, bound: AccuracyReport, seconds: float) -> dict:
     return {
-        "records": report.total_records, "expressed": report.expressed, "unexpressed": report.unexpressed_count,
+        "records": report.total_records,
+        "expressed": report.expressed,
+        "unexpressed": report.unexpressed_count,
         "median_abs_error_pct": round(report.median_abs_error_pct or 0.0, 1),
         "p90_abs_error_pct": round(report.p90_abs_error_pct or 0.0, 1),
         "bound_median_abs_error_pct": round(bound.median_abs_error_pct or 0.0, 1),
         "bound_p90_abs_error_pct": round(bound.p90_abs_error_pct or 0.0, 1),
-        "fast": report.fast, "seconds": round(seconds, 1),
+        "fast": report.fast,
+        "seconds": round(seconds, 1),
     }
 
 
@@ -51,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     print(render_table(report))
     print("\nPure roofline (BOUND: datasheet peaks, no overheads) on the same records:")
     for s in bound.summaries:
-        print(f"  {s.family[:34]:34s} {s.metric[:36]:36s} n={s.count:4d}  median |err| {s.median_abs_error_pct:6.1f}%  "
-              f"P90 {s.p90_abs_error_pct:6.1f}%  median err {s.median_error_pct:+6.1f}%")
+        print(
+            f"  {s.family[:34]:34s} {s.metric[:36]:36s} n={s.count:4d}  median |err| {s.median_abs_error_pct:6.1f}%  "
+            f"P90 {s.p90_abs_error_pct:6.1f}%  median err {s.median_error_pct:+6.1f}%"
+        )
     print(json.dumps(summary_line(report, bound, elapsed)))
     return 0
 

@@ -83,8 +83,12 @@ def measure(page: str) -> dict[str, float]:
     for i in range(RUNS):
         at.slider(key="util").set_value(0.90 if i % 2 == 0 else 0.91)
         changed.append(timed_run(at))
-    return {"first_s": first, "unchanged_median_s": statistics.median(unchanged),
-            "changed_median_s": statistics.median(changed), "changed_first_s": changed[0]}
+    return {
+        "first_s": first,
+        "unchanged_median_s": statistics.median(unchanged),
+        "changed_median_s": statistics.median(changed),
+        "changed_first_s": changed[0],
+    }
 
 
 def main() -> None:
@@ -99,8 +103,10 @@ def main() -> None:
     print(f"\nMeasured with AppTest, median of {RUNS} reruns:")
     print(f"  {'page':9s} {'first run':>10s} {'unchanged':>10s} {'new input':>10s} {'changed':>10s}")
     for name, r in results.items():
-        print(f"  {name:9s} {r['first_s'] * 1e3:8.0f} ms {r['unchanged_median_s'] * 1e3:7.0f} ms "
-              f"{r['changed_first_s'] * 1e3:7.0f} ms {r['changed_median_s'] * 1e3:7.0f} ms")
+        print(
+            f"  {name:9s} {r['first_s'] * 1e3:8.0f} ms {r['unchanged_median_s'] * 1e3:7.0f} ms "
+            f"{r['changed_first_s'] * 1e3:7.0f} ms {r['changed_median_s'] * 1e3:7.0f} ms"
+        )
     line = {"benchmark": "app_rerun", "runs": RUNS}
     for name, r in results.items():
         line[f"{name}_rerun_median_s"] = round(r["unchanged_median_s"], 4)

@@ -73,10 +73,20 @@ def main() -> None:
     print(f"python -m planner plan {args.model} --gpu h100-sxm --format json, median of {args.rounds} runs:")
     for name, seconds in figures.items():
         print(f"  {name:24s} {seconds * 1e3:7.0f} ms")
-    print(f"  plan above the bare interpreter: {(plan - figures['python -c pass']) * 1e3:.0f} ms "
-          f"(target: the whole process <= {TARGET_SECONDS * 1e3:.0f} ms)")
-    print(json.dumps({"benchmark": "cli_plan", "seconds": round(plan, 4), "rounds": args.rounds,
-                      **{k: round(v, 4) for k, v in figures.items()}}))
+    print(
+        f"  plan above the bare interpreter: {(plan - figures['python -c pass']) * 1e3:.0f} ms "
+        f"(target: the whole process <= {TARGET_SECONDS * 1e3:.0f} ms)"
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "cli_plan",
+                "seconds": round(plan, 4),
+                "rounds": args.rounds,
+                **{k: round(v, 4) for k, v in figures.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -53,18 +53,25 @@ def main() -> None:
     # (512 + 128), with the fixed cost shared by a batch of B requests:
     #   seconds/request = prefill + 256 * (fixed / B + per_token + per_kv * 640)
     batch = 256
-    prefill = cost.step_seconds(
-        prefill_tokens=INPUT_TOKENS,
-        prefill_attention_pairs=INPUT_TOKENS * (INPUT_TOKENS + 1) / 2,
-        decode_seqs=0,
-        decode_kv_tokens=0,
-    ) - cost.fixed_seconds
-    decode_token = cost.fixed_seconds / batch + cost.per_token_seconds + cost.per_kv_token_seconds * (
-        INPUT_TOKENS + OUTPUT_TOKENS / 2
+    prefill = (
+        cost.step_seconds(
+            prefill_tokens=INPUT_TOKENS,
+            prefill_attention_pairs=INPUT_TOKENS * (INPUT_TOKENS + 1) / 2,
+            decode_seqs=0,
+            decode_kv_tokens=0,
+        )
+        - cost.fixed_seconds
+    )
+    decode_token = (
+        cost.fixed_seconds / batch
+        + cost.per_token_seconds
+        + cost.per_kv_token_seconds * (INPUT_TOKENS + OUTPUT_TOKENS / 2)
     )
     capacity = 1.0 / (prefill + OUTPUT_TOKENS * decode_token)
-    print(f"analytic: offered {RATE_PER_S:.1f} req/s = {RATE_PER_S * OUTPUT_TOKENS:,.0f} output tok/s; "
-          f"capacity at batch {batch} ~ {capacity:.1f} req/s (load {RATE_PER_S / capacity:.0%})")
+    print(
+        f"analytic: offered {RATE_PER_S:.1f} req/s = {RATE_PER_S * OUTPUT_TOKENS:,.0f} output tok/s; "
+        f"capacity at batch {batch} ~ {capacity:.1f} req/s (load {RATE_PER_S / capacity:.0%})"
+    )
 
     walls = []
     for _ in range(3):
@@ -73,28 +80,38 @@ def main() -> None:
         walls.append(time.perf_counter() - start)
     wall = statistics.median(walls)
 
-    print(f"simulated: {result.num_completed:,} requests in {result.duration_seconds:,.1f} s of engine time, "
-          f"{result.num_steps:,} steps, {result.preemptions} preemptions")
-    print(f"simulated: {result.throughput_tokens_per_s:,.0f} output tok/s, {result.requests_per_s:.2f} req/s; "
-          f"TTFT p50 {result.ttft_seconds.p50 * 1e3:.1f} ms p99 {result.ttft_seconds.p99 * 1e3:.1f} ms; "
-          f"TPOT p50 {result.tpot_seconds.p50 * 1e3:.1f} ms; ITL p99 {result.itl_seconds.p99 * 1e3:.1f} ms")
+    print(
+        f"simulated: {result.num_completed:,} requests in {result.duration_seconds:,.1f} s of engine time, "
+        f"{result.num_steps:,} steps, {result.preemptions} preemptions"
+    )
+    print(
+        f"simulated: {result.throughput_tokens_per_s:,.0f} output tok/s, {result.requests_per_s:.2f} req/s; "
+        f"TTFT p50 {result.ttft_seconds.p50 * 1e3:.1f} ms p99 {result.ttft_seconds.p99 * 1e3:.1f} ms; "
+        f"TPOT p50 {result.tpot_seconds.p50 * 1e3:.1f} ms; ITL p99 {result.itl_seconds.p99 * 1e3:.1f} ms"
+    )
     verdict = "meets" if wall < TARGET_SECONDS else "MISSES"
-    print(f"measured: wall time {wall:.3f} s (median of 3: {', '.join(f'{w:.3f}' for w in walls)}); "
-          f"{verdict} the {TARGET_SECONDS:.0f} s target")
-    print(json.dumps({
-        "benchmark": "simulator",
-        "num_requests": NUM_REQUESTS,
-        "request_rate_per_s": RATE_PER_S,
-        "input_tokens": INPUT_TOKENS,
-        "output_tokens": OUTPUT_TOKENS,
-        "num_steps": result.num_steps,
-        "wall_seconds_median": round(wall, 4),
-        "target_seconds": TARGET_SECONDS,
-        "meets_target": wall < TARGET_SECONDS,
-        "simulated_throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1),
-        "simulated_ttft_p50_seconds": round(result.ttft_seconds.p50, 5),
-        "simulated_tpot_p50_seconds": round(result.tpot_seconds.p50, 5),
-    }))
+    print(
+        f"measured: wall time {wall:.3f} s (median of 3: {', '.join(f'{w:.3f}' for w in walls)}); "
+        f"{verdict} the {TARGET_SECONDS:.0f} s target"
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "simulator",
+                "num_requests": NUM_REQUESTS,
+                "request_rate_per_s": RATE_PER_S,
+                "input_tokens": INPUT_TOKENS,
+                "output_tokens": OUTPUT_TOKENS,
+                "num_steps": result.num_steps,
+                "wall_seconds_median": round(wall, 4),
+                "target_seconds": TARGET_SECONDS,
+                "meets_target": wall < TARGET_SECONDS,
+                "simulated_throughput_tokens_per_s": round(result.throughput_tokens_per_s, 1),
+                "simulated_ttft_p50_seconds": round(result.ttft_seconds.p50, 5),
+                "simulated_tpot_p50_seconds": round(result.tpot_seconds.p50, 5),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

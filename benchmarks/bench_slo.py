@@ -75,58 +75,88 @@ def main() -> None:
     decode_alone = step.step_seconds(prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=1, decode_kv_tokens=640)
     # At 15 req/s a request lives ~256 decode steps; Little's law puts ~15 x 256 x TPOT in flight,
     # so the run takes about 10,000 / 15 s of engine time at one step per TPOT.
-    busy_tpot = step.step_seconds(prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=100,
-                                  decode_kv_tokens=100 * 640)
+    busy_tpot = step.step_seconds(
+        prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=100, decode_kv_tokens=100 * 640
+    )
     steps = SIM_REQUESTS / SIM_RATE / busy_tpot
-    print(f"analytic: StepTimeModel.step_seconds costs {per_call * 1e6:.1f} us per call; a decode step takes "
-          f"{decode_alone * 1e3:.2f} ms alone, {busy_tpot * 1e3:.2f} ms with 100 in flight, so {SIM_REQUESTS:,} "
-          f"requests at {SIM_RATE:g} req/s need ~{steps:,.0f} steps ~ {steps * per_call:.2f} s of step-model time")
+    print(
+        f"analytic: StepTimeModel.step_seconds costs {per_call * 1e6:.1f} us per call; a decode step takes "
+        f"{decode_alone * 1e3:.2f} ms alone, {busy_tpot * 1e3:.2f} ms with 100 in flight, so {SIM_REQUESTS:,} "
+        f"requests at {SIM_RATE:g} req/s need ~{steps:,.0f} steps ~ {steps * per_call:.2f} s of step-model time"
+    )
 
     # ---- 10,000 requests through the bridge ---------------------------------------------------
-    workload = Workload(arrivals=PoissonArrivals(request_rate_per_s=SIM_RATE), num_requests=SIM_REQUESTS,
-                        input_tokens=FixedLength(tokens=512), output_tokens=FixedLength(tokens=256), seed=0)
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=SIM_RATE),
+        num_requests=SIM_REQUESTS,
+        input_tokens=FixedLength(tokens=512),
+        output_tokens=FixedLength(tokens=256),
+        seed=0,
+    )
     sim_wall, sim_walls, result = timed(lambda: simulate_scenario(llama8b, hw, sc, workload, step_model=step), runs)
-    print(f"measured: {SIM_REQUESTS:,} requests, {result.num_steps:,} steps in {sim_wall:.3f} s "
-          f"(runs: {', '.join(f'{w:.3f}' for w in sim_walls)}); P99 TTFT {result.ttft_seconds.p99 * 1e3:.1f} ms, "
-          f"P99 TPOT {result.tpot_seconds.p99 * 1e3:.2f} ms, {result.throughput_tokens_per_s:,.0f} output tok/s "
-          f"({result.label}); {'meets' if sim_wall < SIM_TARGET_SECONDS else 'MISSES'} the "
-          f"{SIM_TARGET_SECONDS:g} s target")
+    print(
+        f"measured: {SIM_REQUESTS:,} requests, {result.num_steps:,} steps in {sim_wall:.3f} s "
+        f"(runs: {', '.join(f'{w:.3f}' for w in sim_walls)}); P99 TTFT {result.ttft_seconds.p99 * 1e3:.1f} ms, "
+        f"P99 TPOT {result.tpot_seconds.p99 * 1e3:.2f} ms, {result.throughput_tokens_per_s:,.0f} output tok/s "
+        f"({result.label}); {'meets' if sim_wall < SIM_TARGET_SECONDS else 'MISSES'} the "
+        f"{SIM_TARGET_SECONDS:g} s target"
+    )
 
     # ---- the SLO search ---------------------------------------------------------------------------
-    workload_slo = Workload(arrivals=PoissonArrivals(request_rate_per_s=TARGET_RATE),
-                            input_tokens=FixedLength(tokens=1024), output_tokens=FixedLength(tokens=256))
+    workload_slo = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=TARGET_RATE),
+        input_tokens=FixedLength(tokens=1024),
+        output_tokens=FixedLength(tokens=256),
+    )
     searches = {}
     models = ["meta-llama/Llama-3.1-8B"] + ([] if args.quick else ["meta-llama/Llama-3.1-70B"])
     for name in models:
         model = llama8b if name.endswith("8B") else spec(name)
         for exhaustive in (False, True):
             settings = SearchSettings(exhaustive=exhaustive)
-            wall, walls, plan = timed(lambda: plan_slo(model, SLO_TARGETS, workload_slo, SPACE, settings),
-                                      1 if exhaustive else runs)
+            wall, _walls, plan = timed(
+                lambda: plan_slo(model, SLO_TARGETS, workload_slo, SPACE, settings),  # noqa: B023 (timed() calls it at once)
+                1 if exhaustive else runs,
+            )
             best = plan.recommendation
             probes = sum(len(c.probes) for c in plan.candidates)
             mode = "every candidate" if exhaustive else "default"
-            answer = (f"{best.replicas} x {best.label} = {best.total_gpus} GPU(s), ${best.usd_per_hour:,.2f}/h, "
-                      f"${best.usd_per_1m_output_tokens:,.3f} per 1M output tokens" if best else "no deployment")
-            print(f"measured: SLO search for {name} ({len(plan.candidates)} candidates, {mode}): {wall:.2f} s, "
-                  f"{probes} probes -> {answer}")
+            answer = (
+                f"{best.replicas} x {best.label} = {best.total_gpus} GPU(s), ${best.usd_per_hour:,.2f}/h, "
+                f"${best.usd_per_1m_output_tokens:,.3f} per 1M output tokens"
+                if best
+                else "no deployment"
+            )
+            print(
+                f"measured: SLO search for {name} ({len(plan.candidates)} candidates, {mode}): {wall:.2f} s, "
+                f"{probes} probes -> {answer}"
+            )
             searches[f"{name.split('/')[-1]}{'_exhaustive' if exhaustive else ''}"] = {
-                "seconds": round(wall, 3), "probes": probes, "candidates": len(plan.candidates),
-                "recommendation": best.label if best else None, "replicas": best.replicas if best else None,
+                "seconds": round(wall, 3),
+                "probes": probes,
+                "candidates": len(plan.candidates),
+                "recommendation": best.label if best else None,
+                "replicas": best.replicas if best else None,
                 "usd_per_hour": round(best.usd_per_hour, 2) if best and best.usd_per_hour else None,
             }
     default_max = max(v["seconds"] for k, v in searches.items() if not k.endswith("_exhaustive"))
-    print(f"measured: the default search answers in at most {default_max:.2f} s; "
-          f"{'meets' if default_max < SEARCH_TARGET_SECONDS else 'MISSES'} the {SEARCH_TARGET_SECONDS:g} s target")
-    print(json.dumps({
-        "benchmark": "slo",
-        "step_seconds_call_us": round(per_call * 1e6, 2),
-        "simulate_10k_requests_seconds": round(sim_wall, 3),
-        "simulate_10k_steps": result.num_steps,
-        "simulate_10k_meets_target": sim_wall < SIM_TARGET_SECONDS,
-        "searches": searches,
-        "search_meets_target": default_max < SEARCH_TARGET_SECONDS,
-    }))
+    print(
+        f"measured: the default search answers in at most {default_max:.2f} s; "
+        f"{'meets' if default_max < SEARCH_TARGET_SECONDS else 'MISSES'} the {SEARCH_TARGET_SECONDS:g} s target"
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "slo",
+                "step_seconds_call_us": round(per_call * 1e6, 2),
+                "simulate_10k_requests_seconds": round(sim_wall, 3),
+                "simulate_10k_steps": result.num_steps,
+                "simulate_10k_meets_target": sim_wall < SIM_TARGET_SECONDS,
+                "searches": searches,
+                "search_meets_target": default_max < SEARCH_TARGET_SECONDS,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

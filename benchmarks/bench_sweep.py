@@ -16,8 +16,16 @@ from planner.hardware import load_profiles
 from planner.model.families import build_spec
 from planner.model.sources import load_config
 
-MODELS = ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen2.5-7B",
-          "mistralai/Mistral-7B-v0.1", "google/gemma-2-9b", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b"]
+MODELS = [
+    "meta-llama/Llama-3.1-8B",
+    "meta-llama/Llama-3.1-70B",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen2.5-7B",
+    "mistralai/Mistral-7B-v0.1",
+    "google/gemma-2-9b",
+    "deepseek-ai/DeepSeek-V3",
+    "openai/gpt-oss-120b",
+]
 
 
 def main() -> None:
@@ -37,9 +45,17 @@ def main() -> None:
         times.append(time.perf_counter() - t0)
         n = len(result)
     median = statistics.median(times)
-    print(f"{len(models)} models x {len(gpus)} GPUs x TP {tps} x dtypes {dtypes} x {len(batches)} batches x {len(contexts)} contexts")
-    print(f"{n:,} points in {median:.3f} s (median of 3) = {n / median / 1e6:.2f} M points/s; fits: {result.fits.mean():.0%}")
-    print(json.dumps({"benchmark": "sweep", "points": n, "seconds": round(median, 4), "points_per_s": round(n / median)}))
+    print(
+        f"{len(models)} models x {len(gpus)} GPUs x TP {tps} x dtypes {dtypes} x {len(batches)} batches x "
+        f"{len(contexts)} contexts"
+    )
+    print(
+        f"{n:,} points in {median:.3f} s (median of 3) = {n / median / 1e6:.2f} M points/s; fits: "
+        f"{result.fits.mean():.0%}"
+    )
+    print(
+        json.dumps({"benchmark": "sweep", "points": n, "seconds": round(median, 4), "points_per_s": round(n / median)})
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,15 @@ DEFAULT_VENV = Path(os.environ.get("LLM_ANALYSIS_VENV", "/tmp/llm-analysis-venv"
 PLANNER_MODEL = "meta-llama/Llama-2-70b-hf"
 PEER_MODEL = "upstage_Llama-2-70b-instruct-v2"  # llm-analysis's bundled Llama-2-70B config
 TP, BATCH, PROMPT, GENERATED = 4, 16, 1024, 256
-PEER_ARGS = {"model_name": PEER_MODEL, "gpu_name": "h100-sxm-80gb", "tp_size": TP, "batch_size_per_gpu": BATCH,
-             "seq_len": PROMPT, "num_tokens_to_generate": GENERATED, "log_level": "ERROR"}
+PEER_ARGS = {
+    "model_name": PEER_MODEL,
+    "gpu_name": "h100-sxm-80gb",
+    "tp_size": TP,
+    "batch_size_per_gpu": BATCH,
+    "seq_len": PROMPT,
+    "num_tokens_to_generate": GENERATED,
+    "log_level": "ERROR",
+}
 #: Times ``infer`` inside llm-analysis's interpreter and prints the median seconds.
 PEER_TIMER = """
 import json, statistics, sys, time
@@ -63,7 +70,9 @@ def peer_python(venv: Path, install: bool) -> tuple[Path | None, str]:
                 return None, f"'{' '.join(cmd)}' failed: {done.stderr.strip()[-300:]}"
     if not python.exists():
         return None, f"no virtual environment at {venv}; run with --install (pip install {PEER_PACKAGE} from PyPI)"
-    check = subprocess.run([str(python), "-c", "import llm_analysis.analysis"], capture_output=True, text=True, check=False)
+    check = subprocess.run(
+        [str(python), "-c", "import llm_analysis.analysis"], capture_output=True, text=True, check=False
+    )
     if check.returncode != 0:
         return None, f"llm-analysis does not import in {venv}: {check.stderr.strip()[-300:]}"
     return python, ""
@@ -96,8 +105,13 @@ def planner_whatif_seconds(rounds: int) -> float:
 
 
 def peer_infer_seconds(python: Path, rounds: int) -> float:
-    done = subprocess.run([str(python), "-c", PEER_TIMER, json.dumps(PEER_ARGS), str(rounds)],
-                          capture_output=True, text=True, check=True, cwd="/tmp")
+    done = subprocess.run(
+        [str(python), "-c", PEER_TIMER, json.dumps(PEER_ARGS), str(rounds)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/tmp",
+    )
     return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
 
 
@@ -106,9 +120,25 @@ def process_commands(python: Path | None) -> dict[str, tuple[list[str], Path]]:
     scenario = ["--gpu", "h100-sxm", "--tp", str(TP)]
     out = {
         "planner plan": ([sys.executable, "-m", "planner", "plan", PLANNER_MODEL, *scenario, "--format", "json"], ROOT),
-        "planner latency": ([sys.executable, "-m", "planner", "latency", PLANNER_MODEL, *scenario, "--batch-size",
-                             str(BATCH), "--input-len", str(PROMPT), "--output-len", str(GENERATED), "--format", "json"],
-                            ROOT),
+        "planner latency": (
+            [
+                sys.executable,
+                "-m",
+                "planner",
+                "latency",
+                PLANNER_MODEL,
+                *scenario,
+                "--batch-size",
+                str(BATCH),
+                "--input-len",
+                str(PROMPT),
+                "--output-len",
+                str(GENERATED),
+                "--format",
+                "json",
+            ],
+            ROOT,
+        ),
     }
     if python is not None:
         peer = [str(python), "-m", "llm_analysis.analysis", "infer"]
@@ -136,7 +166,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11, help="Whole-process rounds (in-process rounds are x20).")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="llm-analysis's virtual environment.")
-    parser.add_argument("--install", action="store_true", help=f"Make the environment if it is missing ({PEER_PACKAGE}).")
+    parser.add_argument(
+        "--install", action="store_true", help=f"Make the environment if it is missing ({PEER_PACKAGE})."
+    )
     args = parser.parse_args()
     python, why = peer_python(args.venv, args.install)
     if python is None:
@@ -160,8 +192,11 @@ def main() -> None:
         }
         for name, ratio in ratios.items():
             print(f"  ratio {name:32s} {ratio:6.2f}  (< 1: the planner is faster)")
-    line = {"benchmark": "vs_peers", **{k: round(v, 6) for k, v in figures.items()},
-            **{f"ratio {k}": round(v, 3) for k, v in ratios.items()}}
+    line = {
+        "benchmark": "vs_peers",
+        **{k: round(v, 6) for k, v in figures.items()},
+        **{f"ratio {k}": round(v, 3) for k, v in ratios.items()},
+    }
     if python is None:
         line["skipped"] = f"llm-analysis: {why}"
     print(json.dumps(line))

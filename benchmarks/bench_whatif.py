@@ -3,7 +3,8 @@ latency) for a 70B model on 4 x H100 takes <= 1 ms of CPU; the memory plan alone
 prefill + decode roofline (the scope of LLM-Viewer's ``analyze()``) <= 0.08 ms (issue 15).
 
 Model loading is excluded (the app caches it); the config is parsed and the card loaded once; the
-Scenario is built anew each round (outside the timer), so nothing keyed on it is reused. The parts are timed interleaved, round by round, so that a neighbour's load on a shared box falls on all
+Scenario is built anew each round (outside the timer), so nothing keyed on it is reused. The parts are timed
+interleaved, round by round, so that a neighbour's load on a shared box falls on all
 of them alike; each figure is the median over the rounds. Prints the figures, then one JSON line.
     python benchmarks/bench_whatif.py [--rounds 300]
 """
@@ -38,8 +39,12 @@ def main() -> None:
     args = parser.parse_args()
     model = build_spec(load_config(MODEL).config, MODEL)
     hw = get_profile("h100-sxm")
-    fields = {"gpu": "h100-sxm", "tp": 4, "max_model_len": 8192,
-              "workload": Workload(input_len=2048, output_len=256, batch_size=32)}
+    fields = {
+        "gpu": "h100-sxm",
+        "tp": 4,
+        "max_model_len": 8192,
+        "workload": Workload(input_len=2048, output_len=256, batch_size=32),
+    }
     sc = Scenario(**fields)
 
     def whatif():
@@ -74,14 +79,23 @@ def main() -> None:
     plan = plan_memory(model, hw, sc)
     lat = estimate_latency(model, hw, sc)
     print(f"{MODEL} on 4 x H100 SXM: {plan.reason}")
-    print(f"  TTFT {lat.ttft_seconds * 1e3:.1f} ms, TPOT {lat.tpot_seconds * 1e3:.2f} ms, "
-          f"{lat.throughput_tokens_per_s:,.0f} tok/s ({lat.kind})")
+    print(
+        f"  TTFT {lat.ttft_seconds * 1e3:.1f} ms, TPOT {lat.tpot_seconds * 1e3:.2f} ms, "
+        f"{lat.throughput_tokens_per_s:,.0f} tok/s ({lat.kind})"
+    )
     print(f"  median of {args.rounds} interleaved rounds:")
     for name, seconds in figures.items():
         target = f"(target <= {TARGETS[name] * 1e3:g} ms)" if name in TARGETS else ""
         print(f"  {name:40s} {seconds * 1e3:8.3f} ms {target}")
-    print(json.dumps({"benchmark": "whatif_70b", "seconds": round(figures["what-if total"], 6),
-                      **{k: round(v, 6) for k, v in figures.items()}}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "whatif_70b",
+                "seconds": round(figures["what-if total"], 6),
+                **{k: round(v, 6) for k, v in figures.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

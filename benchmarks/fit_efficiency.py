@@ -39,7 +39,14 @@ import numpy as np
 from planner.efficiency import BOUND, Efficiency
 from planner.estimate.defaults import FITTED
 from planner.verify.public_records import (
-    Expressed, MemoryPrediction, ServingPrediction, StepOpsBatch, catalog_model, express_all, load_records, step_ops,
+    Expressed,
+    MemoryPrediction,
+    ServingPrediction,
+    StepOpsBatch,
+    catalog_model,
+    express_all,
+    load_records,
+    step_ops,
 )
 
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "planner" / "estimate" / "defaults.py"
@@ -123,16 +130,19 @@ def stats(errors: np.ndarray) -> dict[str, float | int | None]:
     a = np.abs(errors[np.isfinite(errors)])
     if not a.size:
         return {"count": 0, "median_abs_error_pct": None, "p90_abs_error_pct": None, "median_error_pct": None}
-    return {"count": int(a.size), "median_abs_error_pct": round(float(np.median(a)), 1),
-            "p90_abs_error_pct": round(float(np.percentile(a, 90)), 1),
-            "median_error_pct": round(float(np.median(errors[np.isfinite(errors)])), 1)}
+    return {
+        "count": int(a.size),
+        "median_abs_error_pct": round(float(np.median(a)), 1),
+        "p90_abs_error_pct": round(float(np.percentile(a, 90)), 1),
+        "median_error_pct": round(float(np.median(errors[np.isfinite(errors)])), 1),
+    }
 
 
 # ------------------------------------------------------------------------------ optimizer
 
 
 def with_value(eff: Efficiency, p: Param, value: float) -> Efficiency:
-    value = int(round(value)) if p.integer else float(value)
+    value = round(value) if p.integer else float(value)
     update = {p.name: value}
     if p.name == "gemm_fraction_large" and eff.gemm_fraction_small > value:
         update["gemm_fraction_small"] = value
@@ -153,8 +163,9 @@ def grid(p: Param, current: float, span: float, points: int = 7) -> list[float]:
     return out
 
 
-def fit(rows: list[Expressed], families: np.ndarray, start: Efficiency, rounds: int = 5,
-        log=print) -> tuple[Efficiency, float, int]:
+def fit(
+    rows: list[Expressed], families: np.ndarray, start: Efficiency, rounds: int = 5, log=print
+) -> tuple[Efficiency, float, int]:
     """Coordinate descent: each round, each factor tries a grid around its value; the grids halve."""
     eff, best = start, objective(rows, families, start)
     evals, span = 1, 0.5
@@ -218,20 +229,27 @@ def _cell(s: dict) -> str:
 
 def print_table(table: list[dict], title: str) -> None:
     print(f"\n{title}")
-    print(f"{'source family':52s} {'fit: in-sample':>17} {'fit: out of fit':>17} {'fit: all':>17} {'initial':>17} {'BOUND':>17}")
+    print(
+        f"{'source family':52s} {'fit: in-sample':>17} {'fit: out of fit':>17} {'fit: all':>17} {'initial':>17} "
+        f"{'BOUND':>17}"
+    )
     print(f"{'':52s} " + " ".join([f"{'n  med%   P90%':>17}"] * 5))
     for row in table:
-        print(f"{row['family'][:52]:52s} {_cell(row['fitted_in_sample'])} {_cell(row['fitted_out_of_sample'])} "
-              f"{_cell(row['fitted'])} {_cell(row['initial'])} {_cell(row['bound'])}")
+        print(
+            f"{row['family'][:52]:52s} {_cell(row['fitted_in_sample'])} {_cell(row['fitted_out_of_sample'])} "
+            f"{_cell(row['fitted'])} {_cell(row['initial'])} {_cell(row['bound'])}"
+        )
 
 
 def fitted_source(summary: dict) -> str:
-    return (f"fit by benchmarks/fit_efficiency.py on {summary['date']} to shared/reference/measured_public.json: "
-            f"{summary['fit_records']} records in the objective ({summary['in_sample']['count']} in-sample, "
-            f"{summary['held_out']['count']} held out by model); median |error| in-sample "
-            f"{summary['in_sample']['median_abs_error_pct']}% (P90 {summary['in_sample']['p90_abs_error_pct']}%), held out "
-            f"{summary['held_out']['median_abs_error_pct']}% (P90 {summary['held_out']['p90_abs_error_pct']}%); "
-            f"BOUND on the same records {summary['bound']['median_abs_error_pct']}%")
+    return (
+        f"fit by benchmarks/fit_efficiency.py on {summary['date']} to shared/reference/measured_public.json: "
+        f"{summary['fit_records']} records in the objective ({summary['in_sample']['count']} in-sample, "
+        f"{summary['held_out']['count']} held out by model); median |error| in-sample "
+        f"{summary['in_sample']['median_abs_error_pct']}% (P90 {summary['in_sample']['p90_abs_error_pct']}%), held out "
+        f"{summary['held_out']['median_abs_error_pct']}% (P90 {summary['held_out']['p90_abs_error_pct']}%); "
+        f"BOUND on the same records {summary['bound']['median_abs_error_pct']}%"
+    )
 
 
 def write_defaults(eff: Efficiency, path: Path = DEFAULTS_FILE) -> None:
@@ -258,8 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="update FITTED in planner/estimate/defaults.py")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ap.add_argument("--rounds", type=int, default=5, help="coordinate-descent rounds (default 5)")
-    ap.add_argument("--start", choices=("current", "initial"), default="initial",
-                    help="start from the current FITTED factors or from the planner's initial guesses")
+    ap.add_argument(
+        "--start",
+        choices=("current", "initial"),
+        default="initial",
+        help="start from the current FITTED factors or from the planner's initial guesses",
+    )
     args = ap.parse_args(argv)
     say = (lambda *a, **k: None) if args.json else print
     t0 = time.perf_counter()
@@ -271,9 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     heldout = {e.record.index for e in depends if e.repo_id in HOLDOUT_MODELS}
     train = [e for e in fit_rows if e.record.index not in heldout]
     test = [e for e in fit_rows if e.record.index in heldout]
-    say(f"{len(records)} records: {len(expressed)} expressed ({len(fit_rows)} in the fit objective, "
+    say(
+        f"{len(records)} records: {len(expressed)} expressed ({len(fit_rows)} in the fit objective, "
         f"{len(depends) - len(fit_rows)} serving records scored only), {len(unexpressed)} not expressible; "
-        f"{len(train)} in-sample, {len(test)} held out ({', '.join(HOLDOUT_MODELS)})")
+        f"{len(train)} in-sample, {len(test)} held out ({', '.join(HOLDOUT_MODELS)})"
+    )
 
     initial = Efficiency(source="planner initial guesses")
     start = FITTED if args.start == "current" else initial
@@ -289,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         "all_fit_records": stats(pct_errors(fit_rows, fitted)),
         "bound": stats(pct_errors(fit_rows, BOUND)),
         "initial": stats(pct_errors(fit_rows, initial)),
-        "serving_fitted": stats(pct_errors([e for e in depends if isinstance(e.prediction, ServingPrediction)], fitted)),
+        "serving_fitted": stats(
+            pct_errors([e for e in depends if isinstance(e.prediction, ServingPrediction)], fitted)
+        ),
         "objective": round(score, 4),
         "evaluations": evals,
         "seconds": round(elapsed, 1),
@@ -303,23 +329,44 @@ def main(argv: list[str] | None = None) -> int:
     scaling = {"fitted": by_tp(fit_rows, fitted), "bound": by_tp(fit_rows, BOUND)}
 
     if args.json:
-        print(json.dumps({"factors": factors, "summary": summary, "families": table, "by_tp": scaling,
-                          "holdout_models": HOLDOUT_MODELS}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "factors": factors,
+                    "summary": summary,
+                    "families": table,
+                    "by_tp": scaling,
+                    "holdout_models": HOLDOUT_MODELS,
+                },
+                indent=1,
+            )
+        )
     else:
         print("\nfitted factors:")
         for name, value in factors.items():
             print(f"  {name:28s} {value:.4g}")
-        print_table(table, "absolute % error per source family (n, median, P90); serving families are scored, not fitted")
+        print_table(
+            table, "absolute % error per source family (n, median, P90); serving families are scored, not fitted"
+        )
         print("\nsigned median error of the throughput rows by TP degree (fitted; BOUND):")
         for key, row in scaling["fitted"].items():
-            print(f"  {key:10s} n={row['count']:4d}  {row['median_error_pct']:+6.1f}%   "
-                  f"(BOUND {scaling['bound'][key]['median_error_pct']:+6.1f}%)")
-        print(f"\nfit records: in-sample median {summary['in_sample']['median_abs_error_pct']}% P90 "
-              f"{summary['in_sample']['p90_abs_error_pct']}%; held out median {summary['held_out']['median_abs_error_pct']}% "
-              f"P90 {summary['held_out']['p90_abs_error_pct']}%; all {summary['all_fit_records']['median_abs_error_pct']}% "
-              f"(initial guesses {summary['initial']['median_abs_error_pct']}%, BOUND {summary['bound']['median_abs_error_pct']}%)")
-        print(f"serving records with the fitted factors: median {summary['serving_fitted']['median_abs_error_pct']}% "
-              f"P90 {summary['serving_fitted']['p90_abs_error_pct']}% over {summary['serving_fitted']['count']}")
+            print(
+                f"  {key:10s} n={row['count']:4d}  {row['median_error_pct']:+6.1f}%   "
+                f"(BOUND {scaling['bound'][key]['median_error_pct']:+6.1f}%)"
+            )
+        print(
+            f"\nfit records: in-sample median {summary['in_sample']['median_abs_error_pct']}% P90 "
+            f"{summary['in_sample']['p90_abs_error_pct']}%; held out median "
+            f"{summary['held_out']['median_abs_error_pct']}% "
+            f"P90 {summary['held_out']['p90_abs_error_pct']}%; all "
+            f"{summary['all_fit_records']['median_abs_error_pct']}% "
+            f"(initial guesses {summary['initial']['median_abs_error_pct']}%, BOUND "
+            f"{summary['bound']['median_abs_error_pct']}%)"
+        )
+        print(
+            f"serving records with the fitted factors: median {summary['serving_fitted']['median_abs_error_pct']}% "
+            f"P90 {summary['serving_fitted']['p90_abs_error_pct']}% over {summary['serving_fitted']['count']}"
+        )
         print(f"{evals} evaluations in {elapsed:.0f} s")
     if args.write:
         write_defaults(fitted)

@@ -59,8 +59,12 @@ GRID = {
 #: in it), so it keeps the V1 blog's order of magnitude. A per-sequence attention floor
 #: (``attention_seconds_per_seq``: 0, 1, 2.5 us with attention 0.55-0.85) fitted worse on 2026-12-01
 #: (out of sample TPOT 13.0% at best), so it stays 0.
-FIXED = {"gemm_fraction_small": 0.3, "gemm_m_knee_tokens": 64, "step_overhead_seconds": 2e-3,
-         "attention_seconds_per_seq": 0.0}
+FIXED = {
+    "gemm_fraction_small": 0.3,
+    "gemm_m_knee_tokens": 64,
+    "step_overhead_seconds": 2e-3,
+    "attention_seconds_per_seq": 0.0,
+}
 #: The API server's per-request time (TTFT and E2E offset) is fitted in closed form per grid point:
 #: the median of measured - predicted TTFT over the fitted stages, clipped to [0, 50 ms].
 FRONTEND_MAX_SECONDS = 0.05
@@ -97,8 +101,11 @@ def medians(preds) -> dict[str, dict[str, float]]:
     out = {}
     for m in METRICS:
         errs = sorted(abs(p.error(m)) * 100 for p in preds)
-        out[m] = {"n": len(errs), "median_pct": round(statistics.median(errs), 1),
-                  "p90_pct": round(errs[min(len(errs) - 1, int(0.9 * len(errs)))], 1)}
+        out[m] = {
+            "n": len(errs),
+            "median_pct": round(statistics.median(errs), 1),
+            "p90_pct": round(errs[min(len(errs) - 1, int(0.9 * len(errs)))], 1),
+        }
     return out
 
 
@@ -126,8 +133,10 @@ def fit(base, requests_per_stage: int):
         eff = base.model_copy(update={**FIXED, **point, "frontend_seconds_per_request": 0.0})
         preds, _ = evaluate(eff, requests_per_stage)
         results.append((point, modelled(preds), apart(preds)))
-        print(f"  grid {i + 1}/{len(points)} {point} loss {statistics.fmean(log_error(p) for p in results[-1][1]):.4f}",
-              flush=True)
+        print(
+            f"  grid {i + 1}/{len(points)} {point} loss {statistics.fmean(log_error(p) for p in results[-1][1]):.4f}",
+            flush=True,
+        )
     models = sorted({p.model for p in results[0][1]})
 
     def frontend(preds, keep) -> float:
@@ -161,15 +170,18 @@ def shift(p, seconds: float):
     from dataclasses import replace
 
     ms = seconds * 1e3
-    return replace(p, predicted_ms={**p.predicted_ms, "ttft": p.predicted_ms["ttft"] + ms,
-                                    "e2e": p.predicted_ms["e2e"] + ms})
+    return replace(
+        p, predicted_ms={**p.predicted_ms, "ttft": p.predicted_ms["ttft"] + ms, "e2e": p.predicted_ms["e2e"] + ms}
+    )
 
 
 def print_summaries(summaries) -> None:
     print(f"{'family':28s} {'metric':24s} {'n':>4s} {'median |err|':>13s} {'P90 |err|':>10s} {'signed median':>14s}")
     for s in summaries:
-        print(f"{s.family:28s} {s.metric:24s} {s.count:4d} {s.median_abs_error_pct:12.1f}% {s.p90_abs_error_pct:9.1f}% "
-              f"{s.median_error_pct:+13.1f}%")
+        print(
+            f"{s.family:28s} {s.metric:24s} {s.count:4d} {s.median_abs_error_pct:12.1f}% {s.p90_abs_error_pct:9.1f}% "
+            f"{s.median_error_pct:+13.1f}%"
+        )
 
 
 def corpus_report(stride: int) -> dict:
@@ -179,8 +191,10 @@ def corpus_report(stride: int) -> dict:
     runs = serving_corpus.subsample(expressed, stride)
     preds = [p for run in runs for p in serving_corpus.predict(run)]
     summaries = serving_corpus.summarize(preds)
-    print(f"public serving corpus: {len(preds)} records of {len(runs)} runs predicted"
-          f"{f' (every {stride}-th run)' if stride > 1 else ''}; {len(unexpressed)} records unexpressed")
+    print(
+        f"public serving corpus: {len(preds)} records of {len(runs)} runs predicted"
+        f"{f' (every {stride}-th run)' if stride > 1 else ''}; {len(unexpressed)} records unexpressed"
+    )
     print_summaries(summaries)
     print("\nby load kind:")
     print_summaries(serving_corpus.summarize(preds, by_load=True))
@@ -193,10 +207,17 @@ def corpus_report(stride: int) -> dict:
     for u in unexpressed:
         if u.reason_kind == "model not in catalog":
             missing[u.model] = missing.get(u.model, 0) + 1
-    return {"mode": "corpus", "stride": stride, "runs": len(runs), "records_predicted": len(preds),
-            "unexpressed": len(unexpressed), "reasons": reasons,
-            "missing_models": dict(sorted(missing.items(), key=lambda kv: -kv[1])),
-            "table": [s.model_dump() for s in summaries], "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "mode": "corpus",
+        "stride": stride,
+        "runs": len(runs),
+        "records_predicted": len(preds),
+        "unexpressed": len(unexpressed),
+        "reasons": reasons,
+        "missing_models": dict(sorted(missing.items(), key=lambda kv: -kv[1])),
+        "table": [s.model_dump() for s in summaries],
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 #: Corpus fit: the engine profiles fitted to the public corpus (vllm-v1-async keeps the vLLM 0.15 fit,
@@ -249,6 +270,7 @@ def fit_corpus(stride: int) -> dict:
         print(f"  grid {i + 1}/{len(points)} {point}", flush=True)
     report: dict = {"mode": "fit-corpus", "stride": stride, "runs": len(runs), "families": {}}
     for family in CORPUS_PROFILES:
+
         def loss(preds, keep, family=family) -> float:
             chosen = [record_loss(p) for p in preds if p.family == family and keep(p.model)]
             return statistics.fmean(chosen) if chosen else math.inf
@@ -259,12 +281,17 @@ def fit_corpus(stride: int) -> dict:
         best_point, best_preds = min(results, key=lambda r: loss(r[1], lambda m: True))
         held, folds = [], {}
         for model in models:
-            point, preds = min(results, key=lambda r, model=model: loss(r[1], lambda m: m != model))
+            point, preds = min(results, key=lambda r, model=model: loss(r[1], lambda m, model=model: m != model))
             folds[model] = point
             held += [p for p in preds if p.family == family and p.model == model]
         inside = [p for p in best_preds if p.family == family]
-        report["families"][family] = {"best": best_point, "models": len(models), "folds": folds,
-                                      "in_sample": summary_rows(inside), "out_of_sample": summary_rows(held)}
+        report["families"][family] = {
+            "best": best_point,
+            "models": len(models),
+            "folds": folds,
+            "in_sample": summary_rows(inside),
+            "out_of_sample": summary_rows(held),
+        }
         print(f"\n{family}: best {best_point} ({len(models)} models)")
         print("in-sample:")
         print_summaries(serving_corpus.summarize(inside))
@@ -275,8 +302,10 @@ def fit_corpus(stride: int) -> dict:
 
 
 def summary_rows(preds) -> dict:
-    return {s.metric: {"n": s.count, "median_pct": s.median_abs_error_pct, "p90_pct": s.p90_abs_error_pct}
-            for s in serving_corpus.summarize(preds)}
+    return {
+        s.metric: {"n": s.count, "median_pct": s.median_abs_error_pct, "p90_pct": s.p90_abs_error_pct}
+        for s in serving_corpus.summarize(preds)
+    }
 
 
 def write_corpus_fit(report: dict) -> None:
@@ -288,9 +317,12 @@ def write_corpus_fit(report: dict) -> None:
         eff = profile.efficiency.model_copy(update=fam["best"])
         oos = fam["out_of_sample"]
         words = ", ".join(f"{m} {v['median_pct']}%" for m, v in oos.items() if v["n"] >= 3)
-        data[family] = {**eff.model_dump(), "kind": "default",
-                        "source": f"fit by benchmarks/serving_accuracy.py --fit-corpus on {stamp} to the public serving "
-                                  f"corpus ({fam['models']} models); leave-one-model-out median |error|: {words}"}
+        data[family] = {
+            **eff.model_dump(),
+            "kind": "default",
+            "source": f"fit by benchmarks/serving_accuracy.py --fit-corpus on {stamp} to the public serving "
+            f"corpus ({fam['models']} models); leave-one-model-out median |error|: {words}",
+        }
     header = FITTED_FILE.read_text().split("\n", 2)
     comments = "".join(line + "\n" for line in header[:2] if line.startswith("#"))
     FITTED_FILE.write_text(comments + yaml.safe_dump(data, sort_keys=False, width=120))
@@ -302,11 +334,17 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="grid fit with leave-one-model-out cross-validation")
     ap.add_argument("--write", action="store_true", help="write the in-sample fit to planner/engines/fitted.yaml")
     ap.add_argument("--requests-per-stage", type=int, default=150, help="simulated requests per stage (default 150)")
-    ap.add_argument("--corpus", action="store_true",
-                    help="accuracy on the public serving corpus per engine family and metric (current fitted factors)")
+    ap.add_argument(
+        "--corpus",
+        action="store_true",
+        help="accuracy on the public serving corpus per engine family and metric (current fitted factors)",
+    )
     ap.add_argument("--stride", type=int, default=1, help="--corpus: keep every N-th run (default 1: all)")
-    ap.add_argument("--fit-corpus", action="store_true",
-                    help="grid fit of the vllm-v1, sglang and trtllm profiles to the public corpus, leave-one-model-out")
+    ap.add_argument(
+        "--fit-corpus",
+        action="store_true",
+        help="grid fit of the vllm-v1, sglang and trtllm profiles to the public corpus, leave-one-model-out",
+    )
     args = ap.parse_args()
     if args.fit_corpus:
         report = fit_corpus(args.stride)
@@ -325,8 +363,12 @@ def main() -> None:
         print_apart(apart(preds))
         for s in skipped:
             print("  not predicted:", s)
-        report = {"profile": PROFILE, "factors": profile.efficiency.source, "in_sample": medians(modelled(preds)),
-                  "unmodelled_flags": medians(apart(preds)) if apart(preds) else None}
+        report = {
+            "profile": PROFILE,
+            "factors": profile.efficiency.source,
+            "in_sample": medians(modelled(preds)),
+            "unmodelled_flags": medians(apart(preds)) if apart(preds) else None,
+        }
         print(json.dumps({**report, "seconds": round(time.perf_counter() - t0, 1)}))
         return
     best, preds, held, folds, aside = fit(profile.efficiency, args.requests_per_stage)
@@ -335,19 +377,28 @@ def main() -> None:
     print("\nout-of-sample (each model predicted with the point fitted on the others):")
     print_table(held)
     print_apart(aside)
-    report = {"profile": PROFILE, "best": {**FIXED, **best}, "in_sample": medians(preds), "out_of_sample": medians(held),
-              "unmodelled_flags": medians(aside) if aside else None,
-              "folds": folds, "seconds": round(time.perf_counter() - t0, 1)}
+    report = {
+        "profile": PROFILE,
+        "best": {**FIXED, **best},
+        "in_sample": medians(preds),
+        "out_of_sample": medians(held),
+        "unmodelled_flags": medians(aside) if aside else None,
+        "folds": folds,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     print(json.dumps(report))
     if args.write:
         data = yaml.safe_load(FITTED_FILE.read_text()) or {}
         eff = profile.efficiency.model_copy(update={**FIXED, **best})
         stamp = datetime.date.today().isoformat()
-        source = (f"fit by benchmarks/serving_accuracy.py on {stamp} to shared/reference/serving_vllm_v0.15.json "
-                  f"({len(preds)} stages); median |error| in-sample TPOT {report['in_sample']['tpot']['median_pct']}%, "
-                  f"E2E {report['in_sample']['e2e']['median_pct']}%, TTFT {report['in_sample']['ttft']['median_pct']}%; "
-                  f"leave-one-model-out TPOT {report['out_of_sample']['tpot']['median_pct']}%, "
-                  f"E2E {report['out_of_sample']['e2e']['median_pct']}%, TTFT {report['out_of_sample']['ttft']['median_pct']}%")
+        source = (
+            f"fit by benchmarks/serving_accuracy.py on {stamp} to shared/reference/serving_vllm_v0.15.json "
+            f"({len(preds)} stages); median |error| in-sample TPOT {report['in_sample']['tpot']['median_pct']}%, "
+            f"E2E {report['in_sample']['e2e']['median_pct']}%, TTFT {report['in_sample']['ttft']['median_pct']}%; "
+            f"leave-one-model-out TPOT {report['out_of_sample']['tpot']['median_pct']}%, "
+            f"E2E {report['out_of_sample']['e2e']['median_pct']}%, TTFT "
+            f"{report['out_of_sample']['ttft']['median_pct']}%"
+        )
         source += "; the factors outside the grid are carried over from the profile's previous entry"
         data[PROFILE] = {**eff.model_dump(), "source": source}
         header = FITTED_FILE.read_text().split("\n", 2)

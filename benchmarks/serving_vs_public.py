@@ -40,7 +40,13 @@ from planner.estimate.memory import plan_memory
 from planner.serve.replica import scheduler_config
 from planner.serve.slo import saturated_run
 from planner.verify.public_records import (
-    MAX_THROUGHPUT_BATCH_CAP, Expressed, ThroughputPrediction, error_pct, express, load_records, source_family,
+    MAX_THROUGHPUT_BATCH_CAP,
+    Expressed,
+    ThroughputPrediction,
+    error_pct,
+    express,
+    load_records,
+    source_family,
 )
 
 SERVING = ("vllm-0.5/0.6 serving (Lambda)", "sglang-0.3 / vllm-0.6 serving")
@@ -60,8 +66,9 @@ def simulated_max_throughput(e: Expressed, cache: dict) -> tuple[float, str]:
         count = TRT_WAVES * in_flight
         inputs = np.full(count, b.input_len, dtype=np.int64)
         outputs = np.full(count, b.output_len, dtype=np.int64)
-        rate, _, _ = saturated_run(inputs, outputs, scheduler, StepTimeModel(b.model, b.hw, sc, FITTED),
-                                   in_flight=in_flight, waves=TRT_WAVES)
+        rate, _, _ = saturated_run(
+            inputs, outputs, scheduler, StepTimeModel(b.model, b.hw, sc, FITTED), in_flight=in_flight, waves=TRT_WAVES
+        )
         cache[key] = rate * b.output_len * sc.replicas
     total = cache[key]
     how = f"{in_flight:,} in flight on {sc.tp} x {b.hw.id}, {b.input_len}+{b.output_len} tokens"
@@ -75,9 +82,15 @@ def summarize(rows: list[dict]) -> list[dict]:
             groups[(r["family"], r["metric"])].append(r["error_pct"])
     out = []
     for (family, metric), errs in sorted(groups.items()):
-        out.append({"family": family, "metric": metric, "count": len(errs),
-                    "median_abs_error_pct": round(statistics.median(abs(x) for x in errs), 1),
-                    "median_error_pct": round(statistics.median(errs), 1)})
+        out.append(
+            {
+                "family": family,
+                "metric": metric,
+                "count": len(errs),
+                "median_abs_error_pct": round(statistics.median(abs(x) for x in errs), 1),
+                "median_error_pct": round(statistics.median(errs), 1),
+            }
+        )
     return out
 
 
@@ -96,8 +109,10 @@ def main() -> None:
     # ---- serving sweeps: public_records' mapping and simulation -------------------------------------
     rows, skipped = [], defaultdict(int)
     print(f"serving sweeps: {len(serving)} records (simulated, fitted step times)")
-    print(f"{'#':>5} {'family':<14} {'metric':<24} {'model':<34} {'gpu':<14} {'measured':>10} {'predicted':>10} "
-          f"{'error':>7}  unit")
+    print(
+        f"{'#':>5} {'family':<14} {'metric':<24} {'model':<34} {'gpu':<14} {'measured':>10} {'predicted':>10} "
+        f"{'error':>7}  unit"
+    )
     for record in serving:
         e = express(record)
         if not isinstance(e, Expressed):
@@ -106,12 +121,25 @@ def main() -> None:
         value = e.predict(FITTED)
         predicted = value if math.isfinite(value) else None
         err = error_pct(predicted, record.value)
-        rows.append({"index": record.index, "family": e.family, "metric": record.metric, "model": record.model,
-                     "gpu": record.gpu, "measured": record.value, "predicted": predicted, "error_pct": err,
-                     "unit": record.unit, "how": e.prediction.how})
-        print(f"{record.index:>5} {e.family[:14]:<14} {record.metric[:24]:<24} {record.model[-34:]:<34} "
-              f"{record.gpu[:14]:<14} {record.value:>10,.2f} {predicted or float('nan'):>10,.2f} "
-              f"{'' if err is None else f'{err:+.0f}%':>7}  {record.unit[:30]}")
+        rows.append(
+            {
+                "index": record.index,
+                "family": e.family,
+                "metric": record.metric,
+                "model": record.model,
+                "gpu": record.gpu,
+                "measured": record.value,
+                "predicted": predicted,
+                "error_pct": err,
+                "unit": record.unit,
+                "how": e.prediction.how,
+            }
+        )
+        print(
+            f"{record.index:>5} {e.family[:14]:<14} {record.metric[:24]:<24} {record.model[-34:]:<34} "
+            f"{record.gpu[:14]:<14} {record.value:>10,.2f} {predicted or float('nan'):>10,.2f} "
+            f"{'' if err is None else f'{err:+.0f}%':>7}  {record.unit[:30]}"
+        )
     serving_skipped = dict(skipped)
 
     # ---- TensorRT-LLM max throughput: the same scenarios, one replica kept full ------------------------
@@ -128,52 +156,82 @@ def main() -> None:
             continue
         predicted, how = simulated_max_throughput(e, cache)
         static = e.predict(FITTED)
-        row = {"index": record.index, "family": e.family, "metric": record.metric, "model": record.model,
-               "gpu": record.gpu, "measured": record.value, "predicted": predicted,
-               "error_pct": error_pct(predicted, record.value), "unit": record.unit, "how": how}
+        row = {
+            "index": record.index,
+            "family": e.family,
+            "metric": record.metric,
+            "model": record.model,
+            "gpu": record.gpu,
+            "measured": record.value,
+            "predicted": predicted,
+            "error_pct": error_pct(predicted, record.value),
+            "unit": record.unit,
+            "how": how,
+        }
         trt_rows.append(row)
         static_rows.append({**row, "predicted": static, "error_pct": error_pct(static, record.value)})
         if args.rows:
-            print(f"{record.index:>5} {e.family[:14]:<14} {record.model[-30:]:<30} {record.gpu[:14]:<14} "
-                  f"{record.input_len}+{record.output_len} measured {record.value:>10,.0f} simulated {predicted:>10,.0f} "
-                  f"({row['error_pct']:+.0f}%) static {static:>10,.0f} ({error_pct(static, record.value):+.0f}%)")
+            print(
+                f"{record.index:>5} {e.family[:14]:<14} {record.model[-30:]:<30} {record.gpu[:14]:<14} "
+                f"{record.input_len}+{record.output_len} measured {record.value:>10,.0f} simulated {predicted:>10,.0f} "
+                f"({row['error_pct']:+.0f}%) static {static:>10,.0f} ({error_pct(static, record.value):+.0f}%)"
+            )
     for family in sorted({r["family"] for r in trt_rows}):
         fam = [r for r in trt_rows if r["family"] == family and r["error_pct"] is not None]
         worst = sorted(fam, key=lambda r: -abs(r["error_pct"]))[:3]
-        print(f"  {family}: {len(fam)} records; worst: " + "; ".join(
-            f"#{r['index']} {r['model']} {r['gpu']} measured {r['measured']:,.0f} simulated {r['predicted']:,.0f} "
-            f"({r['error_pct']:+.0f}%)" for r in worst))
+        print(
+            f"  {family}: {len(fam)} records; worst: "
+            + "; ".join(
+                f"#{r['index']} {r['model']} {r['gpu']} measured {r['measured']:,.0f} simulated {r['predicted']:,.0f} "
+                f"({r['error_pct']:+.0f}%)"
+                for r in worst
+            )
+        )
 
     # ---- medians per metric --------------------------------------------------------------------------
     summary = summarize(rows) + summarize(trt_rows)
-    pooled = summarize([{**r, "family": "all serving sweeps"} for r in rows]
-                       + [{**r, "family": "all TensorRT-LLM tables", "metric": "output throughput"} for r in trt_rows])
+    pooled = summarize(
+        [{**r, "family": "all serving sweeps"} for r in rows]
+        + [{**r, "family": "all TensorRT-LLM tables", "metric": "output throughput"} for r in trt_rows]
+    )
     static_summary = summarize(static_rows)
     print("\nmedian error per metric (|error| and signed; negative = the planner predicts low):")
     for s in summary:
-        print(f"  {s['family']:<36} {s['metric']:<26} n={s['count']:>4}  median |error| {s['median_abs_error_pct']:>6.1f}%"
-              f"  median error {s['median_error_pct']:>+7.1f}%")
+        print(
+            f"  {s['family']:<36} {s['metric']:<26} n={s['count']:>4}  median |error| "
+            f"{s['median_abs_error_pct']:>6.1f}%"
+            f"  median error {s['median_error_pct']:>+7.1f}%"
+        )
     for s in pooled:
-        print(f"  {s['family']:<36} {s['metric']:<26} n={s['count']:>4}  median |error| {s['median_abs_error_pct']:>6.1f}%"
-              f"  median error {s['median_error_pct']:>+7.1f}%")
+        print(
+            f"  {s['family']:<36} {s['metric']:<26} n={s['count']:>4}  median |error| "
+            f"{s['median_abs_error_pct']:>6.1f}%"
+            f"  median error {s['median_error_pct']:>+7.1f}%"
+        )
     for s in static_summary:
-        print(f"  {s['family']:<36} {s['metric']:<26} n={s['count']:>4}  (static-batch estimate of public_records: "
-              f"median |error| {s['median_abs_error_pct']:.1f}%, signed {s['median_error_pct']:+.1f}%)")
+        print(
+            f"  {s['family']:<36} {s['metric']:<26} n={s['count']:>4}  (static-batch estimate of public_records: "
+            f"median |error| {s['median_abs_error_pct']:.1f}%, signed {s['median_error_pct']:+.1f}%)"
+        )
     if serving_skipped or skipped:
         print(f"not expressed: serving {serving_skipped}; TensorRT-LLM {dict(skipped)}")
     elapsed = time.perf_counter() - started
     print(f"took {elapsed:.1f} s")
-    print(json.dumps({
-        "benchmark": "serving_vs_public",
-        "fast": args.fast,
-        "serving_records": len(rows),
-        "trtllm_records": len(trt_rows),
-        "medians": summary,
-        "pooled_medians": pooled,
-        "trtllm_static_batch_medians": static_summary,
-        "not_expressed": {"serving": serving_skipped, "trtllm": dict(skipped)},
-        "seconds": round(elapsed, 1),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "serving_vs_public",
+                "fast": args.fast,
+                "serving_records": len(rows),
+                "trtllm_records": len(trt_rows),
+                "medians": summary,
+                "pooled_medians": pooled,
+                "trtllm_static_batch_medians": static_summary,
+                "not_expressed": {"serving": serving_skipped, "trtllm": dict(skipped)},
+                "seconds": round(elapsed, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -90,8 +90,10 @@ def _os_text(err: OSError) -> str:
 
 
 def _bug_text(err: BaseException) -> str:
-    return (f"error: internal error ({type(err).__name__}: {err}); this is a planner bug, please report it "
-            "(PLANNER_DEBUG=1 shows the traceback).")
+    return (
+        f"error: internal error ({type(err).__name__}: {err}); this is a planner bug, please report it "
+        "(PLANNER_DEBUG=1 shows the traceback)."
+    )
 
 
 @dataclass(frozen=True)
@@ -107,19 +109,34 @@ class ErrorRule:
 #: Error class -> exit status and message; the first class of an error's MRO listed here decides
 #: (so HubUnavailableError is found before PlannerError, FileNotFoundError goes to OSError).
 EXIT_CODES: dict[type[BaseException], ErrorRule] = {
-    UsageError: ErrorRule(EXIT_USAGE, _usage_text, "a bad command line: unknown flag, missing argument, a value "
-                          "that is not a number or out of its range"),
-    ValidationError: ErrorRule(EXIT_USAGE, lambda err: f"error: {describe_validation_error(err)}",
-                               "a value the scenario's fields refuse (named by its flag)"),
-    HubUnavailableError: ErrorRule(EXIT_RUNTIME, lambda err: f"error: {err}",
-                                   "the Hub cannot be reached (network, proxy, timeout) and no copy is cached"),
-    PlannerError: ErrorRule(EXIT_USAGE, lambda err: f"error: {err}", "bad input: a malformed config.json, an "
-                            "impossible scenario, an unknown model or GPU, a gated repo without a token"),
-    OSError: ErrorRule(EXIT_RUNTIME, _os_text, "the file system: a file that cannot be read, a folder that cannot "
-                       "be written"),
+    UsageError: ErrorRule(
+        EXIT_USAGE,
+        _usage_text,
+        "a bad command line: unknown flag, missing argument, a value that is not a number or out of its range",
+    ),
+    ValidationError: ErrorRule(
+        EXIT_USAGE,
+        lambda err: f"error: {describe_validation_error(err)}",
+        "a value the scenario's fields refuse (named by its flag)",
+    ),
+    HubUnavailableError: ErrorRule(
+        EXIT_RUNTIME,
+        lambda err: f"error: {err}",
+        "the Hub cannot be reached (network, proxy, timeout) and no copy is cached",
+    ),
+    PlannerError: ErrorRule(
+        EXIT_USAGE,
+        lambda err: f"error: {err}",
+        "bad input: a malformed config.json, an "
+        "impossible scenario, an unknown model or GPU, a gated repo without a token",
+    ),
+    OSError: ErrorRule(
+        EXIT_RUNTIME, _os_text, "the file system: a file that cannot be read, a folder that cannot be written"
+    ),
     KeyboardInterrupt: ErrorRule(EXIT_INTERRUPTED, lambda err: "error: interrupted", "interrupted (Ctrl-C)"),
-    Exception: ErrorRule(EXIT_RUNTIME, _bug_text, "anything else: a planner bug (PLANNER_DEBUG=1 prints the "
-                         "traceback)"),
+    Exception: ErrorRule(
+        EXIT_RUNTIME, _bug_text, "anything else: a planner bug (PLANNER_DEBUG=1 prints the traceback)"
+    ),
 }
 
 
@@ -136,8 +153,18 @@ HF_TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 URL_USERINFO_PATTERN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@\"']+@")
 #: Flags whose value is a token, compared without dashes, underscores and case, so that a mistyped
 #: --hf_token or --HF-TOKEN (which argparse quotes back as unrecognized) is masked too.
-SECRET_FLAG_NAMES = frozenset({"hftoken", "token", "huggingfacetoken", "huggingfacehubtoken", "hubtoken",
-                               "hfapitoken", "accesstoken", "authtoken"})
+SECRET_FLAG_NAMES = frozenset(
+    {
+        "hftoken",
+        "token",
+        "huggingfacetoken",
+        "huggingfacehubtoken",
+        "hubtoken",
+        "hfapitoken",
+        "accesstoken",
+        "authtoken",
+    }
+)
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 MIN_SECRET_CHARS = 8
 MAX_TOKEN_FILE_BYTES = 64 * 1024
@@ -218,8 +245,12 @@ def _plausible_secret(text: str) -> bool:
 def collect_secrets(argv: list[str]) -> list[str]:
     """Every literal secret this run may echo, longest first: flag values, token variables, saved logins,
     the userinfo of $HF_ENDPOINT."""
-    found = [*_flag_values(argv), *(os.environ.get(name, "") for name in TOKEN_ENV), *_saved_logins(),
-             *_url_secrets(os.environ.get("HF_ENDPOINT", ""))]
+    found = [
+        *_flag_values(argv),
+        *(os.environ.get(name, "") for name in TOKEN_ENV),
+        *_saved_logins(),
+        *_url_secrets(os.environ.get("HF_ENDPOINT", "")),
+    ]
     unique = {s.strip() for s in found if _plausible_secret(s.strip())}
     return sorted(unique, key=len, reverse=True)
 
@@ -306,8 +337,11 @@ def discover_commands() -> list[ModuleType]:
         try:
             module = importlib.import_module(f"{planner.commands.__name__}.{info.name}")
         except Exception as err:  # noqa: BLE001 (a plugin's bug must not hide the other commands)
-            print(f"warning: command module planner.commands.{info.name} failed to import "
-                  f"({type(err).__name__}: {err}); it is left out.", file=sys.stderr)
+            print(
+                f"warning: command module planner.commands.{info.name} failed to import "
+                f"({type(err).__name__}: {err}); it is left out.",
+                file=sys.stderr,
+            )
             continue
         if all(hasattr(module, name) for name in REQUIRED):
             modules.append(module)
@@ -323,8 +357,12 @@ def requested_command(argv: list[str]) -> ModuleType | None:
     is the command.
     """
     name = next((a for a in argv if not a.startswith("-")), None)
-    if name is None or name.startswith("_") or name in SKIP or any(a in ("-h", "--help", "--version")
-                                                                 for a in argv[: argv.index(name)]):
+    if (
+        name is None
+        or name.startswith("_")
+        or name in SKIP
+        or any(a in ("-h", "--help", "--version") for a in argv[: argv.index(name)])
+    ):
         return None
     if name not in {info.name for info in pkgutil.iter_modules(planner.commands.__path__)}:
         return None
@@ -360,8 +398,12 @@ def build_parser(commands: list[ModuleType] | None = None) -> Parser:
             allow_abbrev=False,
         )
         module.add_arguments(p)
-        p.add_argument("--format", choices=FORMATS, default="table",
-                       help="Output: table (rich, or plain text when not a terminal), json or yaml. Default: table.")
+        p.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="table",
+            help="Output: table (rich, or plain text when not a terminal), json or yaml. Default: table.",
+        )
         p.set_defaults(command_module=module)
     return parser
 

@@ -32,38 +32,64 @@ class Efficiency(BaseModel):
         0.7, gt=0, le=1, description="Achieved fraction of dense peak FLOP/s for GEMMs with M >= gemm_m_knee tokens."
     )
     gemm_fraction_small: float = Field(
-        0.35, gt=0, le=1, description="Achieved fraction of dense peak FLOP/s for GEMMs with M = 1 token (interpolated in log M up to the knee)."
+        0.35,
+        gt=0,
+        le=1,
+        description=(
+            "Achieved fraction of dense peak FLOP/s for GEMMs with M = 1 token (interpolated in log M up to the knee)."
+        ),
     )
     gemm_m_knee_tokens: int = Field(
         1024, ge=1, description="Rows (tokens) of a GEMM at which it reaches gemm_fraction_large."
     )
     grouped_gemm_fraction: float = Field(
-        1.0, gt=0, le=1, description="Fused-MoE grouped GEMMs reach this fraction of what a dense GEMM of the same "
-        "rows achieves, in both FLOP/s and bandwidth (unitless)."
+        1.0,
+        gt=0,
+        le=1,
+        description="Fused-MoE grouped GEMMs reach this fraction of what a dense GEMM of the same "
+        "rows achieves, in both FLOP/s and bandwidth (unitless).",
     )
     attention_fraction: float = Field(
-        0.6, gt=0, le=1, description="Achieved fraction of peak (FLOP/s and bandwidth) for attention kernels (unitless)."
+        0.6,
+        gt=0,
+        le=1,
+        description="Achieved fraction of peak (FLOP/s and bandwidth) for attention kernels (unitless).",
     )
     kernel_launch_seconds: float = Field(
-        4e-6, ge=0, le=1e-3, description="Host (CPU) time to launch one kernel eagerly, in seconds; outside CUDA "
-        "graphs a step lasts at least the sum of its launches."
+        4e-6,
+        ge=0,
+        le=1e-3,
+        description="Host (CPU) time to launch one kernel eagerly, in seconds; outside CUDA "
+        "graphs a step lasts at least the sum of its launches.",
     )
     graph_launch_seconds: float = Field(
-        1e-6, ge=0, le=1e-3, description="Least GPU time of one kernel (launch latency and tail, in or out of a "
-        "CUDA graph), in seconds: an op of k kernels takes at least k x this."
+        1e-6,
+        ge=0,
+        le=1e-3,
+        description="Least GPU time of one kernel (launch latency and tail, in or out of a "
+        "CUDA graph), in seconds: an op of k kernels takes at least k x this.",
     )
     step_overhead_seconds: float = Field(
-        2e-3, ge=0, le=0.1, description="Fixed host (CPU) work per engine step: scheduling, input preparation, "
-        "output processing, in seconds. Overlaps the GPU's step under async scheduling (see planner.estimate.step)."
+        2e-3,
+        ge=0,
+        le=0.1,
+        description="Fixed host (CPU) work per engine step: scheduling, input preparation, "
+        "output processing, in seconds. Overlaps the GPU's step under async scheduling (see planner.estimate.step).",
     )
     frontend_seconds_per_request: float = Field(
-        0.0, ge=0, le=1.0, description="Time each request spends outside the engine's step loop: the API "
+        0.0,
+        ge=0,
+        le=1.0,
+        description="Time each request spends outside the engine's step loop: the API "
         "server's HTTP handling, tokenization, detokenization and streaming of the first chunk, in seconds; "
-        "added to TTFT and end-to-end latency (it does not hold the GPU)."
+        "added to TTFT and end-to-end latency (it does not hold the GPU).",
     )
     attention_seconds_per_seq: float = Field(
-        0.0, ge=0, le=1e-4, description="Least time of one sequence's attention in one layer (walking its block "
-        "table, the first KV blocks; too few sequences cannot fill the SMs), in seconds."
+        0.0,
+        ge=0,
+        le=1e-4,
+        description="Least time of one sequence's attention in one layer (walking its block "
+        "table, the first KV blocks; too few sequences cannot fill the SMs), in seconds.",
     )
     host_seconds_per_seq: float = Field(
         0.0, ge=0, le=1e-3, description="Host (CPU) work per scheduled sequence per engine step, in seconds."
@@ -72,8 +98,10 @@ class Efficiency(BaseModel):
         0.7, gt=0, le=1, description="Achieved fraction of the interconnect's unidirectional bandwidth in all-reduce."
     )
     allreduce_latency_seconds: float = Field(
-        8e-6, ge=0, description="Not used since 2026-12: an all-reduce's latency comes from the engine and the link "
-        "(planner.estimate.step.allreduce_seconds). Kept so calibration files written before then still load."
+        8e-6,
+        ge=0,
+        description="Not used since 2026-12: an all-reduce's latency comes from the engine and the link "
+        "(planner.estimate.step.allreduce_seconds). Kept so calibration files written before then still load.",
     )
     source: str = Field(
         "planner defaults", description="Where these factors come from (fit, card and date, or 'none')."

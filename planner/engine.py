@@ -56,20 +56,27 @@ class EngineProfile(BaseModel):
     max_version: str | None = Field(description="First version it no longer holds for (excluded); None: still current.")
     async_scheduling: bool = Field(
         description="Host work of step N+1 overlaps the GPU's step N by default (a step lasts max(gpu, host); "
-        "else gpu + host).")
+        "else gpu + host)."
+    )
     cuda_graph_mode: Literal["full_and_piecewise", "piecewise", "decode_only"] = Field(
         description="Which batches replay CUDA graphs: decode_only / full_and_piecewise give pure-decode steps "
-        "full graphs; mixed steps launch attention eagerly.")
+        "full graphs; mixed steps launch attention eagerly."
+    )
     max_cuda_graph_batch: int = Field(ge=1, le=8192, description="Largest captured decode batch, in sequences.")
-    custom_allreduce: bool = Field(description="A custom all-reduce takes small TP messages (< 8 MiB, NVLink or 2 ranks).")
+    custom_allreduce: bool = Field(
+        description="A custom all-reduce takes small TP messages (< 8 MiB, NVLink or 2 ranks)."
+    )
     reserves_cuda_graph_memory: bool = Field(
-        description="The CUDA-graph pool is estimated and reserved before the KV cache is sized.")
+        description="The CUDA-graph pool is estimated and reserved before the KV cache is sized."
+    )
     reserves_cuda_graph_memory_from: str | None = Field(
-        description="Version from which reserves_cuda_graph_memory holds inside this range (None: the whole range).")
+        description="Version from which reserves_cuda_graph_memory holds inside this range (None: the whole range)."
+    )
     chunked_prefill_default: bool = Field(description="Chunked prefill is on by default.")
     sources: dict[str, str] = Field(default_factory=dict, description="Field -> citation.")
     efficiency: Efficiency = Field(
-        default_factory=Efficiency, description="Fitted kernel and host factors for this engine (fitted.yaml).")
+        default_factory=Efficiency, description="Fitted kernel and host factors for this engine (fitted.yaml)."
+    )
 
     def holds(self, version: tuple[int, ...]) -> bool:
         lo = parse_version(self.min_version)
@@ -127,7 +134,8 @@ def resolve_engine(spec: str = DEFAULT_ENGINE) -> tuple[EngineProfile, str | Non
         raise EngineError(
             f"unknown engine {spec!r}.",
             hint=f"Use ENGINE@VERSION with ENGINE one of {', '.join(sorted({p.engine for p in profiles.values()}))} "
-            f"(e.g. {DEFAULT_ENGINE}), or a profile id: {', '.join(sorted(profiles))}.")
+            f"(e.g. {DEFAULT_ENGINE}), or a profile id: {', '.join(sorted(profiles))}.",
+        )
     if not version:
         newest = max(family, key=lambda p: parse_version(p.min_version))
         return newest, None
@@ -135,5 +143,7 @@ def resolve_engine(spec: str = DEFAULT_ENGINE) -> tuple[EngineProfile, str | Non
     for profile in family:
         if profile.holds(v):
             return profile, version
-    raise EngineError(f"no {name} profile holds version {version}.",
-                      hint="Known ranges: " + "; ".join(f"{p.id} {p.min_version}-{p.max_version or 'now'}" for p in family))
+    raise EngineError(
+        f"no {name} profile holds version {version}.",
+        hint="Known ranges: " + "; ".join(f"{p.id} {p.min_version}-{p.max_version or 'now'}" for p in family),
+    )

@@ -2,7 +2,8 @@
 
 A :class:`HardwareProfile` answers "how many bytes fit, how fast they stream, how many FLOP/s
 each dtype gets, how fast the GPUs talk": the datasheet ceilings the roofline divides by. One card
-per YAML file; the built-in cards live in the top-level ``hardware_profiles/`` folder (installed as ``planner/hardware_profiles/``) and a
+per YAML file; the built-in cards live in the top-level ``hardware_profiles/`` folder (installed as
+``planner/hardware_profiles/``) and a
 user adds or overrides cards through folders named in ``PLANNER_HARDWARE_DIR``.
 
 Three traps this module guards against (see ``shared/reference/hardware.md``):
@@ -24,7 +25,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, get_args
+from typing import Annotated, Any, Literal, NamedTuple, cast, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -38,6 +39,7 @@ InterconnectKind = Literal["nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "
 
 DTYPES: tuple[str, ...] = get_args(Dtype)
 INTERCONNECT_KINDS: tuple[str, ...] = get_args(InterconnectKind)
+
 
 def _builtin_dir() -> Path:
     """The built-in cards: ``hardware_profiles/`` at the top of a checkout (the project's layout), which an
@@ -58,7 +60,7 @@ CALIBRATED_SUFFIX = "-calibrated"
 # without matching tensor cores are served by weight-only kernels that dequantize to 16 bit and
 # multiply in bf16/fp16 (vLLM's Marlin W8A16 / W4A16 on Ampere; hardware.md "Notes for the
 # planner"), so the compute ceiling is the 16-bit one, not a faster low-precision one.
-_FALLBACK: dict[str, tuple[str, ...]] = {
+_FALLBACK: dict[str, tuple[Dtype, ...]] = {
     "fp4": ("bf16", "fp16"),
     "int4": ("bf16", "fp16"),
     "fp8": ("bf16", "fp16"),
@@ -70,23 +72,31 @@ _FALLBACK: dict[str, tuple[str, ...]] = {
 }
 
 _DTYPE_ALIASES: dict[str, str] = {
-    "float32": "fp32", "float": "fp32", "f32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+    "f32": "fp32",
     "bfloat16": "bf16",
-    "float16": "fp16", "half": "fp16", "f16": "fp16",
-    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8",
-    "nvfp4": "fp4", "mxfp4": "fp4", "float4": "fp4",
+    "float16": "fp16",
+    "half": "fp16",
+    "f16": "fp16",
+    "float8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "float8_e4m3fn": "fp8",
+    "e4m3": "fp8",
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+    "float4": "fp4",
 }
 
 
-def normalize_dtype(dtype: str) -> str:
+def normalize_dtype(dtype: str) -> Dtype:
     """'bfloat16' -> 'bf16', 'FP8' -> 'fp8', 'nvfp4' -> 'fp4'; raises for names it does not know."""
     key = dtype.strip().lower().replace("torch.", "")
     key = _DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
-        raise HardwareProfileError(
-            f"unknown dtype {dtype!r};", hint=f"use one of {', '.join(DTYPES)}."
-        )
-    return key
+        raise HardwareProfileError(f"unknown dtype {dtype!r};", hint=f"use one of {', '.join(DTYPES)}.")
+    return cast(Dtype, key)  # checked against DTYPES just above
 
 
 class HardwareProfile(BaseModel):
@@ -252,7 +262,7 @@ class HardwareProfile(BaseModel):
         """
         return normalize_dtype(dtype) in self.peak_flops_per_s
 
-    def compute_dtype_for(self, dtype: str) -> str | None:
+    def compute_dtype_for(self, dtype: str) -> Dtype | None:
         """The dtype whose units actually do ``dtype``'s math here: itself if native, else its fallback.
 
         Fallbacks: fp8/int8/fp4/int4 -> bf16 -> fp16 (weight-only kernels dequantize to 16 bit),
@@ -275,7 +285,7 @@ class HardwareProfile(BaseModel):
         None when the card has no rate for it.
         """
         compute = self.compute_dtype_for(dtype)
-        return None if compute is None else self.peak_flops_per_s[compute]  # type: ignore[index]
+        return None if compute is None else self.peak_flops_per_s[compute]
 
     def ridge_point_flops_per_byte(self, dtype: str) -> float | None:
         """Arithmetic intensity (FLOP per byte of HBM traffic) above which ``dtype`` math is compute-bound.
@@ -409,7 +419,7 @@ def read_profile(path: str | os.PathLike[str]) -> HardwareProfile:
     except OSError as exc:
         raise HardwareProfileError(f"{shown}: cannot read the file ({exc.strerror});", hint="check the path.") from None
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -492,7 +502,9 @@ def _profile_entries(folder: Path, label: str) -> list[os.DirEntry[str]]:
     """``_profile_files`` as directory entries: one listing, one stat per file (the signature's hot path)."""
     try:
         with os.scandir(folder) as it:
-            found = [e for e in it if e.name.endswith((".yaml", ".yml")) and e.name not in (".yaml", ".yml") and e.is_file()]
+            found = [
+                e for e in it if e.name.endswith((".yaml", ".yml")) and e.name not in (".yaml", ".yml") and e.is_file()
+            ]
     except (FileNotFoundError, NotADirectoryError):
         _profile_files(folder, label)  # raises the error that names the folder and the fix
         raise
@@ -556,11 +568,14 @@ def _resolve_id(profile_id: str, reg: _Registry) -> str:
         return reg.aliases[key]
     known = sorted(reg.profiles)
     close = difflib.get_close_matches(key, known + sorted(reg.aliases), n=3)
-    maybe = "did you mean " + " or ".join(f"'{reg.aliases.get(c, c)}'" for c in dict.fromkeys(close)) + "? " if close else ""
+    maybe = (
+        "did you mean " + " or ".join(f"'{reg.aliases.get(c, c)}'" for c in dict.fromkeys(close)) + "? "
+        if close
+        else ""
+    )
     raise HardwareProfileError(
         f"unknown GPU '{profile_id}'; known ids: {', '.join(known)}.",
-        hint=f"{maybe}Pass one of them, or add a card YAML to a folder in {ENV_VAR} "
-        "(see hardware_profiles/README.md).",
+        hint=f"{maybe}Pass one of them, or add a card YAML to a folder in {ENV_VAR} (see hardware_profiles/README.md).",
     )
 
 
@@ -651,7 +666,11 @@ def profile_from_detected(
     slug = re.sub(r"[^a-z0-9.]+", "-", _normalize(name)).strip("-") or "device"
     lowered = name.lower()
     guessed_vendor = vendor or next(
-        (v for k, v in (("nvidia", "NVIDIA"), ("geforce", "NVIDIA"), ("amd", "AMD"), ("gaudi", "Intel")) if k in lowered),
+        (
+            v
+            for k, v in (("nvidia", "NVIDIA"), ("geforce", "NVIDIA"), ("amd", "AMD"), ("gaudi", "Intel"))
+            if k in lowered
+        ),
         "unknown",
     )
     flops = {normalize_dtype(k): float(v) for k, v in (peak_flops_per_s or {}).items()}
@@ -717,10 +736,15 @@ PRICE_SET_BY_USER = "set by the user"
 def check_price(usd_per_gpu_hour: object, card: str, key: str = "price_per_hour_usd") -> float:
     """``usd_per_gpu_hour`` as a float when it is a positive, finite number of US dollars per GPU-hour;
     else HardwareProfileError naming ``key`` (the flag or field the user filled), the card and the value."""
-    if (not isinstance(usd_per_gpu_hour, (int, float)) or isinstance(usd_per_gpu_hour, bool)
-            or not math.isfinite(usd_per_gpu_hour) or usd_per_gpu_hour <= 0):
+    if (
+        not isinstance(usd_per_gpu_hour, (int, float))
+        or isinstance(usd_per_gpu_hour, bool)
+        or not math.isfinite(usd_per_gpu_hour)
+        or usd_per_gpu_hour <= 0
+    ):
         raise HardwareProfileError(
-            f"{key}: the price of {card} must be a finite number > 0 of US dollars per GPU-hour, got {usd_per_gpu_hour!r}.",
+            f"{key}: the price of {card} must be a finite number > 0 of US dollars per GPU-hour, got "
+            f"{usd_per_gpu_hour!r}.",
             hint="Give the on-demand price of one GPU for one hour, e.g. 3.5 for $3.50.",
         )
     return float(usd_per_gpu_hour)
@@ -747,7 +771,8 @@ def resolve_prices(
         price = check_price(value, pid, key)
         if pid in out and out[pid] != price:
             raise HardwareProfileError(
-                f"{key}: {pid} is priced twice (${out[pid]:g} and ${price:g} per GPU-hour; '{name}' names the same card).",
+                f"{key}: {pid} is priced twice (${out[pid]:g} and ${price:g} per GPU-hour; '{name}' names the same "
+                f"card).",
                 hint="Give each card one price.",
             )
         out[pid] = price

@@ -45,7 +45,13 @@ def _hermetic_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.
     monkeypatch.setenv("HF_HUB_CACHE", str(hf_home / "hub"))
     # a developer's calibrated profiles must not change what the tests predict
     monkeypatch.setenv("PLANNER_CALIBRATION_DIR", str(tmp_path_factory.getbasetemp() / "calibration_home"))
-    for variable in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    for variable in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_OIDC_RESOURCE",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+    ):
         monkeypatch.delenv(variable, raising=False)
     # huggingface_hub read these at import; a developer's saved login must not be sent anywhere.
     monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(hf_home / "token"))

@@ -102,11 +102,7 @@ class HubStandin:
     def count(self, method: str | None = None, path_contains: str = "") -> int:
         """Number of requests seen, optionally only one method and paths containing a string."""
         with self._lock:
-            return sum(
-                1
-                for r in self.requests
-                if (method is None or r.method == method) and path_contains in r.path
-            )
+            return sum(1 for r in self.requests if (method is None or r.method == method) and path_contains in r.path)
 
     def _record(self, seen: SeenRequest) -> None:
         with self._lock:
@@ -131,9 +127,7 @@ class HubStandin:
         self._stopping.clear()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True  # a slow handler must not hold up stop()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -161,10 +155,10 @@ class _ResolveHandler(BaseHTTPRequestHandler):
     hub: HubStandin  # set on the subclass made in HubStandin.start
     protocol_version = "HTTP/1.0"  # one request per connection: nothing lingers after stop()
 
-    def do_HEAD(self) -> None:  # noqa: N802 (http.server naming)
+    def do_HEAD(self) -> None:
         self._answer(send_body=False)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._answer(send_body=True)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002

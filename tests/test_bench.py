@@ -35,16 +35,38 @@ ROOT = Path(__file__).resolve().parent.parent
 HAS_GPU = torch.cuda.is_available()
 
 TINY_MOE_CONFIG = {
-    "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": 128, "intermediate_size": 256,
-    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 128, "num_experts": 8, "num_experts_per_tok": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3, "mlp_only_layers": [0], "vocab_size": 1000,
-    "max_position_embeddings": 1024, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen2MoeForCausalLM"],
+    "model_type": "qwen2_moe",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 128,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 3,
+    "mlp_only_layers": [0],
+    "vocab_size": 1000,
+    "max_position_embeddings": 1024,
+    "torch_dtype": "bfloat16",
 }
 
 TINY = SuiteSizes(
-    copy_bytes=4 * 2**20, gemm_prefill_tokens=(32,), gemm_decode_tokens=(1, 4), attention_batches=(1, 2),
-    attention_contexts=(128,), layer_prefill_tokens=(32,), layer_decode=((1, 128), (2, 128)), kv_alloc_cap_bytes=4 * 2**20,
-    launches=50, warmup=1, repeats=2, max_seconds_per_check=0.05, rotation_cache_multiple=0.5, max_rotation_slots=2,
+    copy_bytes=4 * 2**20,
+    gemm_prefill_tokens=(32,),
+    gemm_decode_tokens=(1, 4),
+    attention_batches=(1, 2),
+    attention_contexts=(128,),
+    layer_prefill_tokens=(32,),
+    layer_decode=((1, 128), (2, 128)),
+    kv_alloc_cap_bytes=4 * 2**20,
+    launches=50,
+    warmup=1,
+    repeats=2,
+    max_seconds_per_check=0.05,
+    rotation_cache_multiple=0.5,
+    max_rotation_slots=2,
 )
 OK_OR_UNAVAILABLE = {"ok", "unavailable"}
 
@@ -75,8 +97,10 @@ def moe_report():
 
 
 def test_importing_planner_does_not_import_torch():
-    code = ("import sys, planner, planner.bench, planner.bench.suite, planner.commands.validate; "
-            "print('torch' in sys.modules, 'pynvml' in sys.modules)")
+    code = (
+        "import sys, planner, planner.bench, planner.bench.suite, planner.commands.validate; "
+        "print('torch' in sys.modules, 'pynvml' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -91,7 +115,15 @@ def test_every_benchmark_yields_finite_positive_numbers(fixture, request):
     assert report.checks
     benchmarks = {c.benchmark for c in report.checks}
     if fixture == "tiny_report":
-        assert benchmarks == {"memory_bandwidth", "launch_overhead", "gemm", "gemm_fp8", "attention_decode", "layer_forward", "kv_cache"}
+        assert benchmarks == {
+            "memory_bandwidth",
+            "launch_overhead",
+            "gemm",
+            "gemm_fp8",
+            "attention_decode",
+            "layer_forward",
+            "kv_cache",
+        }
     for c in report.checks:
         assert c.status in OK_OR_UNAVAILABLE, (c.name, c.status, c.reason)
         assert _finite_positive(c.predicted_seconds), c.name
@@ -120,7 +152,9 @@ def test_cpu_run_is_labelled(tiny_report):
 
 def test_moe_layers_and_whole_model_rows(moe_report):
     names = [c.name for c in moe_report.checks if c.benchmark == "layer_forward"]
-    assert any("+moe" in n for n in names) and any("(full_attention)" in n for n in names)  # dense layer 0 and MoE layers
+    assert any("+moe" in n for n in names) and any(
+        "(full_attention)" in n for n in names
+    )  # dense layer 0 and MoE layers
     whole = [c for c in moe_report.checks if c.includes_step_overhead]
     assert whole and all(c.status == "ok" and "derived" in c.measured_how for c in whole)
 
@@ -173,13 +207,19 @@ def test_models_scale_is_labelled_and_keeps_gqa(tiny_spec):
 
 def _synthetic(report, factor):
     """The report's ok rows with measurements = factor x the planner's prediction."""
-    return [c.model_copy(update={"measured_seconds": c.predicted_seconds * factor}) for c in report.checks if c.status == "ok"]
+    return [
+        c.model_copy(update={"measured_seconds": c.predicted_seconds * factor})
+        for c in report.checks
+        if c.status == "ok"
+    ]
 
 
 @pytest.mark.parametrize("factor", [3.0, 0.5])
 def test_calibration_moves_predictions_toward_measurements(tiny_report, tmp_path, factor):
     hw = get_profile("cpu")
-    cal = calibrate_report(_synthetic(tiny_report, factor), hw, efficiency_for(hw), tiny_report.device, "tiny", "fp32", write=False)
+    cal = calibrate_report(
+        _synthetic(tiny_report, factor), hw, efficiency_for(hw), tiny_report.device, "tiny", "fp32", write=False
+    )
     assert cal.status == "fitted" and cal.factors_after.kind == "calibrated"
     for e in cal.errors:
         if factor > 1:  # measured > predicted: calibrated predictions rise
@@ -198,12 +238,15 @@ def test_calibration_on_real_measurements_single_factor_checks(tiny_report):
     for e in cal.errors:
         if e.name.startswith(("copy", "launch")):
             assert abs(e.error_pct_after) < 1e-6
-            assert (e.predicted_seconds_after - e.predicted_seconds_before) * (e.measured_seconds - e.predicted_seconds_before) >= 0
+            assert (e.predicted_seconds_after - e.predicted_seconds_before) * (
+                e.measured_seconds - e.predicted_seconds_before
+            ) >= 0
 
 
 def test_calibrated_profile_is_written_and_loaded(tiny_spec, tmp_path, monkeypatch):
     monkeypatch.setenv("PLANNER_HARDWARE_DIR", str(tmp_path))
-    # single-factor checks: their fit is exact, so it is never refused (a CPU GEMM fit may be: tests/test_calibration_bounds.py)
+    # single-factor checks: their fit is exact, so it is never refused (a CPU GEMM fit may be:
+    # tests/test_calibration_bounds.py)
     report = validate(tiny_spec, benchmarks=["memory_bandwidth", "launch_overhead"], write_calibration=True)
     cal = report.calibration
     assert cal.status == "written" and cal.profile_visible and Path(cal.file) == tmp_path / "cpu-calibrated.yaml"
@@ -220,7 +263,9 @@ def test_calibration_outside_the_search_path_says_how_to_use_it(tiny_report, tmp
     monkeypatch.delenv("PLANNER_HARDWARE_DIR", raising=False)
     hw = get_profile("cpu")
     exact = [c for c in tiny_report.checks if c.benchmark in ("memory_bandwidth", "launch_overhead")]  # never refused
-    cal = calibrate_report(exact, hw, efficiency_for(hw), tiny_report.device, "tiny", "fp32", write=True, folder=tmp_path)
+    cal = calibrate_report(
+        exact, hw, efficiency_for(hw), tiny_report.device, "tiny", "fp32", write=True, folder=tmp_path
+    )
     assert cal.status == "written" and not cal.profile_visible and f"PLANNER_HARDWARE_DIR={tmp_path}" in cal.note
 
 
@@ -262,12 +307,15 @@ def test_injected_out_of_memory_is_a_row(tiny_spec, monkeypatch):
     assert all(c.status == "ok" for c in report.checks if c.benchmark == "attention_decode")
 
 
-@pytest.mark.parametrize("exc,expected", [
-    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
-    (MemoryError(), True),
-    (RuntimeError("shape mismatch"), False),
-    (ValueError("out of memory"), False),
-])
+@pytest.mark.parametrize(
+    "exc,expected",
+    [
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (MemoryError(), True),
+        (RuntimeError("shape mismatch"), False),
+        (ValueError("out of memory"), False),
+    ],
+)
 def test_is_oom(exc, expected):
     assert is_oom(exc) is expected
 
@@ -286,16 +334,24 @@ def test_suite_time_limit_skips_the_rest(tiny_spec):
 
 def test_progress_reports_every_check(tiny_spec):
     seen = []
-    report = validate(tiny_spec, benchmarks=["memory_bandwidth", "launch_overhead"], calibrate=False,
-                      progress=lambda name, i, n: seen.append((name, i, n)))
+    report = validate(
+        tiny_spec,
+        benchmarks=["memory_bandwidth", "launch_overhead"],
+        calibrate=False,
+        progress=lambda name, i, n: seen.append((name, i, n)),
+    )
     assert [i for _, i, _ in seen] == list(range(1, len(report.checks) + 1))
     assert {n for _, _, n in seen} == {len(report.checks)}
 
 
 def test_group_progress_counts_each_benchmark_on_its_own(tiny_spec):
     seen: dict[str, list] = {}
-    report = validate(tiny_spec, benchmarks=["memory_bandwidth", "launch_overhead"], calibrate=False,
-                      group_progress=lambda group, i, n: seen.setdefault(group, []).append((i, n)))
+    report = validate(
+        tiny_spec,
+        benchmarks=["memory_bandwidth", "launch_overhead"],
+        calibrate=False,
+        group_progress=lambda group, i, n: seen.setdefault(group, []).append((i, n)),
+    )
     for group in {c.benchmark for c in report.checks}:
         total = sum(c.benchmark == group for c in report.checks)
         assert seen[group] == [(i, total) for i in range(1, total + 1)], group
@@ -330,12 +386,26 @@ def test_cli_validate_cpu_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PLANNER_HARDWARE_DIR", str(tmp_path))
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_LLAMA_CONFIG))
-    argv = ["validate", str(config), "--device", "cpu", "--quick", "--cpu-threads", "1", "--format", "json",
-            "--benchmarks", "memory_bandwidth,attention_decode", "--write"]
+    argv = [
+        "validate",
+        str(config),
+        "--device",
+        "cpu",
+        "--quick",
+        "--cpu-threads",
+        "1",
+        "--format",
+        "json",
+        "--benchmarks",
+        "memory_bandwidth,attention_decode",
+        "--write",
+    ]
     assert main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"device", "profile", "checks", "calibration"} <= set(data)
-    assert all({"name", "predicted_seconds", "measured_seconds", "error_pct", "status"} <= set(c) for c in data["checks"])
+    assert all(
+        {"name", "predicted_seconds", "measured_seconds", "error_pct", "status"} <= set(c) for c in data["checks"]
+    )
     assert data["calibration"]["status"] == "written"
     assert main([*argv[:-3], "--format", "table", "--no-calibrate", "--benchmarks", "memory_bandwidth"]) == 0
     assert "copy" in capsys.readouterr().out
@@ -387,13 +457,16 @@ def test_sampler_files_samples_per_benchmark():
     assert gemm.samples >= 1 and gemm.diagnosis == "compute-bound"
 
 
-@pytest.mark.parametrize("gpu,memory,expected", [
-    (95, 10, "compute-bound"),
-    (30, 85, "memory-bound"),
-    (95, 90, "memory-bound"),
-    (10, 5, "overhead/scheduling-bound"),
-    (50, 40, "mixed"),
-])
+@pytest.mark.parametrize(
+    "gpu,memory,expected",
+    [
+        (95, 10, "compute-bound"),
+        (30, 85, "memory-bound"),
+        (95, 90, "memory-bound"),
+        (10, 5, "overhead/scheduling-bound"),
+        (50, 40, "mixed"),
+    ],
+)
 def test_diagnosis_reads_like_the_seed(gpu, memory, expected):
     assert diagnose(gpu, memory) == expected
 
@@ -408,7 +481,10 @@ def test_gpu_check_cpu_smoke(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_LLAMA_CONFIG))
     out = tmp_path / "out"
-    assert gpu_check.main(["--device", "cpu", "--quick", "--out", str(out), "--cpu-threads", "1", "--models", str(config)]) == 0
+    assert (
+        gpu_check.main(["--device", "cpu", "--quick", "--out", str(out), "--cpu-threads", "1", "--models", str(config)])
+        == 0
+    )
     data = json.loads((out / "report.json").read_text())
     assert data["models"][0]["report"]["checks"] and data["calibration"]["status"] == "written"
     assert (out / "hardware" / "cpu-calibrated.yaml").exists()
@@ -422,5 +498,7 @@ def test_unmatched_device_gets_a_probed_profile(tiny_spec, monkeypatch):
     monkeypatch.setattr(suite, "profile_for_device", lambda dev, given: (None, "detected", "no profile matches"))
     report = validate(tiny_spec, benchmarks=["memory_bandwidth", "attention_decode"], calibrate=False)
     assert report.profile.origin == "detected" and report.profile.id.startswith("detected-")
-    assert _finite_positive(report.profile.hbm_bandwidth_bytes_per_s) and _finite_positive(report.profile.peak_flops_per_s["fp32"])
+    assert _finite_positive(report.profile.hbm_bandwidth_bytes_per_s) and _finite_positive(
+        report.profile.peak_flops_per_s["fp32"]
+    )
     assert all(c.status == "ok" and _finite_positive(c.predicted_seconds) for c in report.checks)

@@ -15,12 +15,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from planner.bench import run_validation  # noqa: E402
 from planner.bench import benchmarks as bench_mod  # noqa: E402
+from planner.bench import run_validation  # noqa: E402
 from planner.bench.limits import SuiteLimits  # noqa: E402
 from planner.bench.report import SuiteSizes  # noqa: E402
 from planner.bench.safety import (  # noqa: E402
-    BenchTimeout, Deadline, MemoryGuard, MemoryGuardRefused, cgroup_headroom_bytes, fill, host_free_bytes, is_oom,
+    BenchTimeout,
+    Deadline,
+    MemoryGuard,
+    MemoryGuardRefused,
+    cgroup_headroom_bytes,
+    fill,
+    host_free_bytes,
+    is_oom,
 )
 from planner.bench.timing import measure  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
@@ -31,9 +38,20 @@ GiB = 2**30
 V1_UNLIMITED = "9223372036854771712"
 
 TINY = SuiteSizes(
-    copy_bytes=4 * 2**20, gemm_prefill_tokens=(32,), gemm_decode_tokens=(1, 4), attention_batches=(1, 2),
-    attention_contexts=(128,), layer_prefill_tokens=(32,), layer_decode=((1, 128), (2, 128)), kv_alloc_cap_bytes=4 * 2**20,
-    launches=50, warmup=1, repeats=2, max_seconds_per_check=0.05, rotation_cache_multiple=0.5, max_rotation_slots=2,
+    copy_bytes=4 * 2**20,
+    gemm_prefill_tokens=(32,),
+    gemm_decode_tokens=(1, 4),
+    attention_batches=(1, 2),
+    attention_contexts=(128,),
+    layer_prefill_tokens=(32,),
+    layer_decode=((1, 128), (2, 128)),
+    kv_alloc_cap_bytes=4 * 2**20,
+    launches=50,
+    warmup=1,
+    repeats=2,
+    max_seconds_per_check=0.05,
+    rotation_cache_multiple=0.5,
+    max_rotation_slots=2,
 )
 
 
@@ -96,8 +114,12 @@ def test_cgroup_v1_limit_usage_and_unlimited(tmp_path):
     root = tmp_path / "cgroup"
     mem = root / "memory"
     _write(mem, memory__limit_in_bytes=V1_UNLIMITED, memory__usage_in_bytes=str(5 * GiB))
-    _write(mem / "docker" / "abc", memory__limit_in_bytes=str(6 * GiB), memory__usage_in_bytes=str(2 * GiB),
-           memory__stat=f"cache {GiB}\ntotal_inactive_file {GiB // 2}\n")
+    _write(
+        mem / "docker" / "abc",
+        memory__limit_in_bytes=str(6 * GiB),
+        memory__usage_in_bytes=str(2 * GiB),
+        memory__stat=f"cache {GiB}\ntotal_inactive_file {GiB // 2}\n",
+    )
     proc = tmp_path / "self_cgroup"
     proc.write_text("12:pids:/docker/abc\n4:memory:/docker/abc\n1:name=systemd:/docker/abc\n")
     assert cgroup_headroom_bytes(str(root), str(proc)) == 6 * GiB - (2 * GiB - GiB // 2)
@@ -199,11 +221,20 @@ def test_slow_setup_cannot_overrun_the_group_limit(tiny_spec, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bench_mod, "random_tensor", slow_random)
-    sizes = TINY.model_copy(update={"max_rotation_slots": 8, "rotation_cache_multiple": 1e6, "repeats": 50,
-                                    "max_seconds_per_check": 100.0})
+    sizes = TINY.model_copy(
+        update={"max_rotation_slots": 8, "rotation_cache_multiple": 1e6, "repeats": 50, "max_seconds_per_check": 100.0}
+    )
     t0 = time.monotonic()
-    report = run_validation(tiny_spec, None, "cpu", sizes=sizes, cpu_threads=1, benchmarks=["attention_decode"],
-                            benchmark_time_limit_s=1.0, calibrate=False)
+    report = run_validation(
+        tiny_spec,
+        None,
+        "cpu",
+        sizes=sizes,
+        cpu_threads=1,
+        benchmarks=["attention_decode"],
+        benchmark_time_limit_s=1.0,
+        calibrate=False,
+    )
     elapsed = time.monotonic() - t0
     assert {c.status for c in report.checks} <= {"ok", "timeout"}
     assert elapsed < 1.0 + 0.6 + 1.5, elapsed  # limit + one set + setup slack; the old code took 5.5 s
@@ -212,21 +243,24 @@ def test_slow_setup_cannot_overrun_the_group_limit(tiny_spec, monkeypatch):
 # ------------------------------------------------------------------------- refused settings
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    ({"time_limit_s": math.nan}, "--time-limit (time_limit_s) is nan"),
-    ({"time_limit_s": math.inf}, "--time-limit (time_limit_s) is inf"),
-    ({"time_limit_s": -1.0}, "--time-limit (time_limit_s) is -1.0"),
-    ({"time_limit_s": 0.0}, "--time-limit"),
-    ({"time_limit_s": 1e9}, "at most one day"),
-    ({"benchmark_time_limit_s": math.nan}, "--benchmark-time-limit (benchmark_time_limit_s) is nan"),
-    ({"cpu_threads": -1}, "--cpu-threads (cpu_threads) is -1"),
-    ({"cpu_threads": 0}, "a count from 1 to 4096"),
-    ({"cpu_threads": True}, "--cpu-threads"),
-    ({"memory_fraction": math.nan}, "--memory-fraction (memory_fraction) is nan"),
-    ({"memory_fraction": 1.5}, "in (0, 1]"),
-    ({"models_scale": 0.0}, "--models-scale"),
-    ({"sampler_interval_s": -0.1}, "sampler_interval_s is -0.1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        ({"time_limit_s": math.nan}, "--time-limit (time_limit_s) is nan"),
+        ({"time_limit_s": math.inf}, "--time-limit (time_limit_s) is inf"),
+        ({"time_limit_s": -1.0}, "--time-limit (time_limit_s) is -1.0"),
+        ({"time_limit_s": 0.0}, "--time-limit"),
+        ({"time_limit_s": 1e9}, "at most one day"),
+        ({"benchmark_time_limit_s": math.nan}, "--benchmark-time-limit (benchmark_time_limit_s) is nan"),
+        ({"cpu_threads": -1}, "--cpu-threads (cpu_threads) is -1"),
+        ({"cpu_threads": 0}, "a count from 1 to 4096"),
+        ({"cpu_threads": True}, "--cpu-threads"),
+        ({"memory_fraction": math.nan}, "--memory-fraction (memory_fraction) is nan"),
+        ({"memory_fraction": 1.5}, "in (0, 1]"),
+        ({"models_scale": 0.0}, "--models-scale"),
+        ({"sampler_interval_s": -0.1}, "sampler_interval_s is -0.1"),
+    ],
+)
 def test_run_validation_refuses_bad_limits_naming_the_flag(tiny_spec, kwargs, fragment):
     with pytest.raises(PlannerError) as info:
         run_validation(tiny_spec, None, "cpu", sizes=TINY, calibrate=False, **kwargs)

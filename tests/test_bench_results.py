@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from planner.errors import ConfigError
 from planner.verify.bench_results import (
@@ -175,9 +176,7 @@ KNOWN = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("path", "index", "expected"), KNOWN, ids=[f"{k[0].stem}[{k[1]}]" for k in KNOWN]
-)
+@pytest.mark.parametrize(("path", "index", "expected"), KNOWN, ids=[f"{k[0].stem}[{k[1]}]" for k in KNOWN])
 def test_known_values(path, index, expected):
     result = load_bench_results(path)[index]
     for key, want in expected.items():
@@ -205,9 +204,7 @@ def test_vllm_rates_times_duration_give_the_totals(index):
     raw = load_json_lines(VLLM_SWEEP)[index]
     result = load_bench_result(VLLM_SWEEP, index=index)
     assert result.requests_per_s * result.duration_seconds == pytest.approx(raw["completed"])
-    assert result.throughput_tokens_per_s * result.duration_seconds == pytest.approx(
-        raw["total_output_tokens"]
-    )
+    assert result.throughput_tokens_per_s * result.duration_seconds == pytest.approx(raw["total_output_tokens"])
     assert result.total_throughput_tokens_per_s * result.duration_seconds == pytest.approx(
         raw["total_input_tokens"] + raw["total_output_tokens"]
     )
@@ -243,9 +240,7 @@ def test_vllm_arrays_give_the_same_summary_as_the_saved_keys():
 @pytest.mark.parametrize("path", [GENAI_STREAM, GENAI_NO_STREAM])
 def test_genai_perf_output_throughput_is_request_rate_times_output_length(path):
     result = load_bench_result(path)
-    assert result.throughput_tokens_per_s == pytest.approx(
-        result.requests_per_s * result.mean_output_tokens, rel=1e-9
-    )
+    assert result.throughput_tokens_per_s == pytest.approx(result.requests_per_s * result.mean_output_tokens, rel=1e-9)
 
 
 @pytest.mark.parametrize("index", [0, 1])
@@ -335,7 +330,7 @@ def test_choosing_one_run_errors(path, index, error):
         ({"throughput": 12.0, "latency_ms": 3.0}, "Keys seen: \\[latency_ms, throughput\\]"),
         ({"benchmarks": [{"name": "x"}]}, "Keys seen: \\[benchmarks\\]"),
         ("{not json", "neither JSON nor JSON lines"),
-        ("{\"a\": 1}\n[2]", "line 2 is not a JSON object"),
+        ('{"a": 1}\n[2]', "line 2 is not a JSON object"),
         ("[1, 2]", "JSON objects only"),
     ],
 )
@@ -387,12 +382,20 @@ def test_genai_perf_nanosecond_strings_of_early_releases():
     # repository not resolved): times in "ns" as strings, "num_output_token"/"num_input_token".
     early = {
         "time_to_first_token": {
-            "unit": "ns", "avg": "20757771.22095672", "p99": "29047316.52",
-            "p90": "25826318.599999998", "p50": "20901523.0", "std": "4220849.59851806",
+            "unit": "ns",
+            "avg": "20757771.22095672",
+            "p99": "29047316.52",
+            "p90": "25826318.599999998",
+            "p50": "20901523.0",
+            "std": "4220849.59851806",
         },
         "inter_token_latency": {
-            "unit": "ns", "avg": "3860101.1100274306", "p99": "5263723.220000001",
-            "p90": "5036146.1", "p50": "3988754.5", "std": "1539307.1111368367",
+            "unit": "ns",
+            "avg": "3860101.1100274306",
+            "p99": "5263723.220000001",
+            "p90": "5036146.1",
+            "p50": "3988754.5",
+            "std": "1539307.1111368367",
         },
         "output_token_throughput": {"unit": "tokens per sec", "avg": "217.1010500160076"},
         "num_output_token": {"unit": "tokens", "avg": "17.763097949886106"},
@@ -425,16 +428,18 @@ def test_guidellm_v03_layout_args_strategy_and_worker_model():
     bench["worker"] = {"backend_model": "Qwen/Qwen3-8B", "backend_type": "openai_http"}
     result = load_bench_result({"benchmarks": [bench]})
     assert (result.model, result.backend, result.max_concurrency) == (
-        "Qwen/Qwen3-8B", "openai_http", 4,
+        "Qwen/Qwen3-8B",
+        "openai_http",
+        4,
     )
     assert load_bench_result(bench).metrics == result.metrics  # a bare benchmark object
 
 
 def test_result_models_are_frozen_and_strict():
     result = load_bench_result(GENAI_STREAM)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         result.model = "other"  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         LatencySummary(mean=1.0, median=1.0)  # type: ignore[call-arg]
     for model in (BenchResult, LatencySummary):
         for name, field in model.model_fields.items():

@@ -19,8 +19,15 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from planner.bench.calibrate import (  # noqa: E402
-    FACTOR_BOUNDS, HISTORY_DIR, WORSE_CHECK_FACTOR, CalibrationRefusedError, bound_hit, calibration_history, fit_calibration,
-    small_gemm_floor, write_calibration,
+    FACTOR_BOUNDS,
+    HISTORY_DIR,
+    WORSE_CHECK_FACTOR,
+    CalibrationRefusedError,
+    bound_hit,
+    calibration_history,
+    fit_calibration,
+    small_gemm_floor,
+    write_calibration,
 )
 from planner.efficiency import Efficiency  # noqa: E402
 from planner.estimate.roofline import efficiency_for  # noqa: E402
@@ -45,14 +52,26 @@ def cpu():
 
 def fit(report, checks=None, folder=None):
     hw = get_profile("cpu")
-    return fit_calibration(list(report.checks if checks is None else checks), hw, efficiency_for(hw), report.device, "tiny", "fp32",
-                           folder=folder)
+    return fit_calibration(
+        list(report.checks if checks is None else checks),
+        hw,
+        efficiency_for(hw),
+        report.device,
+        "tiny",
+        "fp32",
+        folder=folder,
+    )
 
 
 def shifted(report, name_starts: str, update) -> list:
-    """The report's rows with ``measured_seconds`` of the rows named ``name_starts...`` replaced by ``update(seconds)``."""
-    return [c.model_copy(update={"measured_seconds": update(c.measured_seconds)})
-            if c.name.startswith(name_starts) and c.measured_seconds else c for c in report.checks]
+    """The report's rows with ``measured_seconds`` of the rows named ``name_starts...``
+    replaced by ``update(seconds)``."""
+    return [
+        c.model_copy(update={"measured_seconds": update(c.measured_seconds)})
+        if c.name.startswith(name_starts) and c.measured_seconds
+        else c
+        for c in report.checks
+    ]
 
 
 def exact_rows(report) -> list:
@@ -86,17 +105,20 @@ def test_every_shipped_factor_set_lies_inside_the_bounds():
             assert b.low <= getattr(eff, name) <= b.high, (label, name, getattr(eff, name))
 
 
-@pytest.mark.parametrize("factor, value, low, side", [
-    ("step_overhead_seconds", 2.0, None, "high"),        # the issue's 1.7-2.3 s on a CPU
-    ("step_overhead_seconds", 0.01, None, None),
-    ("step_overhead_seconds", -1e-3, None, "low"),
-    ("kernel_launch_seconds", 1e-6, None, "low"),
-    ("kernel_launch_seconds", 200e-6, None, "high"),
-    ("bandwidth_fraction", 0.1, None, "low"),
-    ("bandwidth_fraction", 0.8, None, None),
-    ("gemm_fraction_small", 0.05, 0.2, "low"),           # the 4 x bandwidth / peak floor raises the lower bound
-    ("gemm_fraction_small", 0.05, None, None),
-])
+@pytest.mark.parametrize(
+    "factor, value, low, side",
+    [
+        ("step_overhead_seconds", 2.0, None, "high"),  # the issue's 1.7-2.3 s on a CPU
+        ("step_overhead_seconds", 0.01, None, None),
+        ("step_overhead_seconds", -1e-3, None, "low"),
+        ("kernel_launch_seconds", 1e-6, None, "low"),
+        ("kernel_launch_seconds", 200e-6, None, "high"),
+        ("bandwidth_fraction", 0.1, None, "low"),
+        ("bandwidth_fraction", 0.8, None, None),
+        ("gemm_fraction_small", 0.05, 0.2, "low"),  # the 4 x bandwidth / peak floor raises the lower bound
+        ("gemm_fraction_small", 0.05, None, None),
+    ],
+)
 def test_bound_hit(factor, value, low, side):
     hit = bound_hit(factor, value, low, device_kind="cpu")
     if side is None:
@@ -117,8 +139,11 @@ def test_real_cpu_fit_keeps_every_factor_in_range(tiny_report):
     cal = fit(tiny_report)
     assert cal.status in ("fitted", "refused") and cal.factors_after is not None
     hw = get_profile("cpu")
-    floor = small_gemm_floor(hw.model_copy(update={"hbm_bandwidth_bytes_per_s": cal.profile.hbm_bandwidth_bytes_per_s}),
-                             cal.factors_after, "fp32")
+    floor = small_gemm_floor(
+        hw.model_copy(update={"hbm_bandwidth_bytes_per_s": cal.profile.hbm_bandwidth_bytes_per_s}),
+        cal.factors_after,
+        "fp32",
+    )
     hit_names = {h.factor for h in cal.bounds_hit}
     for name, b in FACTOR_BOUNDS.items():
         low = max(b.low, floor) if name == "gemm_fraction_small" else b.low
@@ -134,9 +159,12 @@ def test_real_cpu_fit_keeps_every_factor_in_range(tiny_report):
 def test_decision_follows_its_own_numbers(tiny_report):
     """Refused exactly when the median |error| rises or a check ends WORSE_CHECK_FACTOR x further off."""
     cal = fit(tiny_report)
-    worse = any(max(e.predicted_seconds_after / e.measured_seconds, e.measured_seconds / e.predicted_seconds_after)
-                / max(e.predicted_seconds_before / e.measured_seconds, e.measured_seconds / e.predicted_seconds_before)
-                > WORSE_CHECK_FACTOR for e in cal.errors)
+    worse = any(
+        max(e.predicted_seconds_after / e.measured_seconds, e.measured_seconds / e.predicted_seconds_after)
+        / max(e.predicted_seconds_before / e.measured_seconds, e.measured_seconds / e.predicted_seconds_before)
+        > WORSE_CHECK_FACTOR
+        for e in cal.errors
+    )
     assert (cal.status == "refused") == (cal.median_abs_error_pct_after > cal.median_abs_error_pct_before or worse)
     assert bool(cal.worse_checks) == worse
 
@@ -151,11 +179,14 @@ def test_step_overhead_beyond_50_ms_is_clipped_and_reported(tiny_report):
     assert cal.diagnostics["decode_forward_residual_seconds"] == pytest.approx(hit.fitted)
 
 
-@pytest.mark.parametrize("prefix, scale, factor, side", [
-    ("launch", 1e3, "kernel_launch_seconds", "high"),      # launches of milliseconds: not a GPU's
-    ("launch", 1e-3, "kernel_launch_seconds", "low"),
-    ("copy", 50.0, "bandwidth_fraction", "low"),           # a copy 50x slower: not streaming HBM
-])
+@pytest.mark.parametrize(
+    "prefix, scale, factor, side",
+    [
+        ("launch", 1e3, "kernel_launch_seconds", "high"),  # launches of milliseconds: not a GPU's
+        ("launch", 1e-3, "kernel_launch_seconds", "low"),
+        ("copy", 50.0, "bandwidth_fraction", "low"),  # a copy 50x slower: not streaming HBM
+    ],
+)
 def test_out_of_range_measurement_is_clipped_and_reported(tiny_report, prefix, scale, factor, side):
     cal = fit(tiny_report, shifted(tiny_report, prefix, lambda t: t * scale))
     hits = {h.factor: h for h in cal.bounds_hit}
@@ -166,12 +197,18 @@ def test_out_of_range_measurement_is_clipped_and_reported(tiny_report, prefix, s
 def test_fit_that_makes_its_checks_worse_is_refused_and_nothing_is_written(tiny_report, tmp_path):
     """Every check measured at exactly the uncalibrated prediction, the launch check 5x faster: the launch factor
     follows that one check and every launch-bound row drifts away from its measurement."""
-    rows = [c.model_copy(update={"measured_seconds": c.predicted_seconds / (5.0 if c.name.startswith("launch") else 1.0)})
-            for c in tiny_report.checks if c.status == "ok" and c.predicted_seconds]
+    rows = [
+        c.model_copy(update={"measured_seconds": c.predicted_seconds / (5.0 if c.name.startswith("launch") else 1.0)})
+        for c in tiny_report.checks
+        if c.status == "ok" and c.predicted_seconds
+    ]
     cal = fit(tiny_report, rows, folder=tmp_path)
     assert cal.status == "refused"
     assert "makes its own checks worse" in cal.reason and "Nothing is written" in cal.reason
-    assert f"{cal.median_abs_error_pct_before:.0f}%" in cal.reason and f"{cal.median_abs_error_pct_after:.0f}%" in cal.reason
+    assert (
+        f"{cal.median_abs_error_pct_before:.0f}%" in cal.reason
+        and f"{cal.median_abs_error_pct_after:.0f}%" in cal.reason
+    )
     assert cal.target_file is None and cal.file is None and cal.profile is not None
     with pytest.raises(CalibrationRefusedError, match="refused"):
         write_calibration(cal, tmp_path)
@@ -208,7 +245,9 @@ def test_writing_keeps_the_earlier_calibration_dated(tiny_report, tmp_path, monk
     assert new["efficiency"]["kernel_launch_seconds"] > first.factors_after.kernel_launch_seconds
     assert "time_utc" in new["calibration_info"]
     # the history folder is not read as profiles: one cpu-calibrated, the newest
-    assert get_profile("cpu-calibrated").efficiency.kernel_launch_seconds == pytest.approx(second.factors_after.kernel_launch_seconds)
+    assert get_profile("cpu-calibrated").efficiency.kernel_launch_seconds == pytest.approx(
+        second.factors_after.kernel_launch_seconds
+    )
     assert calibration_history("cpu-calibrated", tmp_path) == [kept]
 
     os.utime(tmp_path / "cpu-calibrated.yaml", (1767225600, 1767225600))  # the same second again: a free name
@@ -229,9 +268,12 @@ def test_run_validation_writes_nothing_by_default(tmp_path, monkeypatch):
     (tmp_path / "hw").mkdir()
     from planner.bench import run_validation
 
-    report = run_validation(build_spec(TINY_LLAMA_CONFIG, "tiny-llama"), None, "cpu", sizes=TINY, cpu_threads=1,
-                            benchmarks=list(EXACT))
-    assert report.calibration.status == "fitted" and report.calibration.target_file == str(tmp_path / "hw" / "cpu-calibrated.yaml")
+    report = run_validation(
+        build_spec(TINY_LLAMA_CONFIG, "tiny-llama"), None, "cpu", sizes=TINY, cpu_threads=1, benchmarks=list(EXACT)
+    )
+    assert report.calibration.status == "fitted" and report.calibration.target_file == str(
+        tmp_path / "hw" / "cpu-calibrated.yaml"
+    )
     assert list((tmp_path / "hw").iterdir()) == [] and not (tmp_path / "cal").exists()
 
 
@@ -243,8 +285,22 @@ def _cli(tmp_path, *extra):
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_LLAMA_CONFIG))
-    return main(["validate", str(config), "--device", "cpu", "--quick", "--cpu-threads", "1",
-                 "--benchmarks", ",".join(EXACT), "--calibration-dir", str(tmp_path / "cal"), *extra])
+    return main(
+        [
+            "validate",
+            str(config),
+            "--device",
+            "cpu",
+            "--quick",
+            "--cpu-threads",
+            "1",
+            "--benchmarks",
+            ",".join(EXACT),
+            "--calibration-dir",
+            str(tmp_path / "cal"),
+            *extra,
+        ]
+    )
 
 
 def test_cli_is_a_dry_run_unless_write(tmp_path, capsys):
@@ -275,10 +331,18 @@ def test_refused_fit_is_said_in_the_table(tiny_report, capsys):
     """The CLI's table names a refusal and the clipped factors with their reasons."""
     from planner.commands.validate import render_table
 
-    rows = [c.model_copy(update={"measured_seconds": c.predicted_seconds / (5.0 if c.name.startswith("launch") else 1.0)})
-            if c.status == "ok" and c.predicted_seconds else c for c in tiny_report.checks]
-    rows = [r.model_copy(update={"measured_seconds": r.measured_seconds + 2.0}) if r.name.startswith("model forward decode") else r
-            for r in rows]
+    rows = [
+        c.model_copy(update={"measured_seconds": c.predicted_seconds / (5.0 if c.name.startswith("launch") else 1.0)})
+        if c.status == "ok" and c.predicted_seconds
+        else c
+        for c in tiny_report.checks
+    ]
+    rows = [
+        r.model_copy(update={"measured_seconds": r.measured_seconds + 2.0})
+        if r.name.startswith("model forward decode")
+        else r
+        for r in rows
+    ]
     cal = fit(tiny_report, rows)
     assert cal.status == "refused" and any(h.factor == "step_overhead_seconds" for h in cal.bounds_hit)
     text = render_table(tiny_report.model_copy(update={"calibration": cal}))

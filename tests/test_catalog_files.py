@@ -103,8 +103,11 @@ def _declared_layers(config: dict) -> int:
 
 
 def test_quantized_entries_were_counted_without_their_quantization_config() -> None:
-    quantized = {e["repo_id"]: _config(e)["quantization_config"]["quant_method"]
-                 for e in INDEX if "quantization_config" in _config(e)}
+    quantized = {
+        e["repo_id"]: _config(e)["quantization_config"]["quant_method"]
+        for e in INDEX
+        if "quantization_config" in _config(e)
+    }
     assert {"awq", "gptq", "mxfp4", "fp8"} <= set(quantized.values())
     for repo_id, method in quantized.items():
         assert GOLDEN["models"][repo_id]["quantization_stripped"] == method

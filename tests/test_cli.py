@@ -65,31 +65,106 @@ def fill(argv: list[str], files: dict[str, str]) -> list[str]:
 
 # ------------------------------------------------------------------- every command, format
 
-INSPECT_KEYS = ["model_type", "total_params", "active_params", "weight_bytes", "kv_bytes_per_token",
-                "kv_bytes_per_sequence", "state_bytes_per_sequence", "layers", "num_layers", "hidden_size", "heads",
-                "kv_heads", "head_dim", "moe", "quantization", "max_position_embeddings", "dtype", "source", "warnings",
-                "generic"]
-PLAN_KEYS = ["fits", "reason", "suggestions", "weight_bytes_per_gpu", "kv_cache_bytes_per_gpu",
-             "activation_bytes_per_gpu", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency",
-             "max_model_len_that_fits", "resolved", "terms", "model", "gpu_id"]
+INSPECT_KEYS = [
+    "model_type",
+    "total_params",
+    "active_params",
+    "weight_bytes",
+    "kv_bytes_per_token",
+    "kv_bytes_per_sequence",
+    "state_bytes_per_sequence",
+    "layers",
+    "num_layers",
+    "hidden_size",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "moe",
+    "quantization",
+    "max_position_embeddings",
+    "dtype",
+    "source",
+    "warnings",
+    "generic",
+]
+PLAN_KEYS = [
+    "fits",
+    "reason",
+    "suggestions",
+    "weight_bytes_per_gpu",
+    "kv_cache_bytes_per_gpu",
+    "activation_bytes_per_gpu",
+    "kv_cache_tokens",
+    "num_gpu_blocks",
+    "max_concurrency",
+    "max_model_len_that_fits",
+    "resolved",
+    "terms",
+    "model",
+    "gpu_id",
+]
 ROOFLINE_KEYS = ["layers", "total_seconds", "ridge_point", "kind", "verdict", "stage", "batch", "seq_len"]
 LATENCY_KEYS = ["ttft_seconds", "tpot_seconds", "throughput_tokens_per_s", "requests_per_s", "kind", "e2e_seconds"]
-HARDWARE_KEYS = ["id", "name", "memory_bytes", "hbm_bandwidth_bytes_per_s", "peak_flops_per_s", "gpus_per_node",
-                 "sources"]
+HARDWARE_KEYS = [
+    "id",
+    "name",
+    "memory_bytes",
+    "hbm_bandwidth_bytes_per_s",
+    "peak_flops_per_s",
+    "gpus_per_node",
+    "sources",
+]
 MODELS_KEYS = ["repo_id", "family", "aliases", "params", "active_params"]
 EXPORT_KEYS = ["deployment", "profiles", "artefacts", "warnings", "written"]
 
 COMMANDS = [
     ("models", ["models"], MODELS_KEYS),
     ("inspect", ["inspect", "meta-llama/Llama-3.1-8B", "--context-len", "8192"], INSPECT_KEYS),
-    ("plan", ["plan", "Qwen/Qwen3-30B-A3B", "--gpu", "h100-sxm", "--tp", "2", "--kv-dtype", "fp8",
-              "--max-model-len", "32768"], PLAN_KEYS),
-    ("roofline", ["roofline", "deepseek-ai/DeepSeek-V3", "--gpu", "h200", "--tp", "8", "--stage", "decode",
-                  "--batch", "64", "--seq-len", "4096"], ROOFLINE_KEYS),
-    ("latency", ["latency", "{config}", "--gpu", "l40s", "--batch", "16", "--input-len", "2048",
-                 "--output-len", "256"], LATENCY_KEYS),
+    (
+        "plan",
+        [
+            "plan",
+            "Qwen/Qwen3-30B-A3B",
+            "--gpu",
+            "h100-sxm",
+            "--tp",
+            "2",
+            "--kv-dtype",
+            "fp8",
+            "--max-model-len",
+            "32768",
+        ],
+        PLAN_KEYS,
+    ),
+    (
+        "roofline",
+        [
+            "roofline",
+            "deepseek-ai/DeepSeek-V3",
+            "--gpu",
+            "h200",
+            "--tp",
+            "8",
+            "--stage",
+            "decode",
+            "--batch",
+            "64",
+            "--seq-len",
+            "4096",
+        ],
+        ROOFLINE_KEYS,
+    ),
+    (
+        "latency",
+        ["latency", "{config}", "--gpu", "l40s", "--batch", "16", "--input-len", "2048", "--output-len", "256"],
+        LATENCY_KEYS,
+    ),
     ("hardware", ["hardware"], HARDWARE_KEYS),
-    ("export", ["export", "llama3.1-8b", "--max-model-len", "8192", "--profile", "both", "--target", "all"], EXPORT_KEYS),
+    (
+        "export",
+        ["export", "llama3.1-8b", "--max-model-len", "8192", "--profile", "both", "--target", "all"],
+        EXPORT_KEYS,
+    ),
 ]
 
 
@@ -156,8 +231,21 @@ def test_inspect_moe_and_sliding_and_quantized(capsys):
 
 
 def test_plan_qwen3_moe_tp2_fp8(capsys):
-    d = json_of(capsys, ["plan", "Qwen/Qwen3-30B-A3B", "--gpu", "h100-sxm", "--tp", "2", "--kv-dtype", "fp8",
-                         "--max-model-len", "32768"])
+    d = json_of(
+        capsys,
+        [
+            "plan",
+            "Qwen/Qwen3-30B-A3B",
+            "--gpu",
+            "h100-sxm",
+            "--tp",
+            "2",
+            "--kv-dtype",
+            "fp8",
+            "--max-model-len",
+            "32768",
+        ],
+    )
     assert d["fits"] is True
     assert d["resolved"]["tp"] == 2 and d["resolved"]["kv_cache_dtype"] == "fp8"
     assert d["resolved"]["max_model_len"] == 32768
@@ -175,8 +263,23 @@ def test_plan_that_does_not_fit_is_a_result_not_an_error(capsys):
 
 
 def test_roofline_deepseek_decode_matches_the_library(capsys):
-    d = json_of(capsys, ["roofline", "deepseek-ai/DeepSeek-V3", "--gpu", "h200", "--tp", "8", "--stage", "decode",
-                         "--batch", "64", "--seq-len", "4096"])
+    d = json_of(
+        capsys,
+        [
+            "roofline",
+            "deepseek-ai/DeepSeek-V3",
+            "--gpu",
+            "h200",
+            "--tp",
+            "8",
+            "--stage",
+            "decode",
+            "--batch",
+            "64",
+            "--seq-len",
+            "4096",
+        ],
+    )
     assert (d["stage"], d["batch"], d["seq_len"], d["tp"], d["kind"]) == ("decode", 64, 4096, 8, "estimate")
     for op in d["layers"]:
         assert {"name", "flops", "bytes", "arithmetic_intensity", "bound", "seconds"} <= set(op)
@@ -190,8 +293,10 @@ def test_roofline_deepseek_decode_matches_the_library(capsys):
 
 
 def test_latency_from_a_config_path_matches_the_library(capsys, files):
-    d = json_of(capsys, ["latency", files["config"], "--gpu", "l40s", "--batch", "16", "--input-len", "2048",
-                         "--output-len", "256"])
+    d = json_of(
+        capsys,
+        ["latency", files["config"], "--gpu", "l40s", "--batch", "16", "--input-len", "2048", "--output-len", "256"],
+    )
     spec = build_spec(json.loads(Path(files["config"]).read_text()), files["config"])
     sc = Scenario(gpu="l40s", workload=Workload(batch_size=16, input_len=2048, output_len=256))
     direct = estimate_latency(spec, get_profile("l40s"), sc)
@@ -247,8 +352,11 @@ def test_help_exits_zero(capsys):
 BAD_INPUTS = [
     ("unknown GPU", ["plan", "llama3.1-8b", "--gpu", "h900"], "unknown GPU 'h900'"),
     ("TP not dividing heads", ["plan", "llama3.1-8b", "--tp", "3"], "--tp 3 does not divide the 32 attention heads"),
-    ("max-model-len too long", ["plan", "llama3.1-8b", "--max-model-len", "1000000"],
-     "exceeds the model's maximum context of 131,072 tokens"),
+    (
+        "max-model-len too long",
+        ["plan", "llama3.1-8b", "--max-model-len", "1000000"],
+        "exceeds the model's maximum context of 131,072 tokens",
+    ),
     ("malformed config.json", ["inspect", "{bad}"], "is not valid JSON"),
     ("unknown catalog name", ["inspect", "no-such-model-xyz", "--source", "catalog"], "is not in the bundled catalog"),
     ("missing keys", ["inspect", "{missing}"], "config.json lacks 'hidden_size"),
@@ -260,14 +368,20 @@ BAD_INPUTS = [
     ("bad --precision dtype", ["plan", "llama3.1-8b", "--precision", "mlp=int3"], "unknown dtype 'int3' for mlp"),
     ("bad --kv-dtype", ["plan", "llama3.1-8b", "--kv-dtype", "fp4"], "unknown --kv-cache-dtype 'fp4'"),
     ("bad --weight-dtype", ["latency", "llama3.1-8b", "--weight-dtype", "int3"], "unknown --weight-dtype 'int3'"),
-    ("utilization above 1", ["plan", "llama3.1-8b", "--gpu-memory-utilization", "1.5"],
-     "--gpu-memory-utilization must be less than or equal to 1 (got 1.5)"),
+    (
+        "utilization above 1",
+        ["plan", "llama3.1-8b", "--gpu-memory-utilization", "1.5"],
+        "--gpu-memory-utilization must be less than or equal to 1 (got 1.5)",
+    ),
     ("tp 0", ["plan", "llama3.1-8b", "--tp", "0"], "--tp must be greater than or equal to 1 (got 0)"),
     ("batch 0", ["latency", "llama3.1-8b", "--batch", "0"], "--batch must be greater than or equal to 1 (got 0)"),
     ("fewer GPUs than tp x pp", ["plan", "llama3.1-8b", "--num-gpus", "1", "--tp", "2"], "--num-gpus 1 is fewer than"),
     ("not an integer", ["plan", "llama3.1-8b", "--tp", "abc"], "invalid int value: 'abc'"),
-    ("context-len 0", ["inspect", "llama3.1-8b", "--context-len", "0"],
-     "--context-len must be greater than or equal to 1 (got 0)"),
+    (
+        "context-len 0",
+        ["inspect", "llama3.1-8b", "--context-len", "0"],
+        "--context-len must be greater than or equal to 1 (got 0)",
+    ),
     ("unknown command", ["frobnicate"], "invalid choice: 'frobnicate'"),
     ("unknown export target", ["export", "llama3.1-8b", "--target", "helm"], "invalid choice: 'helm'"),
     ("no command", [], "the following arguments are required: COMMAND"),
@@ -286,13 +400,18 @@ def test_bad_input_is_one_error_line_and_exit_2(capsys, files, argv, fragment):
 
 #: Failures of the run, not of the command line: exit status 1 (planner.cli.EXIT_CODES).
 RUNTIME_FAILURES = [
-    ("unknown repo, Hub unreachable", ["inspect", "acme/no-such-model"], "cannot get 'acme/no-such-model' from the Hub"),
+    (
+        "unknown repo, Hub unreachable",
+        ["inspect", "acme/no-such-model"],
+        "cannot get 'acme/no-such-model' from the Hub",
+    ),
     ("output folder inside a file", ["export", "llama3.1-8b", "--output-dir", "{notadir}"], "Not a directory"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "fragment"), [(b[1], b[2]) for b in RUNTIME_FAILURES],
-                         ids=[b[0] for b in RUNTIME_FAILURES])
+@pytest.mark.parametrize(
+    ("argv", "fragment"), [(b[1], b[2]) for b in RUNTIME_FAILURES], ids=[b[0] for b in RUNTIME_FAILURES]
+)
 def test_runtime_failure_is_one_error_line_and_exit_1(capsys, files, argv, fragment):
     code, out, err = run_cli(capsys, fill(argv, files))
     assert code == 1
@@ -313,12 +432,19 @@ def _env() -> dict[str, str]:
 
 
 def test_python_dash_m_planner_models():
-    proc = subprocess.run([sys.executable, "-m", "planner", "models"], cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "planner", "models"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "meta-llama/Llama-3.1-8B" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "planner", "plan", "llama3.1-8b", "--tp", "3"], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "planner", "plan", "llama3.1-8b", "--tp", "3"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
 
 
@@ -351,8 +477,9 @@ def test_token_opens_a_gated_repo_and_never_appears(capsys, gated_hub, tmp_path)
 
 def test_token_from_the_environment_never_appears(capsys, gated_hub, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", SECRET)
-    code, out, err = run_cli(capsys, ["export", "acme/Gated-1B", "--target", "all", "--profile", "both",
-                                      "--format", "yaml"])
+    code, out, err = run_cli(
+        capsys, ["export", "acme/Gated-1B", "--target", "all", "--profile", "both", "--format", "yaml"]
+    )
     assert code == 0, err
     assert SECRET not in out and SECRET not in err
 
@@ -390,12 +517,26 @@ def test_docs_cli_md_matches_the_generator():
 
 def test_overhead_estimates_can_be_given_in_gib(capsys: pytest.CaptureFixture[str]) -> None:
     """The memory plan's non-torch and CUDA-graph estimates are adjustable from the command line."""
-    code, out, _ = run_cli(capsys, ["plan", "meta-llama/Llama-3.1-8B", "--non-torch-memory-gib", "2.5",
-                                    "--cuda-graph-memory-gib", "0", "--format", "json"])
+    code, out, _ = run_cli(
+        capsys,
+        [
+            "plan",
+            "meta-llama/Llama-3.1-8B",
+            "--non-torch-memory-gib",
+            "2.5",
+            "--cuda-graph-memory-gib",
+            "0",
+            "--format",
+            "json",
+        ],
+    )
     assert code == 0
     plan = json.loads(out)
     assert plan["non_torch_bytes_per_gpu"] == int(2.5 * 2**30) and plan["cuda_graph_bytes_per_gpu"] == 0
     default = json.loads(run_cli(capsys, ["plan", "meta-llama/Llama-3.1-8B", "--format", "json"])[1])
     # 2.1 GiB more non-torch and 0.63 GiB less graph pool move the KV budget by exactly their difference
     moved = default["kv_cache_bytes_per_gpu"] - plan["kv_cache_bytes_per_gpu"]
-    assert moved == plan["non_torch_bytes_per_gpu"] - default["non_torch_bytes_per_gpu"] - default["cuda_graph_bytes_per_gpu"]
+    assert (
+        moved
+        == plan["non_torch_bytes_per_gpu"] - default["non_torch_bytes_per_gpu"] - default["cuda_graph_bytes_per_gpu"]
+    )

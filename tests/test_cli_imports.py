@@ -26,8 +26,14 @@ HUB = ("huggingface_hub", "httpx2")
 
 
 def imported(argv: list[str]) -> tuple[int, set[str]]:
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return out["status"], {m.split(".")[0] for m in out["modules"]} | set(out["modules"])
 
@@ -35,8 +41,10 @@ def imported(argv: list[str]) -> tuple[int, set[str]]:
 @pytest.mark.parametrize(
     ("argv", "absent"),
     [
-        (["plan", "meta-llama/Llama-3.1-70B", "--gpu", "h100-sxm", "--format", "json"],
-         (*HUB, "numpy", "rich", "planner.commands.simulate", "planner.commands.latency", "planner.serve")),
+        (
+            ["plan", "meta-llama/Llama-3.1-70B", "--gpu", "h100-sxm", "--format", "json"],
+            (*HUB, "numpy", "rich", "planner.commands.simulate", "planner.commands.latency", "planner.serve"),
+        ),
         (["plan", "llama-3.1-8b", "--tp", "2", "--format", "yaml"], (*HUB, "numpy", "rich")),
         (["models", "--format", "json"], (*HUB, "numpy", "rich", "planner.commands.plan")),
         (["latency", "meta-llama/Llama-3.1-8B", "--format", "json"], (*HUB, "rich", "planner.commands.plan")),

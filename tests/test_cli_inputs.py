@@ -26,7 +26,12 @@ from planner import cli
 from planner.cli import EXIT_CODES, collect_secrets, error_rule, main, mask, masked_output
 from planner.commands.common import Number
 from planner.errors import (
-    ConfigError, GatedModelError, HubUnavailableError, ModelNotFoundError, PlannerError, ScenarioError,
+    ConfigError,
+    GatedModelError,
+    HubUnavailableError,
+    ModelNotFoundError,
+    PlannerError,
+    ScenarioError,
 )
 from planner.scenario import MAX_TOKENS, Scenario, Workload
 from planner.serve.workload import MAX_REQUESTS, FixedLength, LognormalLength, PoissonArrivals
@@ -50,10 +55,10 @@ def run_cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, s
 def _numeric_flags() -> list[tuple[str, str, Number]]:
     """(command, flag, type) for every flag whose type is a Number, over every command."""
     parser = cli.build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     found = []
     for name, sub in subparsers.choices.items():
-        for action in sub._actions:  # noqa: SLF001
+        for action in sub._actions:
             if action.option_strings and isinstance(action.type, Number):
                 found.append((name, action.option_strings[0], action.type))
     return found
@@ -67,9 +72,13 @@ INTS = [(c, f) for c, f, t in NUMERIC if t.kind is int]
 def test_every_numeric_flag_has_a_checked_type():
     """No command takes a bare int or float: every number goes through Number (finite, bounded)."""
     parser = cli.build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
-    bare = [f"{name} {action.option_strings[0]}" for name, sub in subparsers.choices.items()
-            for action in sub._actions if action.type in (int, float)]  # noqa: SLF001
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [
+        f"{name} {action.option_strings[0]}"
+        for name, sub in subparsers.choices.items()
+        for action in sub._actions
+        if action.type in (int, float)
+    ]
     assert bare == []
     assert len(FLOATS) >= 20 and len(INTS) >= 40  # simulate, slo, score, validate, plan, ... all covered
     unbounded = [f"{c} {f}" for c, f, t in NUMERIC if t.le is None and t.lt is None and t.kind is int]
@@ -96,59 +105,159 @@ def test_huge_integer_is_refused_naming_the_flag(capsys, command, flag):
 
 BAD_VALUES = [
     # (id, argv, message fragment, exit status)
-    ("utilization inf", ["plan", MODEL, "--gpu-memory-utilization", "inf"],
-     "--gpu-memory-utilization must be a finite number > 0 and <= 1 (got 'inf')", 2),
-    ("non-torch GiB nan", ["plan", MODEL, "--non-torch-memory-gib", "nan"],
-     "--non-torch-memory-gib must be a finite number >= 0 and <= 1,024 (got 'nan')", 2),
-    ("graph GiB above 1 TiB", ["plan", MODEL, "--cuda-graph-memory-gib", "5000"],
-     "--cuda-graph-memory-gib must be less than or equal to 1,024 (got 5000)", 2),
-    ("simulate input-len nan", ["simulate", MODEL, "--input-len", "nan"],
-     "--input-len must be a finite number > 0 and <= 16,777,216 (got 'nan')", 2),
+    (
+        "utilization inf",
+        ["plan", MODEL, "--gpu-memory-utilization", "inf"],
+        "--gpu-memory-utilization must be a finite number > 0 and <= 1 (got 'inf')",
+        2,
+    ),
+    (
+        "non-torch GiB nan",
+        ["plan", MODEL, "--non-torch-memory-gib", "nan"],
+        "--non-torch-memory-gib must be a finite number >= 0 and <= 1,024 (got 'nan')",
+        2,
+    ),
+    (
+        "graph GiB above 1 TiB",
+        ["plan", MODEL, "--cuda-graph-memory-gib", "5000"],
+        "--cuda-graph-memory-gib must be less than or equal to 1,024 (got 5000)",
+        2,
+    ),
+    (
+        "simulate input-len nan",
+        ["simulate", MODEL, "--input-len", "nan"],
+        "--input-len must be a finite number > 0 and <= 16,777,216 (got 'nan')",
+        2,
+    ),
     ("qps inf", ["simulate", MODEL, "--qps", "inf"], "instead of an infinite rate", 2),
-    ("block size 10^9", ["simulate", MODEL, "--block-size", "1000000000"],
-     "--block-size must be less than or equal to 4,096 (got 1000000000)", 2),
-    ("num-requests 10^9", ["simulate", MODEL, "--num-requests", "1000000000"],
-     "--num-requests must be less than or equal to 1,000,000 (got 1000000000)", 2),
+    (
+        "block size 10^9",
+        ["simulate", MODEL, "--block-size", "1000000000"],
+        "--block-size must be less than or equal to 4,096 (got 1000000000)",
+        2,
+    ),
+    (
+        "num-requests 10^9",
+        ["simulate", MODEL, "--num-requests", "1000000000"],
+        "--num-requests must be less than or equal to 1,000,000 (got 1000000000)",
+        2,
+    ),
     ("concurrency 0", ["simulate", MODEL, "--concurrency", "0"], "--concurrency must be greater than or equal to 1", 2),
     ("seed negative", ["simulate", MODEL, "--seed", "-1"], "--seed must be greater than or equal to 0 (got -1)", 2),
-    ("hit rate nan", ["simulate", MODEL, "--prefix-cache-hit-rate", "nan"],
-     "--prefix-cache-hit-rate must be a finite number >= 0 and <= 1", 2),
-    ("std negative", ["simulate", MODEL, "--length-dist", "lognormal", "--input-len-std", "-5"],
-     "--input-len-std must be greater than or equal to 0 (got -5)", 2),
-    ("max-model-len above 2^24", ["plan", MODEL, "--max-model-len", "100000000"],
-     "--max-model-len must be less than or equal to 16,777,216", 2),
-    ("max-num-seqs 10^6", ["plan", MODEL, "--max-num-seqs", "1000000"],
-     "--max-num-seqs must be less than or equal to 65,536", 2),
-    ("batched tokens 0", ["plan", MODEL, "--max-num-batched-tokens", "0"],
-     "--max-num-batched-tokens must be greater than or equal to 1 (got 0)", 2),
+    (
+        "hit rate nan",
+        ["simulate", MODEL, "--prefix-cache-hit-rate", "nan"],
+        "--prefix-cache-hit-rate must be a finite number >= 0 and <= 1",
+        2,
+    ),
+    (
+        "std negative",
+        ["simulate", MODEL, "--length-dist", "lognormal", "--input-len-std", "-5"],
+        "--input-len-std must be greater than or equal to 0 (got -5)",
+        2,
+    ),
+    (
+        "max-model-len above 2^24",
+        ["plan", MODEL, "--max-model-len", "100000000"],
+        "--max-model-len must be less than or equal to 16,777,216",
+        2,
+    ),
+    (
+        "max-num-seqs 10^6",
+        ["plan", MODEL, "--max-num-seqs", "1000000"],
+        "--max-num-seqs must be less than or equal to 65,536",
+        2,
+    ),
+    (
+        "batched tokens 0",
+        ["plan", MODEL, "--max-num-batched-tokens", "0"],
+        "--max-num-batched-tokens must be greater than or equal to 1 (got 0)",
+        2,
+    ),
     ("batch 10^6", ["latency", MODEL, "--batch", "1000000"], "--batch must be less than or equal to 65,536", 2),
-    ("tp 5000 digits", ["plan", MODEL, "--tp", "9" * 5000], "--tp must be >= 1 and <= 1,024 (got a 5,000-digit number)", 2),
+    (
+        "tp 5000 digits",
+        ["plan", MODEL, "--tp", "9" * 5000],
+        "--tp must be >= 1 and <= 1,024 (got a 5,000-digit number)",
+        2,
+    ),
     ("num-gpus 10^6", ["plan", MODEL, "--num-gpus", "1000000"], "--num-gpus must be less than or equal to 65,536", 2),
     ("pp 0", ["plan", MODEL, "--pp", "0"], "--pp must be greater than or equal to 1 (got 0)", 2),
-    ("context-len 10^9", ["inspect", MODEL, "--context-len", "1000000000"],
-     "--context-len must be less than or equal to 16,777,216", 2),
+    (
+        "context-len 10^9",
+        ["inspect", MODEL, "--context-len", "1000000000"],
+        "--context-len must be less than or equal to 16,777,216",
+        2,
+    ),
     ("seq-len 0", ["roofline", MODEL, "--seq-len", "0"], "--seq-len must be greater than or equal to 1 (got 0)", 2),
-    ("slo tp list with 0", ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--tp", "1,0"],
-     "--tp must be greater than or equal to 1 (got 0)", 2),
-    ("slo 33 tp values", ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--tp", ",".join(["1"] * 33)],
-     "a candidate list takes at most 32", 2),
-    ("slo max-num-seqs list", ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--max-num-seqs", "auto,10000000"],
-     "--max-num-seqs must be less than or equal to 65,536", 2),
+    (
+        "slo tp list with 0",
+        ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--tp", "1,0"],
+        "--tp must be greater than or equal to 1 (got 0)",
+        2,
+    ),
+    (
+        "slo 33 tp values",
+        ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--tp", ",".join(["1"] * 33)],
+        "a candidate list takes at most 32",
+        2,
+    ),
+    (
+        "slo max-num-seqs list",
+        ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--max-num-seqs", "auto,10000000"],
+        "--max-num-seqs must be less than or equal to 65,536",
+        2,
+    ),
     ("slo target nan", ["slo", MODEL, "--qps", "5", "--p99-ttft", "nan"], "--p99-ttft must be a finite number > 0", 2),
-    ("slo target above a day", ["slo", MODEL, "--qps", "5", "--p99-e2e", "1e9"],
-     "--p99-e2e must be less than or equal to 86,400", 2),
-    ("slo tolerance 1", ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--tolerance", "1"],
-     "--tolerance must be less than 1 (got 1)", 2),
-    ("slo probes 10^9", ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--requests-per-probe", "1000000000"],
-     "--requests-per-probe must be less than or equal to 1,000,000", 2),
-    ("score rate inf", ["score", "bench.json", "--request-rate", "inf"], "--request-rate must be a finite number > 0", 2),
+    (
+        "slo target above a day",
+        ["slo", MODEL, "--qps", "5", "--p99-e2e", "1e9"],
+        "--p99-e2e must be less than or equal to 86,400",
+        2,
+    ),
+    (
+        "slo tolerance 1",
+        ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--tolerance", "1"],
+        "--tolerance must be less than 1 (got 1)",
+        2,
+    ),
+    (
+        "slo probes 10^9",
+        ["slo", MODEL, "--qps", "5", "--p99-ttft", "1", "--requests-per-probe", "1000000000"],
+        "--requests-per-probe must be less than or equal to 1,000,000",
+        2,
+    ),
+    (
+        "score rate inf",
+        ["score", "bench.json", "--request-rate", "inf"],
+        "--request-rate must be a finite number > 0",
+        2,
+    ),
     ("score index 10^9", ["score", "bench.json", "--index", "1000000000"], "--index must be less than or equal to", 2),
-    ("validate time limit nan", ["validate", MODEL, "--time-limit", "nan"], "--time-limit must be a finite number > 0", 2),
-    ("validate cpu threads -1", ["validate", MODEL, "--cpu-threads", "-1"],
-     "--cpu-threads must be greater than or equal to 1 (got -1)", 2),
-    ("validate memory fraction 0", ["validate", MODEL, "--memory-fraction", "0"],
-     "--memory-fraction must be greater than 0 (got 0)", 2),
-    ("validate scale 2", ["validate", MODEL, "--models-scale", "2"], "--models-scale must be less than or equal to 1", 2),
+    (
+        "validate time limit nan",
+        ["validate", MODEL, "--time-limit", "nan"],
+        "--time-limit must be a finite number > 0",
+        2,
+    ),
+    (
+        "validate cpu threads -1",
+        ["validate", MODEL, "--cpu-threads", "-1"],
+        "--cpu-threads must be greater than or equal to 1 (got -1)",
+        2,
+    ),
+    (
+        "validate memory fraction 0",
+        ["validate", MODEL, "--memory-fraction", "0"],
+        "--memory-fraction must be greater than 0 (got 0)",
+        2,
+    ),
+    (
+        "validate scale 2",
+        ["validate", MODEL, "--models-scale", "2"],
+        "--models-scale must be less than or equal to 1",
+        2,
+    ),
     ("not a number", ["plan", MODEL, "--gpu-memory-utilization", "lots"], "invalid float value: 'lots'", 2),
     ("not an integer", ["simulate", MODEL, "--num-requests", "1e3"], "invalid int value: '1e3'", 2),
 ]
@@ -206,8 +315,9 @@ def test_help_states_the_bounds(capsys):
 
 
 def test_plan_with_max_num_batched_tokens_2048_is_valid_json(capsys):
-    code, out, err = run_cli(capsys, ["plan", "meta-llama/Llama-3.1-8B", "--max-num-batched-tokens", "2048",
-                                      "--format", "json"])
+    code, out, err = run_cli(
+        capsys, ["plan", "meta-llama/Llama-3.1-8B", "--max-num-batched-tokens", "2048", "--format", "json"]
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["resolved"]["max_num_batched_tokens"] == 2048
@@ -217,7 +327,9 @@ def test_plan_with_max_num_batched_tokens_2048_is_valid_json(capsys):
 def test_numbers_are_never_masked():
     secrets = collect_secrets(["plan", "--hf-token", "16777216", "--max-num-batched-tokens", "2048", "--token", "1e10"])
     assert secrets == []
-    assert mask("max_num_batched_tokens 2048, 16777216 tokens", secrets) == "max_num_batched_tokens 2048, 16777216 tokens"
+    assert (
+        mask("max_num_batched_tokens 2048, 16777216 tokens", secrets) == "max_num_batched_tokens 2048, 16777216 tokens"
+    )
     # a short --hf-token value (under 8 characters) is not a plausible token and masks nothing
     assert collect_secrets(["--hf-token", "abc"]) == []
 
@@ -316,10 +428,21 @@ def test_masked_output_masks_prints_and_partial_lines(capsys):
 
 def test_the_real_entry_point_masks_the_environment_token():
     token = "hf_" + "Zz9" * 12
-    env = {"HF_TOKEN": token, "HF_ENDPOINT": CLOSED_LOCAL_ENDPOINT, "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
-           "HF_HOME": "/nonexistent-hf-home"}
-    proc = subprocess.run([sys.executable, "-m", "planner", "plan", MODEL, "--gpu", token], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        "HF_TOKEN": token,
+        "HF_ENDPOINT": CLOSED_LOCAL_ENDPOINT,
+        "PYTHONPATH": str(ROOT),
+        "PATH": "/usr/bin:/bin",
+        "HF_HOME": "/nonexistent-hf-home",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "planner", "plan", MODEL, "--gpu", token],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert token not in proc.stdout + proc.stderr and "unknown GPU '***'" in proc.stderr
 

@@ -49,10 +49,14 @@ LLAMA4_SCOUT = catalog("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic.jso
 def in_text(raw: dict, **fields) -> dict:
     """``raw`` with ``fields`` set in its text_config."""
     return {**raw, "text_config": {**raw["text_config"], **fields}}
+
+
 FP8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
 GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128}
-CT = {"quant_method": "compressed-tensors",
-      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}}
+CT = {
+    "quant_method": "compressed-tensors",
+    "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}},
+}
 
 
 def with_quant(**fields) -> dict:
@@ -62,61 +66,149 @@ def with_quant(**fields) -> dict:
 # (case, config, fragment the message must hold: the key, and where useful the range or relation)
 BAD_CONFIGS = [
     # issue 9, item 2: silent nonsense
-    ("negative FFN", {**LLAMA, "intermediate_size": -14336}, "'intermediate_size' should be an integer from 1 to 1,048,576"),
+    (
+        "negative FFN",
+        {**LLAMA, "intermediate_size": -14336},
+        "'intermediate_size' should be an integer from 1 to 1,048,576",
+    ),
     ("negative heads", {**LLAMA, "num_attention_heads": -32}, "'num_attention_heads'"),
     ("negative KV heads", {**LLAMA, "num_key_value_heads": -8}, "'num_key_value_heads'"),
     ("Mixtral without experts", {**MIXTRAL, "num_local_experts": 0}, "'num_local_experts' should be an integer from 1"),
     ("Mixtral top-0", {**MIXTRAL, "num_experts_per_tok": 0}, "'num_experts_per_tok'"),
-    ("top-k above experts", {**MIXTRAL, "num_experts_per_tok": 9}, "'num_experts_per_tok' is 9 but 'num_local_experts' is 8"),
+    (
+        "top-k above experts",
+        {**MIXTRAL, "num_experts_per_tok": 9},
+        "'num_experts_per_tok' is 9 but 'num_local_experts' is 8",
+    ),
     ("Qwen3-MoE without experts", {**QWEN3_MOE, "num_experts": 0}, "'num_experts'"),
     ("DeepSeek without experts", {**DEEPSEEK, "n_routed_experts": 0}, "'n_routed_experts'"),
-    ("7 KV heads for 32", {**LLAMA, "num_key_value_heads": 7}, "'num_key_value_heads' is 7, which does not divide 'num_attention_heads' (32)"),
+    (
+        "7 KV heads for 32",
+        {**LLAMA, "num_key_value_heads": 7},
+        "'num_key_value_heads' is 7, which does not divide 'num_attention_heads' (32)",
+    ),
     ("5 KV heads for 32", {**LLAMA, "num_key_value_heads": 5}, "e.g. 4 or 8"),
-    ("more KV heads than heads", {**LLAMA, "num_key_value_heads": 64}, "'num_key_value_heads' is 64, which does not divide"),
+    (
+        "more KV heads than heads",
+        {**LLAMA, "num_key_value_heads": 64},
+        "'num_key_value_heads' is 64, which does not divide",
+    ),
     ("Falcon KV heads", {**FALCON_180B, "num_kv_heads": 7}, "'num_kv_heads' is 7"),
     ("text_config a string", {"model_type": "gemma3", "text_config": "oops"}, "'text_config' should be a JSON object"),
     ("text_config a list", {**GEMMA3_MM, "text_config": [1, 2]}, "'text_config' should be a JSON object"),
-    ("head size not derivable", {**LLAMA, "hidden_size": 4100}, "'hidden_size' (4100) is not a multiple of 'num_attention_heads' (32)"),
+    (
+        "head size not derivable",
+        {**LLAMA, "hidden_size": 4100},
+        "'hidden_size' (4100) is not a multiple of 'num_attention_heads' (32)",
+    ),
     ("head_dim zero", {**LLAMA, "head_dim": 0}, "'head_dim'"),
     ("head_dim negative", {**LLAMA, "head_dim": -128}, "'head_dim'"),
-    ("layer_types too long", {**LLAMA, "layer_types": ["full_attention"] * 33}, "layer_types lists 33 layers but num_hidden_layers is 32"),
-    ("layer_types unknown kind", {**LLAMA, "layer_types": ["global"] * 32}, "'layer_types[0]' should be one of full_attention, sliding_attention"),
+    (
+        "layer_types too long",
+        {**LLAMA, "layer_types": ["full_attention"] * 33},
+        "layer_types lists 33 layers but num_hidden_layers is 32",
+    ),
+    (
+        "layer_types unknown kind",
+        {**LLAMA, "layer_types": ["global"] * 32},
+        "'layer_types[0]' should be one of full_attention, sliding_attention",
+    ),
     ("layer_types a string", {**LLAMA, "layer_types": "full_attention"}, "'layer_types' should be a list"),
     # issue 9, item 4: uncaught exceptions before
     ("infinite width", {**LLAMA, "hidden_size": float("inf")}, "'hidden_size' should be an integer from 1 to 131,072"),
-    ("JSON Infinity", json.loads(json.dumps(LLAMA).replace('"hidden_size": 4096', '"hidden_size": Infinity')), "'hidden_size'"),
+    (
+        "JSON Infinity",
+        json.loads(json.dumps(LLAMA).replace('"hidden_size": 4096', '"hidden_size": Infinity')),
+        "'hidden_size'",
+    ),
     ("-Infinity", {**LLAMA, "vocab_size": float("-inf")}, "'vocab_size'"),
     ("NaN", {**LLAMA, "num_hidden_layers": float("nan")}, "'num_hidden_layers'"),
     ("1e300", {**LLAMA, "intermediate_size": 1e300}, "'intermediate_size'"),
-    ("quantization_config a string", {**LLAMA, "quantization_config": "fp8"}, "'quantization_config' should be a JSON object"),
-    ("quantization_config a list", {**LLAMA, "quantization_config": ["fp8"]}, "'quantization_config' should be a JSON object"),
-    ("quantization_config false", {**LLAMA, "quantization_config": False}, "'quantization_config' should be a JSON object"),
+    (
+        "quantization_config a string",
+        {**LLAMA, "quantization_config": "fp8"},
+        "'quantization_config' should be a JSON object",
+    ),
+    (
+        "quantization_config a list",
+        {**LLAMA, "quantization_config": ["fp8"]},
+        "'quantization_config' should be a JSON object",
+    ),
+    (
+        "quantization_config false",
+        {**LLAMA, "quantization_config": False},
+        "'quantization_config' should be a JSON object",
+    ),
     ("compression_config a number", {**LLAMA, "compression_config": 8}, "'compression_config' should be a JSON object"),
     ("FFN zero", {**LLAMA, "intermediate_size": 0}, "'intermediate_size'"),
-    ("5,000-digit integer", {**LLAMA, "hidden_size": 10**5000 - 1}, "'hidden_size' should be an integer from 1 to 131,072 (the model width), got a 5,000-digit integer"),
-    ("fp8 block of one", with_quant(quant_method="fp8", weight_block_size=[128]), "'quantization_config.weight_block_size' should be a pair"),
-    ("fp8 block zero", with_quant(quant_method="fp8", weight_block_size=[128, 0]), "'quantization_config.weight_block_size[1]'"),
-    ("fp8 block text", with_quant(quant_method="fp8", weight_block_size="128x128"), "'quantization_config.weight_block_size' should be a list"),
-    ("fp8 block too long", with_quant(quant_method="fp8", weight_block_size=[128] * 3), "'quantization_config.weight_block_size'"),
+    (
+        "5,000-digit integer",
+        {**LLAMA, "hidden_size": 10**5000 - 1},
+        "'hidden_size' should be an integer from 1 to 131,072 (the model width), got a 5,000-digit integer",
+    ),
+    (
+        "fp8 block of one",
+        with_quant(quant_method="fp8", weight_block_size=[128]),
+        "'quantization_config.weight_block_size' should be a pair",
+    ),
+    (
+        "fp8 block zero",
+        with_quant(quant_method="fp8", weight_block_size=[128, 0]),
+        "'quantization_config.weight_block_size[1]'",
+    ),
+    (
+        "fp8 block text",
+        with_quant(quant_method="fp8", weight_block_size="128x128"),
+        "'quantization_config.weight_block_size' should be a list",
+    ),
+    (
+        "fp8 block too long",
+        with_quant(quant_method="fp8", weight_block_size=[128] * 3),
+        "'quantization_config.weight_block_size'",
+    ),
     # issue 9, item 5: unbounded work
-    ("a million layers", {**LLAMA, "num_hidden_layers": 1_000_000}, "'num_hidden_layers' should be an integer from 1 to 1,000"),
+    (
+        "a million layers",
+        {**LLAMA, "num_hidden_layers": 1_000_000},
+        "'num_hidden_layers' should be an integer from 1 to 1,000",
+    ),
     ("ten million layers", {**LLAMA, "num_hidden_layers": 10**7}, "'num_hidden_layers'"),
     ("1,001 layers", {**LLAMA, "num_hidden_layers": 1001}, "'num_hidden_layers'"),
     ("width above the bound", {**LLAMA, "hidden_size": 131_072 * 2, "head_dim": 128}, "'hidden_size'"),
     ("vocab above 4M", {**LLAMA, "vocab_size": 5_000_000}, "'vocab_size' should be an integer from 1 to 4,194,304"),
     ("experts above 4,096", {**MIXTRAL, "num_local_experts": 10_000}, "'num_local_experts'"),
-    ("context above 100M", {**LLAMA, "max_position_embeddings": 10**9}, "'max_position_embeddings' should be an integer from 1 to 100,000,000"),
-    ("rope factor to 10^10 tokens", {**LLAMA, "max_position_embeddings": 10**7, "rope_scaling": {"rope_type": "linear", "factor": 1000}},
-     "'max_position_embeddings x rope_scaling.factor'"),
-    ("mlp_only_layers of a million", {**QWEN2_MOE, "mlp_only_layers": list(range(10**6))}, "'mlp_only_layers' lists 1,000,000 entries"),
+    (
+        "context above 100M",
+        {**LLAMA, "max_position_embeddings": 10**9},
+        "'max_position_embeddings' should be an integer from 1 to 100,000,000",
+    ),
+    (
+        "rope factor to 10^10 tokens",
+        {**LLAMA, "max_position_embeddings": 10**7, "rope_scaling": {"rope_type": "linear", "factor": 1000}},
+        "'max_position_embeddings x rope_scaling.factor'",
+    ),
+    (
+        "mlp_only_layers of a million",
+        {**QWEN2_MOE, "mlp_only_layers": list(range(10**6))},
+        "'mlp_only_layers' lists 1,000,000 entries",
+    ),
     # missing keys
     ("no vocab_size", {k: v for k, v in LLAMA.items() if k != "vocab_size"}, "lacks 'vocab_size'"),
     ("no hidden_size", {k: v for k, v in LLAMA.items() if k != "hidden_size"}, "hidden_size"),
     ("no MLA rank", {k: v for k, v in DEEPSEEK.items() if k != "kv_lora_rank"}, "kv_lora_rank"),
     ("Mixtral without top-k", {k: v for k, v in MIXTRAL.items() if k != "num_experts_per_tok"}, "num_experts_per_tok"),
     # strings, booleans, lists, objects where numbers go
-    ("width as a string", {**LLAMA, "hidden_size": "4096"}, "'hidden_size' should be an integer from 1 to 131,072 (the model width), got '4096' (a string)"),
-    ("layers true", {**LLAMA, "num_hidden_layers": True}, "'num_hidden_layers' should be an integer from 1 to 1,000 (the number of decoder layers; a decoder needs at least one layer), got True (a boolean)"),
+    (
+        "width as a string",
+        {**LLAMA, "hidden_size": "4096"},
+        "'hidden_size' should be an integer from 1 to 131,072 (the model width), got '4096' (a string)",
+    ),
+    (
+        "layers true",
+        {**LLAMA, "num_hidden_layers": True},
+        "'num_hidden_layers' should be an integer from 1 to 1,000 (the number of decoder layers; a decoder needs at "
+        "least one layer), got True (a boolean)",
+    ),
     ("width 4096.5", {**LLAMA, "hidden_size": 4096.5}, "'hidden_size'"),
     ("width as a list", {**LLAMA, "hidden_size": [4096]}, "'hidden_size'"),
     ("width as an object", {**LLAMA, "hidden_size": {"value": 4096}}, "'hidden_size'"),
@@ -141,27 +233,72 @@ BAD_CONFIGS = [
     ("model_type a number", {**LLAMA, "model_type": 5}, "'model_type' should be a string"),
     ("torch_dtype a number", {**LLAMA, "torch_dtype": 16}, "'torch_dtype' should be a string"),
     ("rope_scaling a string", {**LLAMA, "rope_scaling": "linear"}, "'rope_scaling' should be a JSON object"),
-    ("rope factor infinite", {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": float("inf")}}, "'rope_scaling.factor'"),
+    (
+        "rope factor infinite",
+        {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": float("inf")}},
+        "'rope_scaling.factor'",
+    ),
     ("rope factor a string", {**LLAMA, "rope_scaling": {"type": "dynamic", "factor": "8"}}, "'rope_scaling.factor'"),
     # families added with issue 9, item 3: their keys are in the table too
     ("Mamba-2 groups", {**MAMBA2, "n_groups": 3}, "'n_groups' (3) does not divide 'num_heads' (128)"),
     ("Mamba-2 heads x head_dim", {**MAMBA2, "num_heads": 100}, "'num_heads' (100) x 'head_dim' (64) is 6400"),
     ("Mamba-2 heads zero", {**MAMBA2, "num_heads": 0}, "'num_heads'"),
-    ("Qwen3-Next linear heads", {**QWEN3_NEXT, "linear_num_key_heads": 5}, "'linear_num_key_heads' (5) does not divide 'linear_num_value_heads' (32)"),
+    (
+        "Qwen3-Next linear heads",
+        {**QWEN3_NEXT, "linear_num_key_heads": 5},
+        "'linear_num_key_heads' (5) does not divide 'linear_num_value_heads' (32)",
+    ),
     ("Qwen3-Next linear head size", {**QWEN3_NEXT, "linear_key_head_dim": -128}, "'linear_key_head_dim'"),
-    ("Qwen3-Next interval zero", {**QWEN3_NEXT, "full_attention_interval": 0, "layer_types": None}, "'full_attention_interval'"),
-    ("Llama 4 MoE step zero", in_text(LLAMA4_SCOUT, interleave_moe_layer_step=0, moe_layers=None), "'interleave_moe_layer_step'"),
+    (
+        "Qwen3-Next interval zero",
+        {**QWEN3_NEXT, "full_attention_interval": 0, "layer_types": None},
+        "'full_attention_interval'",
+    ),
+    (
+        "Llama 4 MoE step zero",
+        in_text(LLAMA4_SCOUT, interleave_moe_layer_step=0, moe_layers=None),
+        "'interleave_moe_layer_step'",
+    ),
     ("Llama 4 chunk negative", in_text(LLAMA4_SCOUT, attention_chunk_size=-8192), "'attention_chunk_size'"),
-    ("Llama 4 no_rope_layers short", in_text(LLAMA4_SCOUT, no_rope_layers=[1, 1, 0]), "no_rope_layers lists 3 layers but num_hidden_layers is 48"),
+    (
+        "Llama 4 no_rope_layers short",
+        in_text(LLAMA4_SCOUT, no_rope_layers=[1, 1, 0]),
+        "no_rope_layers lists 3 layers but num_hidden_layers is 48",
+    ),
     ("Llama 4 no_rope_layers of 2", in_text(LLAMA4_SCOUT, no_rope_layers=[2] * 48), "'no_rope_layers[0]'"),
     ("Llama 4 moe_layers out of range", in_text(LLAMA4_SCOUT, moe_layers=[10**6]), "'moe_layers[0]'"),
-    ("Llama 4 fp8 bits", {**LLAMA4_SCOUT, "quantization_config": {**LLAMA4_SCOUT["quantization_config"], "config_groups": {
-        "group_0": {**LLAMA4_SCOUT["quantization_config"]["config_groups"]["group_0"], "weights": {"num_bits": 6, "type": "float"}}}}},
-     "'quantization_config.config_groups.group_0.weights.num_bits'"),
+    (
+        "Llama 4 fp8 bits",
+        {
+            **LLAMA4_SCOUT,
+            "quantization_config": {
+                **LLAMA4_SCOUT["quantization_config"],
+                "config_groups": {
+                    "group_0": {
+                        **LLAMA4_SCOUT["quantization_config"]["config_groups"]["group_0"],
+                        "weights": {"num_bits": 6, "type": "float"},
+                    }
+                },
+            },
+        },
+        "'quantization_config.config_groups.group_0.weights.num_bits'",
+    ),
     # nested garbage
-    ("garbage inside text_config", {**GEMMA3_MM, "text_config": {**GEMMA3_MM["text_config"], "hidden_size": {"a": [1]}}}, "'hidden_size'"),
-    ("inherited quantization garbage", {**GEMMA3_MM, "quantization_config": "int4"}, "'quantization_config' should be a JSON object"),
-    ("text_config's own rope_scaling", {**GEMMA3_MM, "text_config": {**GEMMA3_MM["text_config"], "rope_scaling": 8}}, "'rope_scaling'"),
+    (
+        "garbage inside text_config",
+        {**GEMMA3_MM, "text_config": {**GEMMA3_MM["text_config"], "hidden_size": {"a": [1]}}},
+        "'hidden_size'",
+    ),
+    (
+        "inherited quantization garbage",
+        {**GEMMA3_MM, "quantization_config": "int4"},
+        "'quantization_config' should be a JSON object",
+    ),
+    (
+        "text_config's own rope_scaling",
+        {**GEMMA3_MM, "text_config": {**GEMMA3_MM["text_config"], "rope_scaling": 8}},
+        "'rope_scaling'",
+    ),
     # quantization_config fields
     ("GPTQ 5 bits", with_quant(**{**GPTQ, "bits": 5}), "'quantization_config.bits' should be one of 2, 3, 4, 8"),
     ("GPTQ bits a string", with_quant(**{**GPTQ, "bits": "4"}), "'quantization_config.bits'"),
@@ -170,25 +307,62 @@ BAD_CONFIGS = [
     ("GPTQ group a string", with_quant(**{**GPTQ, "group_size": "128"}), "'quantization_config.group_size'"),
     ("quant_method a list", with_quant(quant_method=["fp8"]), "'quantization_config.quant_method' should be a string"),
     ("producer a string", with_quant(producer="modelopt"), "'quantization_config.producer' should be a JSON object"),
-    ("ModelOpt algo a number", with_quant(quant_method="modelopt", quantization={"quant_algo": 4}), "'quantization_config.quantization.quant_algo'"),
-    ("exclusions a string", with_quant(**FP8, modules_to_not_convert="lm_head"), "'quantization_config.modules_to_not_convert' should be a list"),
+    (
+        "ModelOpt algo a number",
+        with_quant(quant_method="modelopt", quantization={"quant_algo": 4}),
+        "'quantization_config.quantization.quant_algo'",
+    ),
+    (
+        "exclusions a string",
+        with_quant(**FP8, modules_to_not_convert="lm_head"),
+        "'quantization_config.modules_to_not_convert' should be a list",
+    ),
     ("exclusions of numbers", with_quant(**FP8, ignored_layers=[1, 2]), "'quantization_config.ignored_layers[0]'"),
-    ("kv scheme a string", with_quant(**FP8, kv_cache_scheme="fp8"), "'quantization_config.kv_cache_scheme' should be a JSON object"),
-    ("compressed-tensors groups a string", with_quant(quant_method="compressed-tensors", config_groups="w4a16"),
-     "'quantization_config.config_groups' should be a JSON object"),
-    ("compressed-tensors group a list", with_quant(quant_method="compressed-tensors", config_groups={"g": [1]}),
-     "'quantization_config.config_groups.g' should be a JSON object"),
-    ("compressed-tensors 7 bits", with_quant(**{**CT, "config_groups": {"g": {"weights": {"num_bits": 7}}}}),
-     "'quantization_config.config_groups.g.weights.num_bits' should be one of 2, 3, 4, 8"),
-    ("compressed-tensors strategy", with_quant(**{**CT, "config_groups": {"g": {"weights": {"strategy": "diagonal"}}}}),
-     "'quantization_config.config_groups.g.weights.strategy'"),
-    ("compressed-tensors group without size", with_quant(**{**CT, "config_groups": {"g": {"weights": {"strategy": "group"}}}}),
-     "'quantization_config.config_groups.g.weights.group_size'"),
-    ("compressed-tensors symmetric a string", with_quant(**{**CT, "config_groups": {"g": {"weights": {"symmetric": "yes"}}}}),
-     "'quantization_config.config_groups.g.weights.symmetric' should be true or false"),
-    ("bitsandbytes quant type", with_quant(quant_method="bitsandbytes", load_in_4bit=True, bnb_4bit_quant_type="int3"),
-     "'quantization_config.bnb_4bit_quant_type' should be one of nf4, fp4"),
-    ("bitsandbytes 8-bit a string", with_quant(quant_method="bitsandbytes", load_in_8bit="yes"), "'quantization_config.load_in_8bit'"),
+    (
+        "kv scheme a string",
+        with_quant(**FP8, kv_cache_scheme="fp8"),
+        "'quantization_config.kv_cache_scheme' should be a JSON object",
+    ),
+    (
+        "compressed-tensors groups a string",
+        with_quant(quant_method="compressed-tensors", config_groups="w4a16"),
+        "'quantization_config.config_groups' should be a JSON object",
+    ),
+    (
+        "compressed-tensors group a list",
+        with_quant(quant_method="compressed-tensors", config_groups={"g": [1]}),
+        "'quantization_config.config_groups.g' should be a JSON object",
+    ),
+    (
+        "compressed-tensors 7 bits",
+        with_quant(**{**CT, "config_groups": {"g": {"weights": {"num_bits": 7}}}}),
+        "'quantization_config.config_groups.g.weights.num_bits' should be one of 2, 3, 4, 8",
+    ),
+    (
+        "compressed-tensors strategy",
+        with_quant(**{**CT, "config_groups": {"g": {"weights": {"strategy": "diagonal"}}}}),
+        "'quantization_config.config_groups.g.weights.strategy'",
+    ),
+    (
+        "compressed-tensors group without size",
+        with_quant(**{**CT, "config_groups": {"g": {"weights": {"strategy": "group"}}}}),
+        "'quantization_config.config_groups.g.weights.group_size'",
+    ),
+    (
+        "compressed-tensors symmetric a string",
+        with_quant(**{**CT, "config_groups": {"g": {"weights": {"symmetric": "yes"}}}}),
+        "'quantization_config.config_groups.g.weights.symmetric' should be true or false",
+    ),
+    (
+        "bitsandbytes quant type",
+        with_quant(quant_method="bitsandbytes", load_in_4bit=True, bnb_4bit_quant_type="int3"),
+        "'quantization_config.bnb_4bit_quant_type' should be one of nf4, fp4",
+    ),
+    (
+        "bitsandbytes 8-bit a string",
+        with_quant(quant_method="bitsandbytes", load_in_8bit="yes"),
+        "'quantization_config.load_in_8bit'",
+    ),
 ]
 
 
@@ -238,10 +412,15 @@ def test_whole_floats_are_integers_and_give_the_same_counts():
 def test_the_bounds_themselves_are_accepted():
     """The largest allowed values build (and quickly): the bounds refuse only what no real model has."""
     start = time.perf_counter()
-    spec = build_spec({**LLAMA, "num_hidden_layers": validation.MAX_LAYERS, "max_position_embeddings": validation.MAX_CONTEXT_TOKENS}, "edge")
+    spec = build_spec(
+        {**LLAMA, "num_hidden_layers": validation.MAX_LAYERS, "max_position_embeddings": validation.MAX_CONTEXT_TOKENS},
+        "edge",
+    )
     assert spec.num_layers == 1_000 and spec.max_position_embeddings == 100_000_000
     assert time.perf_counter() - start < 5.0
-    assert build_spec({**MIXTRAL, "num_experts_per_tok": 8}, "all").active_params == build_spec(MIXTRAL, "m").total_params
+    assert (
+        build_spec({**MIXTRAL, "num_experts_per_tok": 8}, "all").active_params == build_spec(MIXTRAL, "m").total_params
+    )
 
 
 def test_every_rule_names_its_bound_and_real_models_stay_far_below_it():
@@ -264,13 +443,41 @@ def test_every_block_field_reads_validated_keys():
     cfg = Cfg(raw, family.defaults)
     family.ffn(cfg, 5)
     family.attention(cfg, 5, None)
-    assert {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "kv_lora_rank", "q_lora_rank"} <= set(cfg.read)
+    assert {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "kv_lora_rank", "q_lora_rank"} <= set(
+        cfg.read
+    )
 
 
 # ------------------------------------------------------------------------- seeded mutations
 
-HOSTILE = [-1, 0, 1, 3, 7, 2**31, 10**7, 10**40, -(10**40), 1.5, 4096.0, float("inf"), float("-inf"), float("nan"),
-           True, False, None, "", "8", "auto", [], [128], [1, 2, 3], {}, {"a": 1}, "x" * 200]
+HOSTILE = [
+    -1,
+    0,
+    1,
+    3,
+    7,
+    2**31,
+    10**7,
+    10**40,
+    -(10**40),
+    1.5,
+    4096.0,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    True,
+    False,
+    None,
+    "",
+    "8",
+    "auto",
+    [],
+    [128],
+    [1, 2, 3],
+    {},
+    {"a": 1},
+    "x" * 200,
+]
 MUTATION_CASES = int(os.environ.get("PLANNER_FUZZ_CASES", "600"))
 
 

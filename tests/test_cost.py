@@ -2,7 +2,11 @@
 
 import pytest
 
-from planner.estimate.cost import gpu_hours_per_million_tokens, kwh_per_million_tokens_upper_bound, usd_per_million_tokens
+from planner.estimate.cost import (
+    gpu_hours_per_million_tokens,
+    kwh_per_million_tokens_upper_bound,
+    usd_per_million_tokens,
+)
 
 
 def test_worked_example():
@@ -15,7 +19,9 @@ def test_worked_example():
 
 def test_share_splits_gpu_time():
     whole = gpu_hours_per_million_tokens(8, 5000.0)
-    assert gpu_hours_per_million_tokens(8, 5000.0, 0.25) + gpu_hours_per_million_tokens(8, 5000.0, 0.75) == pytest.approx(whole)
+    assert gpu_hours_per_million_tokens(8, 5000.0, 0.25) + gpu_hours_per_million_tokens(
+        8, 5000.0, 0.75
+    ) == pytest.approx(whole)
 
 
 def test_unknown_inputs_are_none_not_zero():

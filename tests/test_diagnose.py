@@ -18,8 +18,18 @@ from planner.model.sources import load_config
 from planner.scenario import Scenario, Workload
 from planner.verify.bench_results import load_bench_results
 from planner.verify.diagnose import (
-    Baseline, apply_change, baseline_from_bench, baseline_from_typed, baseline_from_validation, classify, compare, scenario_rooflines,
-    scenario_settings, symptom_table, what_if, where_time_goes,
+    Baseline,
+    apply_change,
+    baseline_from_bench,
+    baseline_from_typed,
+    baseline_from_validation,
+    classify,
+    compare,
+    scenario_rooflines,
+    scenario_settings,
+    symptom_table,
+    what_if,
+    where_time_goes,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +80,9 @@ def test_classify_from_utilizations(numbers, bound, confidence):
 
 def test_classify_memory_bound_near_the_decode_bound(rooflines):
     bound = rooflines.decode_bound.total_seconds
-    diagnosis = classify(Baseline(tpot_seconds=1.2 * bound, memory_bandwidth_utilization_pct=80, gpu_utilization_pct=10),
-                         rooflines)
+    diagnosis = classify(
+        Baseline(tpot_seconds=1.2 * bound, memory_bandwidth_utilization_pct=80, gpu_utilization_pct=10), rooflines
+    )
     assert diagnosis.bound == "memory_bandwidth" and diagnosis.confidence == "clear"
     evidence = next(e for e in diagnosis.evidence if e.name == "tpot_vs_bound")
     assert evidence.ratio == pytest.approx(1.2) and "near the memory-bandwidth ceiling" in evidence.statement
@@ -103,8 +114,9 @@ def test_classify_between_splits_the_step(rooflines):
 
 def test_classify_compute_bound_prefill(rooflines):
     bound = rooflines.prefill_bound.total_seconds
-    diagnosis = classify(Baseline(ttft_seconds=1.3 * bound, gpu_utilization_pct=80, memory_bandwidth_utilization_pct=20),
-                         rooflines)
+    diagnosis = classify(
+        Baseline(ttft_seconds=1.3 * bound, gpu_utilization_pct=80, memory_bandwidth_utilization_pct=20), rooflines
+    )
     assert diagnosis.bound == "compute" and diagnosis.scores == {"compute": 3.0}
     assert "compute_bound_prefill" in diagnosis.symptom_ids
     assert any(e.name == "implied_compute" and "TFLOP/s" in e.statement for e in diagnosis.evidence)
@@ -147,10 +159,20 @@ def test_where_time_goes(rooflines):
 
 
 def test_compare_one_variable():
-    before = Baseline(label="bf16 kv", tpot_seconds=0.038, throughput_tokens_per_s=1000, gpu_utilization_pct=40,
-                      settings={"kv_cache_dtype": "auto", "tp": 1})
-    after = Baseline(label="fp8 kv", tpot_seconds=0.030, throughput_tokens_per_s=1010, gpu_utilization_pct=55,
-                     settings={"kv_cache_dtype": "fp8", "tp": 1})
+    before = Baseline(
+        label="bf16 kv",
+        tpot_seconds=0.038,
+        throughput_tokens_per_s=1000,
+        gpu_utilization_pct=40,
+        settings={"kv_cache_dtype": "auto", "tp": 1},
+    )
+    after = Baseline(
+        label="fp8 kv",
+        tpot_seconds=0.030,
+        throughput_tokens_per_s=1010,
+        gpu_utilization_pct=55,
+        settings={"kv_cache_dtype": "fp8", "tp": 1},
+    )
     result = compare(before, after)
     assert result.attributable and result.changed_settings == {"kv_cache_dtype": {"before": "auto", "after": "fp8"}}
     by = {r.metric: r for r in result.rows}
@@ -168,8 +190,9 @@ def test_compare_one_variable():
     ],
 )
 def test_compare_needs_one_change(before_settings, after_settings, attributable, says):
-    result = compare(Baseline(tpot_seconds=0.02, settings=before_settings),
-                     Baseline(tpot_seconds=0.03, settings=after_settings))
+    result = compare(
+        Baseline(tpot_seconds=0.02, settings=before_settings), Baseline(tpot_seconds=0.03, settings=after_settings)
+    )
     assert result.attributable is attributable and says in result.summary
     assert result.rows[0].verdict == "worse"
 
@@ -201,18 +224,28 @@ def test_baseline_from_bench():
 
 def test_baseline_from_validation():
     """The Validate report's measured whole-model forwards: TPOT and the achieved fractions of peak."""
-    def check(name, stage, batch, seconds, flops=None, bytes_=None, status="ok"):
-        return SimpleNamespace(benchmark="layer_forward", status=status, measured_seconds=seconds, name=name,
-                               shape={"stage": stage, "batch": batch, "seq_len": 512},
-                               flops_fraction_of_peak=flops, bytes_fraction_of_peak=bytes_)
 
-    report = SimpleNamespace(model=SimpleNamespace(scaled=False), checks=[
-        check("model forward decode B=1, context 512 (scaled from layers)", "decode", 1, 0.006, 0.01, 0.7),
-        check("model forward decode B=8, context 512 (scaled from layers)", "decode", 8, 0.007, 0.05, 0.65),
-        check("model forward decode B=64, context 512 (scaled from layers)", "decode", 64, None, status="timeout"),
-        check("model forward prefill B=1 x 512 tokens (scaled from layers)", "prefill", 1, 0.03, 0.6, 0.1),
-        check("layer 0 (full_attention) decode B=8, context 512", "decode", 8, 0.0002, 0.05, 0.6),
-    ])
+    def check(name, stage, batch, seconds, flops=None, bytes_=None, status="ok"):
+        return SimpleNamespace(
+            benchmark="layer_forward",
+            status=status,
+            measured_seconds=seconds,
+            name=name,
+            shape={"stage": stage, "batch": batch, "seq_len": 512},
+            flops_fraction_of_peak=flops,
+            bytes_fraction_of_peak=bytes_,
+        )
+
+    report = SimpleNamespace(
+        model=SimpleNamespace(scaled=False),
+        checks=[
+            check("model forward decode B=1, context 512 (scaled from layers)", "decode", 1, 0.006, 0.01, 0.7),
+            check("model forward decode B=8, context 512 (scaled from layers)", "decode", 8, 0.007, 0.05, 0.65),
+            check("model forward decode B=64, context 512 (scaled from layers)", "decode", 64, None, status="timeout"),
+            check("model forward prefill B=1 x 512 tokens (scaled from layers)", "prefill", 1, 0.03, 0.6, 0.1),
+            check("layer 0 (full_attention) decode B=8, context 512", "decode", 8, 0.0002, 0.05, 0.6),
+        ],
+    )
     b = baseline_from_validation(report)
     assert b.source == "validation" and b.concurrency == 8 and b.tpot_seconds == 0.007
     assert b.memory_bandwidth_utilization_pct == pytest.approx(65.0) and b.gpu_utilization_pct == pytest.approx(5.0)

@@ -24,15 +24,45 @@ from planner.scenario import Scenario
 # commit 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b (model, parallel, cache, scheduler groups), plus
 # host and port from the config example in docs/configuration/serve_args.md.
 VLLM_SERVE_FLAGS = {
-    "model", "tokenizer", "revision", "dtype", "seed", "max-model-len", "quantization", "enforce-eager",
-    "served-model-name", "trust-remote-code", "disable-sliding-window", "load-format", "download-dir",
-    "distributed-executor-backend", "pipeline-parallel-size", "tensor-parallel-size", "data-parallel-size",
-    "enable-expert-parallel", "max-parallel-loading-workers", "disable-custom-all-reduce",
-    "block-size", "gpu-memory-utilization", "kv-cache-memory-bytes", "swap-space", "kv-cache-dtype",
-    "num-gpu-blocks-override", "enable-prefix-caching", "cpu-offload-gb", "calculate-kv-scales",
-    "max-num-batched-tokens", "max-num-seqs", "max-num-partial-prefills", "long-prefill-token-threshold",
-    "scheduling-policy", "enable-chunked-prefill", "async-scheduling", "max-cudagraph-capture-size",
-    "host", "port",
+    "model",
+    "tokenizer",
+    "revision",
+    "dtype",
+    "seed",
+    "max-model-len",
+    "quantization",
+    "enforce-eager",
+    "served-model-name",
+    "trust-remote-code",
+    "disable-sliding-window",
+    "load-format",
+    "download-dir",
+    "distributed-executor-backend",
+    "pipeline-parallel-size",
+    "tensor-parallel-size",
+    "data-parallel-size",
+    "enable-expert-parallel",
+    "max-parallel-loading-workers",
+    "disable-custom-all-reduce",
+    "block-size",
+    "gpu-memory-utilization",
+    "kv-cache-memory-bytes",
+    "swap-space",
+    "kv-cache-dtype",
+    "num-gpu-blocks-override",
+    "enable-prefix-caching",
+    "cpu-offload-gb",
+    "calculate-kv-scales",
+    "max-num-batched-tokens",
+    "max-num-seqs",
+    "max-num-partial-prefills",
+    "long-prefill-token-threshold",
+    "scheduling-policy",
+    "enable-chunked-prefill",
+    "async-scheduling",
+    "max-cudagraph-capture-size",
+    "host",
+    "port",
     # The negative form argparse's BooleanOptionalAction adds; a --config file must spell a false
     # boolean this way (vllm/utils/argparse_utils.py load_config_file looks "--no-<flag>" up on the
     # top-level parser, which lacks serve's flags, and drops "flag: false").
@@ -49,20 +79,60 @@ VLLM_CHOICES = {
 # `sglang serve` flags, typed from the sglang 0.5.23 wheel (sglang/srt/arg_groups/fields/*.py): the
 # current names only (--disable-cuda-graph is deprecated there for --cuda-graph-backend-{decode,prefill}).
 SGLANG_FLAGS = {
-    "model-path", "tokenizer-path", "revision", "host", "port", "dtype", "quantization", "kv-cache-dtype",
-    "context-length", "mem-fraction-static", "max-running-requests", "max-total-tokens", "chunked-prefill-size",
-    "max-prefill-tokens", "page-size", "tp-size", "tensor-parallel-size", "pp-size", "pipeline-parallel-size",
-    "nnodes", "node-rank", "dist-init-addr", "cuda-graph-backend-decode", "cuda-graph-backend-prefill",
+    "model-path",
+    "tokenizer-path",
+    "revision",
+    "host",
+    "port",
+    "dtype",
+    "quantization",
+    "kv-cache-dtype",
+    "context-length",
+    "mem-fraction-static",
+    "max-running-requests",
+    "max-total-tokens",
+    "chunked-prefill-size",
+    "max-prefill-tokens",
+    "page-size",
+    "tp-size",
+    "tensor-parallel-size",
+    "pp-size",
+    "pipeline-parallel-size",
+    "nnodes",
+    "node-rank",
+    "dist-init-addr",
+    "cuda-graph-backend-decode",
+    "cuda-graph-backend-prefill",
     "trust-remote-code",
 }
 SGLANG_KV_CHOICES = {"auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"}
 # `vllm bench serve`: vllm-project/vllm vllm/benchmarks/serve.py add_cli_args at commit
 # def9ce85ba1079af970a58ed3d42dd861ae35d58, and vllm/benchmarks/datasets.py add_dataset_parser.
 BENCH_FLAGS = {
-    "backend", "base-url", "host", "port", "endpoint", "model", "tokenizer", "max-concurrency", "request-rate",
-    "input-len", "output-len", "dataset-name", "num-prompts", "random-input-len", "random-output-len", "seed",
-    "ignore-eos", "percentile-metrics", "metric-percentiles", "save-result", "result-dir", "result-filename",
-    "metadata", "num-warmups",
+    "backend",
+    "base-url",
+    "host",
+    "port",
+    "endpoint",
+    "model",
+    "tokenizer",
+    "max-concurrency",
+    "request-rate",
+    "input-len",
+    "output-len",
+    "dataset-name",
+    "num-prompts",
+    "random-input-len",
+    "random-output-len",
+    "seed",
+    "ignore-eos",
+    "percentile-metrics",
+    "metric-percentiles",
+    "save-result",
+    "result-dir",
+    "result-filename",
+    "metadata",
+    "num-warmups",
 }
 
 SECRET = "hf_ExportSecretToken0123456789"
@@ -81,12 +151,16 @@ def bundle(name: str, **scenario) -> ExportBundle:
 
 CASES = {
     "8b-one-h100": ("meta-llama/Llama-3.1-8B", {"max_model_len": 8192}),
-    "70b-tp4-fp8kv-eager": ("meta-llama/Llama-3.1-70B", {"tp": 4, "kv_cache_dtype": "fp8", "engine": "eager",
-                                                         "max_model_len": 16384}),
+    "70b-tp4-fp8kv-eager": (
+        "meta-llama/Llama-3.1-70B",
+        {"tp": 4, "kv_cache_dtype": "fp8", "engine": "eager", "max_model_len": 16384},
+    ),
     "qwen-moe-fp8-weights": ("Qwen/Qwen3-30B-A3B", {"tp": 2, "weight_dtype": "fp8", "max_model_len": 32768}),
     "awq-checkpoint-l40s": ("Qwen/Qwen3-4B-AWQ", {"gpu": "l40s", "block_size": 32}),
-    "deepseek-two-nodes": ("deepseek-ai/DeepSeek-V3", {"tp": 8, "pp": 2, "max_model_len": 32768,
-                                                       "kv_cache_dtype": "fp8"}),
+    "deepseek-two-nodes": (
+        "deepseek-ai/DeepSeek-V3",
+        {"tp": 8, "pp": 2, "max_model_len": 32768, "kv_cache_dtype": "fp8"},
+    ),
     "no-chunked-prefill": ("Qwen/Qwen2.5-7B", {"gpu": "l40s", "enable_chunked_prefill": False, "max_model_len": 8192}),
     "two-replicas": ("meta-llama/Llama-3.1-8B", {"num_gpus": 4, "tp": 2, "max_model_len": 8192}),
 }
@@ -221,7 +295,10 @@ def test_latency_and_throughput_profiles_differ_as_intended(bundles):
     # Latency: TPOT within the slack of batch 1, and the next power of two breaks it (or the cap binds).
     spec, _ = spec_of("meta-llama/Llama-3.1-8B")
     hw = get_profile("h100-sxm")
-    tpot = lambda batch: estimate_latency(spec, hw, lat.scenario, batch_size=batch, check_memory=False).tpot_seconds
+
+    def tpot(batch: int) -> float:
+        return estimate_latency(spec, hw, lat.scenario, batch_size=batch, check_memory=False).tpot_seconds
+
     assert tpot(lat.max_num_seqs) <= LATENCY_TPOT_SLACK * tpot(1)
     assert tpot(2 * lat.max_num_seqs) > LATENCY_TPOT_SLACK * tpot(1)
 
@@ -326,7 +403,9 @@ def test_sglang_flags_are_sglang_flags(bundles, case):
         assert flags.get("kv-cache-dtype", "auto") in SGLANG_KV_CHOICES
         prof = b.profile(profile)
         assert flags["max-running-requests"] == str(prof.max_num_seqs)
-        assert flags["tp-size"] == str(prof.scenario.tp) and flags["context-length"] == str(prof.plan.resolved.max_model_len)
+        assert flags["tp-size"] == str(prof.scenario.tp) and flags["context-length"] == str(
+            prof.plan.resolved.max_model_len
+        )
         assert 0 < float(flags["mem-fraction-static"]) <= 1
 
 
@@ -356,8 +435,20 @@ def test_no_token_in_any_export(monkeypatch, tmp_path, capsys):
     b = bundle("meta-llama/Llama-3.1-8B", max_model_len=8192)
     assert SECRET not in b.model_dump_json()
     out_dir = tmp_path / "out"
-    code = main(["export", "llama3.1-8b", "--hf-token", SECRET, "--profile", "both", "--target", "all",
-                 "--output-dir", str(out_dir)])
+    code = main(
+        [
+            "export",
+            "llama3.1-8b",
+            "--hf-token",
+            SECRET,
+            "--profile",
+            "both",
+            "--target",
+            "all",
+            "--output-dir",
+            str(out_dir),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert SECRET not in out + err
@@ -394,18 +485,22 @@ def test_bundle_round_trips_as_json(bundles):
     again = ExportBundle.model_validate(json.loads(b.model_dump_json()))
     assert again == b
     assert {(a.profile, a.target) for a in b.artefacts} == {
-        (p, t) for p in ("latency", "throughput") for t in ("vllm-yaml", "vllm-cmd", "sglang", "k8s", "bench")}
+        (p, t) for p in ("latency", "throughput") for t in ("vllm-yaml", "vllm-cmd", "sglang", "k8s", "bench")
+    }
 
 
 # -------------------------------------------------- what the engines refuse, and what they run
 
 
-@pytest.mark.parametrize("name, scenario", [
-    ("mistralai/Mixtral-8x7B-v0.1", {"tp": 2, "max_model_len": 8192}),
-    ("Qwen/Qwen3-30B-A3B", {"max_model_len": 8192}),
-    ("ai21labs/AI21-Jamba-1.5-Mini", {"tp": 2, "max_model_len": 8192}),
-    ("deepseek-ai/DeepSeek-V3", {"gpu": "h200", "tp": 8, "max_model_len": 8192, "kv_cache_dtype": "fp8"}),
-])
+@pytest.mark.parametrize(
+    "name, scenario",
+    [
+        ("mistralai/Mixtral-8x7B-v0.1", {"tp": 2, "max_model_len": 8192}),
+        ("Qwen/Qwen3-30B-A3B", {"max_model_len": 8192}),
+        ("ai21labs/AI21-Jamba-1.5-Mini", {"tp": 2, "max_model_len": 8192}),
+        ("deepseek-ai/DeepSeek-V3", {"gpu": "h200", "tp": 8, "max_model_len": 8192, "kv_cache_dtype": "fp8"}),
+    ],
+)
 def test_latency_profile_takes_concurrent_requests(name, scenario):
     """MoE TPOT rises at batch 2 (more experts read), but a latency server still takes 8 requests."""
     from planner.deploy.export import LATENCY_MIN_NUM_SEQS
@@ -416,10 +511,17 @@ def test_latency_profile_takes_concurrent_requests(name, scenario):
     assert f"at least {min(LATENCY_MIN_NUM_SEQS, 256, fit)}" in lat.rule
 
 
-@pytest.mark.parametrize("name, scenario, expected", [
-    ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "int8"}, "Invalid kv_cache_dtype: 'int8'"),
-    ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "fp16"}, 'kv_cache_dtype="float16" is incompatible with dtype="bfloat16"'),
-])
+@pytest.mark.parametrize(
+    "name, scenario, expected",
+    [
+        ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "int8"}, "Invalid kv_cache_dtype: 'int8'"),
+        (
+            "meta-llama/Llama-3.1-8B",
+            {"kv_cache_dtype": "fp16"},
+            'kv_cache_dtype="float16" is incompatible with dtype="bfloat16"',
+        ),
+    ],
+)
 def test_a_kv_cache_vllm_refuses_is_refused_with_its_reason(name, scenario, expected):
     from planner.errors import ScenarioError
 
@@ -430,16 +532,22 @@ def test_a_kv_cache_vllm_refuses_is_refused_with_its_reason(name, scenario, expe
 
 
 def test_fp16_kv_is_fine_when_the_weights_are_served_in_fp16():
-    c = yaml.safe_load(bundle("meta-llama/Llama-3.1-8B", max_model_len=8192, kv_cache_dtype="fp16",
-                              weight_dtype="fp16").artefact("latency", "vllm-yaml").text)
+    c = yaml.safe_load(
+        bundle("meta-llama/Llama-3.1-8B", max_model_len=8192, kv_cache_dtype="fp16", weight_dtype="fp16")
+        .artefact("latency", "vllm-yaml")
+        .text
+    )
     assert (c["dtype"], c["kv-cache-dtype"]) == ("float16", "float16")
 
 
-@pytest.mark.parametrize("gpu, image, resource", [
-    ("h100-sxm", "vllm/vllm-openai:v0.33.0", "nvidia.com/gpu"),
-    ("mi300x", "vllm/vllm-openai-rocm:v0.33.0", "amd.com/gpu"),
-    ("cpu", "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.33.0", None),
-])
+@pytest.mark.parametrize(
+    "gpu, image, resource",
+    [
+        ("h100-sxm", "vllm/vllm-openai:v0.33.0", "nvidia.com/gpu"),
+        ("mi300x", "vllm/vllm-openai-rocm:v0.33.0", "amd.com/gpu"),
+        ("cpu", "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.33.0", None),
+    ],
+)
 def test_each_vendor_gets_its_own_vllm_image(gpu, image, resource):
     b = bundle("Qwen/Qwen2.5-0.5B", gpu=gpu, max_model_len=4096)
     workload = next(yaml.safe_load_all(b.artefact("latency", "k8s").text))

@@ -50,8 +50,10 @@ TARGETS = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
 def engines_available() -> bool:
     if ENGINES_PYTHON.exists():
         return True
-    reason = (f"no engines environment at {ENGINES_PYTHON}: build it as .ci/run does (python -m venv .venv-engines && "
-              ".venv-engines/bin/pip install --no-deps -r tools/engines-requirements.txt)")
+    reason = (
+        f"no engines environment at {ENGINES_PYTHON}: build it as .ci/run does (python -m venv .venv-engines && "
+        ".venv-engines/bin/pip install --no-deps -r tools/engines-requirements.txt)"
+    )
     if os.environ.get("PLANNER_REQUIRE_ENGINES") == "1":
         pytest.fail(reason + "; PLANNER_REQUIRE_ENGINES=1 makes that a failure")
     pytest.skip(reason)
@@ -79,8 +81,12 @@ def run_checker(*batches: tuple[list[Path], set[str]]) -> list[dict]:
     """tools/check_exports.py over each batch of files in the engines' environment, the batches in
     parallel (vLLM's and SGLang's imports take ~15 s each): one verdict per check."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    procs = [subprocess.Popen(_checker_args(files, repos), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) for files, repos in batches]
+    procs = [
+        subprocess.Popen(
+            _checker_args(files, repos), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for files, repos in batches
+    ]
     rows: list[dict] = []
     for proc in procs:
         try:
@@ -127,8 +133,13 @@ def test_the_engines_accept_the_export(verdicts, case):
     failed = [f"{r['file']}: {r['check']}: {r['error']}" for r in rows if not r["ok"]]
     assert not failed, "\n".join(failed)
     checks = {r["check"] for r in rows}
-    assert {"vllm serve --config (parser)", "vllm serve --config (every key honoured)", "vllm create_engine_config",
-            "sglang ServerArgs", "sglang no deprecated flag"} <= checks
+    assert {
+        "vllm serve --config (parser)",
+        "vllm serve --config (every key honoured)",
+        "vllm create_engine_config",
+        "sglang ServerArgs",
+        "sglang no deprecated flag",
+    } <= checks
     assert any(c.startswith("kubernetes-validate 1.37.0 strict") for c in checks)
     if case == "multi-node":
         assert any(c.startswith("LeaderWorkerSet schema") for c in checks)
@@ -147,8 +158,10 @@ def _dense_yaml_with(tmp_path: Path, key: str, value: object) -> Path:
 
 #: vLLM 0.33.0's own words for the two KV caches it refuses (vllm/config/cache.py CacheConfig and
 #: VllmConfig's dtype check); the planner's refusal must quote them.
-VLLM_REASONS = {"int8": "Invalid kv_cache_dtype: 'int8'",
-                "fp16": 'kv_cache_dtype="float16" is incompatible with dtype="bfloat16"'}
+VLLM_REASONS = {
+    "int8": "Invalid kv_cache_dtype: 'int8'",
+    "fp16": 'kv_cache_dtype="float16" is incompatible with dtype="bfloat16"',
+}
 VLLM_SPELLING = {"int8": "int8", "fp16": "float16"}
 
 
@@ -165,10 +178,14 @@ def defects(tmp_path_factory) -> tuple[dict[str, Path], dict[tuple[str, str], st
     service["metadata"]["name"] = lws["metadata"]["name"]
     files["same-name"] = write(root / "same-name", "k8s-latency.yaml", yaml.safe_dump_all([lws, service]))
     sglang = mn.artefact("latency", "sglang").text
-    files["legacy"] = write(root / "legacy", "sglang-legacy.sh",
-                            sglang.replace("sglang serve", "python -m sglang.launch_server"))
-    files["deprecated"] = write(root / "deprecated", "sglang-deprecated.sh",
-                                "sglang serve --model-path meta-llama/Llama-3.1-8B --disable-cuda-graph\n")
+    files["legacy"] = write(
+        root / "legacy", "sglang-legacy.sh", sglang.replace("sglang serve", "python -m sglang.launch_server")
+    )
+    files["deprecated"] = write(
+        root / "deprecated",
+        "sglang-deprecated.sh",
+        "sglang serve --model-path meta-llama/Llama-3.1-8B --disable-cuda-graph\n",
+    )
     repos = {"meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3"}
     vllm = [files[k] for k in ("dropped", "int8", "fp16", "same-name")]
     rows = run_checker((vllm, repos), ([files["legacy"], files["deprecated"]], repos))
@@ -177,12 +194,16 @@ def defects(tmp_path_factory) -> tuple[dict[str, Path], dict[tuple[str, str], st
 
 def test_the_checker_catches_what_the_old_exports_did(defects):
     files, errors = defects
-    assert "did not take effect: vLLM parsed enable_chunked_prefill=None" in errors[
-        (str(files["dropped"]), "vllm serve --config (every key honoured)")]
+    assert (
+        "did not take effect: vLLM parsed enable_chunked_prefill=None"
+        in errors[(str(files["dropped"]), "vllm serve --config (every key honoured)")]
+    )
     for kv, reason in VLLM_REASONS.items():
         assert reason in errors[(str(files[kv]), "vllm create_engine_config")]
     lws_name = next(yaml.safe_load_all(files["same-name"].read_text()))["metadata"]["name"]
-    assert "creates no headless Service" in errors[(str(files["same-name"]), f"LWS headless Service Service/{lws_name}")]
+    assert (
+        "creates no headless Service" in errors[(str(files["same-name"]), f"LWS headless Service Service/{lws_name}")]
+    )
     assert "python -m sglang.launch_server" in errors[(str(files["legacy"]), "sglang serve command")]
     assert "'--disable-cuda-graph' is deprecated" in errors[(str(files["deprecated"]), "sglang no deprecated flag")]
     # The planner's own exports of these scenarios pass (test_the_engines_accept_the_export): the checks discriminate.

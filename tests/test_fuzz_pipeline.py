@@ -90,8 +90,10 @@ def test_mutated_configs_end_in_a_result_or_a_planner_error():
             plan = plan_memory(spec, hw, sc, suggest=rng.random() < 0.3)
             for stage, batch, seq in (("decode", rng.choice((1, 8)), 1024), ("prefill", 1, 512)):
                 _check_numbers(roofline(spec, hw, sc, stage, batch, seq), f"case {case} {stage}")
-            _check_numbers(estimate_latency(spec, hw, sc, batch_size=2, input_len=256, output_len=32, check_memory=False),
-                           f"case {case} latency")
+            _check_numbers(
+                estimate_latency(spec, hw, sc, batch_size=2, input_len=256, output_len=32, check_memory=False),
+                f"case {case} latency",
+            )
             assert plan.weight_bytes_per_gpu >= 0 and plan.kv_cache_tokens >= 0, f"case {case}: negative memory figure"
             counts["result"] += 1
         except PlannerError as err:

@@ -47,7 +47,9 @@ def test_differences_finds_a_moved_float_and_a_changed_text() -> None:
     expected = {"a": [1.0, 2, "x"], "b": {"c": 0.1}}
     assert differences(expected, json.loads(json.dumps(expected))) == []
     assert differences(expected, {"a": [1.0 + 1e-9, 2, "y"], "b": {"c": 0.1}}) == [
-        ".a[0]: 1.000000001 != 1.0", ".a[2]: 'y' != 'x'"]
+        ".a[0]: 1.000000001 != 1.0",
+        ".a[2]: 'y' != 'x'",
+    ]
     assert differences({"n": 3}, {"n": 3.0}) == [".n: 3.0 != 3"]
 
 
@@ -65,7 +67,9 @@ def recorded() -> dict[str, Any]:
 
 def test_scenario_set_is_the_recorded_one(outputs: dict[str, Any], recorded: dict[str, Any]) -> None:
     """A new catalog family (or a changed scenario list) needs a re-record, not a silent pass."""
-    assert sorted(outputs) == sorted(recorded), "re-record: PLANNER_RECORD_GOLDEN=1 python -m pytest tests/test_golden_outputs.py"
+    assert sorted(outputs) == sorted(recorded), (
+        "re-record: PLANNER_RECORD_GOLDEN=1 python -m pytest tests/test_golden_outputs.py"
+    )
 
 
 def test_every_catalog_family_is_pinned() -> None:

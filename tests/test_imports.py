@@ -38,8 +38,10 @@ def test_core_imports_neither_streamlit_nor_torch():
 
 def test_floors_do_not_import_upwards():
     """DESIGN.md floors: model/hardware/scenario below estimate; estimate below serve/deploy/verify."""
-    below = {"planner/model": ("planner.estimate", "planner.serve", "planner.deploy", "planner.verify", "planner.commands"),
-             "planner/estimate": ("planner.serve", "planner.deploy", "planner.verify", "planner.commands", "planner.bench")}
+    below = {
+        "planner/model": ("planner.estimate", "planner.serve", "planner.deploy", "planner.verify", "planner.commands"),
+        "planner/estimate": ("planner.serve", "planner.deploy", "planner.verify", "planner.commands", "planner.bench"),
+    }
     for folder, banned in below.items():
         for path in (ROOT / folder).rglob("*.py"):
             text = path.read_text()

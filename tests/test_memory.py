@@ -21,10 +21,18 @@ def test_rtx3090_log_of_vllm_issue_10517():
     """measured_public.json, vllm-project/vllm#10517 (V0 log, Llama-3.1-8B-Instruct, RTX 3090):
     total 23.58 GiB, util 0.9, weights 14.99 GiB, non-torch 0.35 GiB, profile over max_model_len
     20000 tokens (no chunked prefill) -> 'Available KV cache memory' 3.81 GiB, 1952 blocks."""
-    hw = profile_from_detected("NVIDIA GeForce RTX 3090", int(23.58 * GiB), hbm_bandwidth_bytes_per_s=936e9,
-                               peak_flops_per_s={"bf16": 71e12})
-    sc = Scenario(gpu=hw.id, max_model_len=20000, gpu_memory_utilization=0.9, enable_chunked_prefill=False,
-                  non_torch_memory_bytes=int(0.35 * GiB), engine="eager", max_num_seqs=256)
+    hw = profile_from_detected(
+        "NVIDIA GeForce RTX 3090", int(23.58 * GiB), hbm_bandwidth_bytes_per_s=936e9, peak_flops_per_s={"bf16": 71e12}
+    )
+    sc = Scenario(
+        gpu=hw.id,
+        max_model_len=20000,
+        gpu_memory_utilization=0.9,
+        enable_chunked_prefill=False,
+        non_torch_memory_bytes=int(0.35 * GiB),
+        engine="eager",
+        max_num_seqs=256,
+    )
     plan = plan_memory(spec("meta-llama/Llama-3.1-8B"), hw, sc)
     assert plan.weight_bytes_per_gpu / GiB == pytest.approx(14.99, rel=0.01)
     assert plan.kv_cache_bytes_per_gpu / GiB == pytest.approx(3.81, rel=0.03)
@@ -120,7 +128,12 @@ def test_fits_if_max_model_len_is_exact():
 
 BAD_SCENARIOS = [
     ("tp does not divide heads", "meta-llama/Llama-3.1-8B", dict(tp=3), "does not divide the 32 attention heads"),
-    ("too long", "meta-llama/Llama-2-7b-hf", dict(max_model_len=100_000), "exceeds the model's maximum context of 4,096"),
+    (
+        "too long",
+        "meta-llama/Llama-2-7b-hf",
+        dict(max_model_len=100_000),
+        "exceeds the model's maximum context of 4,096",
+    ),
     ("bad kv dtype", "meta-llama/Llama-3.1-8B", dict(kv_cache_dtype="fp3"), "unknown --kv-cache-dtype"),
     ("bad weight dtype", "meta-llama/Llama-3.1-8B", dict(weight_dtype="int3"), "unknown --weight-dtype"),
     ("requantize", "Qwen/Qwen3-4B-AWQ", dict(weight_dtype="bf16"), "already awq-quantized"),

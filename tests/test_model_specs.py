@@ -20,13 +20,24 @@ ORACLE = json.loads((GOLDEN / "reference_params_oracle.json").read_text())
 CATALOG = Path(__file__).parent.parent / "planner" / "model" / "catalog"
 #: reference name -> catalog repo id (the same config.json files)
 REFERENCE_REPO = {
-    "llama-2-7b": "meta-llama/Llama-2-7b-hf", "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
-    "llama-3.1-70b": "meta-llama/Llama-3.1-70B", "mistral-7b-v0.1": "mistralai/Mistral-7B-v0.1",
-    "mixtral-8x7b-v0.1": "mistralai/Mixtral-8x7B-v0.1", "qwen2.5-7b": "Qwen/Qwen2.5-7B", "qwen2.5-72b": "Qwen/Qwen2.5-72B",
-    "qwen3-8b": "Qwen/Qwen3-8B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B", "gemma-2-9b": "google/gemma-2-9b",
-    "gemma-2-27b": "google/gemma-2-27b", "deepseek-v3": "deepseek-ai/DeepSeek-V3", "gpt2": "openai-community/gpt2",
-    "opt-125m": "facebook/opt-125m", "gemma-7b": "google/gemma-7b", "gemma-3-1b-pt": "google/gemma-3-1b-pt",
-    "mamba-130m": "state-spaces/mamba-130m-hf", "gpt-oss-120b": "openai/gpt-oss-120b",
+    "llama-2-7b": "meta-llama/Llama-2-7b-hf",
+    "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama-3.1-70b": "meta-llama/Llama-3.1-70B",
+    "mistral-7b-v0.1": "mistralai/Mistral-7B-v0.1",
+    "mixtral-8x7b-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B",
+    "qwen2.5-72b": "Qwen/Qwen2.5-72B",
+    "qwen3-8b": "Qwen/Qwen3-8B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "gemma-2-9b": "google/gemma-2-9b",
+    "gemma-2-27b": "google/gemma-2-27b",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "gpt2": "openai-community/gpt2",
+    "opt-125m": "facebook/opt-125m",
+    "gemma-7b": "google/gemma-7b",
+    "gemma-3-1b-pt": "google/gemma-3-1b-pt",
+    "mamba-130m": "state-spaces/mamba-130m-hf",
+    "gpt-oss-120b": "openai/gpt-oss-120b",
 }
 
 
@@ -52,8 +63,11 @@ def test_reference_models_exact(row):
 
 
 CATALOG_GOLDEN = json.loads((GOLDEN / "catalog_params.json").read_text())
-CATALOG_ROWS = [(repo, row) for repo, row in sorted(CATALOG_GOLDEN.get("models", CATALOG_GOLDEN).items())
-                if isinstance(row, dict) and row.get("total_params") is not None]
+CATALOG_ROWS = [
+    (repo, row)
+    for repo, row in sorted(CATALOG_GOLDEN.get("models", CATALOG_GOLDEN).items())
+    if isinstance(row, dict) and row.get("total_params") is not None
+]
 
 
 @pytest.mark.parametrize("repo,row", CATALOG_ROWS, ids=[r for r, _ in CATALOG_ROWS])
@@ -67,8 +81,29 @@ def test_catalog_models_exact(repo, row):
 
 def test_every_family_of_the_issue_is_in_the_catalog():
     families = {e.family for e in catalog_entries()}
-    wanted = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
-              "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss", "gpt_neox", "falcon", "gpt2", "opt", "mamba", "jamba"}
+    wanted = {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "phi3",
+        "deepseek_v2",
+        "deepseek_v3",
+        "gpt_oss",
+        "gpt_neox",
+        "falcon",
+        "gpt2",
+        "opt",
+        "mamba",
+        "jamba",
+    }
     assert wanted <= families | {"gemma3"}, wanted - families
     assert len(catalog_entries()) >= 30
     assert wanted - {"gemma3"} <= set(FAMILIES)
@@ -148,7 +183,12 @@ LLAMA = json.loads((CATALOG / "meta-llama--Meta-Llama-3-8B.json").read_text())
 BAD_CONFIGS = [
     ("not an object", [1, 2, 3], ConfigError, "must be a JSON object"),
     ("missing keys", {"model_type": "llama", "hidden_size": 4096}, ConfigError, "num_hidden_layers"),
-    ("unknown type without keys", {"model_type": "frobnicator", "hidden_size": 8}, UnknownArchitectureError, "unknown model_type 'frobnicator'"),
+    (
+        "unknown type without keys",
+        {"model_type": "frobnicator", "hidden_size": 8},
+        UnknownArchitectureError,
+        "unknown model_type 'frobnicator'",
+    ),
     ("wrong type", {**LLAMA, "num_hidden_layers": "many"}, ConfigError, "should be an integer"),
     ("zero layers", {**LLAMA, "num_hidden_layers": 0}, ConfigError, "at least one layer"),
     ("short layer_types", {**LLAMA, "layer_types": ["full_attention"]}, ConfigError, "layer_types lists 1 layers"),

@@ -100,7 +100,9 @@ def test_chunked_layers_are_kept_whole_while_vllm_disables_the_hybrid_manager():
 
 def test_chunked_layers_under_the_hybrid_manager_keep_one_chunk_plus_in_flight_tokens():
     """ChunkedLocalAttentionSpec: cdiv(min(chunk + max_in_flight_tokens, max_model_len), block_size), no +1."""
-    chunked = ChunkedLocalKV(kv_heads=4, head_dim=128, head_dim_v=128, dtype_bytes=2.0, chunk_tokens=8192, hybrid_manager=True)
+    chunked = ChunkedLocalKV(
+        kv_heads=4, head_dim=128, head_dim_v=128, dtype_bytes=2.0, chunk_tokens=8192, hybrid_manager=True
+    )
     assert chunked.blocks_per_request(32_768, 16, 2048) == cdiv(8192 + 2048, 16) == 640
     assert chunked.blocks_per_request(4096, 16, 2048) == 256
     assert chunked.token_cap == 8192 and chunked.sequence_bytes(20_000) == 8192 * 4 * 256 * 2
@@ -158,11 +160,26 @@ def test_yi_is_a_llama_with_yis_values():
 LLAMA = json.loads((CATALOG / "meta-llama--Meta-Llama-3-8B.json").read_text())
 
 REFUSED = [
-    ("experts", {**LLAMA, "model_type": "brand_new_moe", "num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts"),
-    ("routed experts", {**LLAMA, "model_type": "brand_new_moe", "n_routed_experts": 64, "moe_intermediate_size": 1408}, "n_routed_experts"),
-    ("linear attention", {**LLAMA, "model_type": "brand_new_hybrid", "layer_types": ["linear_attention", "full_attention"] * 16},
-     "layer_types linear_attention"),
-    ("hybrid pattern", {**LLAMA, "model_type": "nemotron_like", "hybrid_override_pattern": "M-M*-" * 6 + "MM"}, "hybrid_override_pattern"),
+    (
+        "experts",
+        {**LLAMA, "model_type": "brand_new_moe", "num_local_experts": 8, "num_experts_per_tok": 2},
+        "num_local_experts",
+    ),
+    (
+        "routed experts",
+        {**LLAMA, "model_type": "brand_new_moe", "n_routed_experts": 64, "moe_intermediate_size": 1408},
+        "n_routed_experts",
+    ),
+    (
+        "linear attention",
+        {**LLAMA, "model_type": "brand_new_hybrid", "layer_types": ["linear_attention", "full_attention"] * 16},
+        "layer_types linear_attention",
+    ),
+    (
+        "hybrid pattern",
+        {**LLAMA, "model_type": "nemotron_like", "hybrid_override_pattern": "M-M*-" * 6 + "MM"},
+        "hybrid_override_pattern",
+    ),
     ("state space", {**LLAMA, "model_type": "brand_new_ssm", "ssm_state_size": 128}, "ssm_state_size"),
 ]
 
@@ -176,5 +193,7 @@ def test_unknown_moe_or_hybrid_configs_are_refused_with_the_known_types(case, ra
 
 
 def test_unknown_dense_config_still_gets_the_labelled_generic_estimate():
-    spec = build_spec({**LLAMA, "model_type": "brand_new_llm", "num_experts": 1, "layer_types": ["full_attention"] * 32}, "new")
+    spec = build_spec(
+        {**LLAMA, "model_type": "brand_new_llm", "num_experts": 1, "layer_types": ["full_attention"] * 32}, "new"
+    )
     assert spec.generic and spec.total_params == 8_030_261_248

@@ -53,7 +53,9 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     out = tmp_path_factory.mktemp("wheel")
     code = f"import {module} as b; print(b.build_wheel({str(out)!r}))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=src, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=src, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return out / done.stdout.strip().splitlines()[-1]
 

@@ -51,8 +51,11 @@ def llama8b():
 
 
 def poisson(rate: float) -> Workload:
-    return Workload(arrivals=PoissonArrivals(request_rate_per_s=rate), input_tokens=FixedLength(tokens=1024),
-                    output_tokens=FixedLength(tokens=128))
+    return Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=rate),
+        input_tokens=FixedLength(tokens=1024),
+        output_tokens=FixedLength(tokens=128),
+    )
 
 
 def builtins():
@@ -99,11 +102,22 @@ def test_a_price_matches_the_figure_its_source_quotes():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "ok"), [
-    (3.5, True), (1, True), (1e-3, True),
-    (0, False), (-1.0, False), (math.nan, False), (math.inf, False), (-math.inf, False), (True, False),
-    ("3.5", False), (None, False),
-])
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        (3.5, True),
+        (1, True),
+        (1e-3, True),
+        (0, False),
+        (-1.0, False),
+        (math.nan, False),
+        (math.inf, False),
+        (-math.inf, False),
+        (True, False),
+        ("3.5", False),
+        (None, False),
+    ],
+)
 def test_check_price_accepts_only_positive_finite_numbers(value, ok):
     if ok:
         assert check_price(value, "h200", FLAG) == float(value)
@@ -119,12 +133,15 @@ def test_resolve_prices_takes_ids_aliases_and_device_names():
     assert resolve_prices(None) == {} and resolve_prices({}) == {}
 
 
-@pytest.mark.parametrize(("prices", "fragment"), [
-    ({"tpu-v5": 1.0}, "unknown GPU 'tpu-v5'; known ids: a100-40gb"),
-    ({"h100": 2.0, "h100-sxm": 3.0}, "h100-sxm is priced twice"),
-    ({"h200": -2.0}, "must be a finite number > 0"),
-    ({"h200": math.nan}, "got nan"),
-])
+@pytest.mark.parametrize(
+    ("prices", "fragment"),
+    [
+        ({"tpu-v5": 1.0}, "unknown GPU 'tpu-v5'; known ids: a100-40gb"),
+        ({"h100": 2.0, "h100-sxm": 3.0}, "h100-sxm is priced twice"),
+        ({"h200": -2.0}, "must be a finite number > 0"),
+        ({"h200": math.nan}, "got nan"),
+    ],
+)
 def test_resolve_prices_refuses_with_the_flag_named(prices, fragment):
     with pytest.raises(HardwareProfileError) as err:
         resolve_prices(prices, FLAG)
@@ -197,8 +214,22 @@ def test_plan_slo_refuses_a_bad_price(llama8b):
 # The command line.
 # --------------------------------------------------------------------------------------------
 
-SLO_ARGS = ["slo", MODEL, "--source", "catalog", "--qps", "2", "--p99-ttft", "1", "--tp", "1",
-            "--max-model-len", "4096", "--requests-per-probe", "200"]
+SLO_ARGS = [
+    "slo",
+    MODEL,
+    "--source",
+    "catalog",
+    "--qps",
+    "2",
+    "--p99-ttft",
+    "1",
+    "--tp",
+    "1",
+    "--max-model-len",
+    "4096",
+    "--requests-per-probe",
+    "200",
+]
 
 BAD = [
     ("bare number, two cards", ["--gpus", "l4,gaudi3", FLAG, "3"], "names no card, and 2 cards are tried"),

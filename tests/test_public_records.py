@@ -22,9 +22,23 @@ from planner.estimate.defaults import FITTED
 from planner.estimate.latency import estimate_latency
 from planner.estimate.roofline import roofline
 from planner.verify.public_records import (
-    Expressed, MemoryPrediction, OpsPrediction, PublicRecord, ServingPrediction, StepOpsBatch, ThroughputPrediction,
-    TTFTPrediction, Unexpressed, VIDUR_LINEAR_OPS, evaluate, express, express_all, fast_subset, load_records,
-    reference_dir, step_ops,
+    VIDUR_LINEAR_OPS,
+    Expressed,
+    MemoryPrediction,
+    OpsPrediction,
+    PublicRecord,
+    ServingPrediction,
+    StepOpsBatch,
+    ThroughputPrediction,
+    TTFTPrediction,
+    Unexpressed,
+    evaluate,
+    express,
+    express_all,
+    fast_subset,
+    load_records,
+    reference_dir,
+    step_ops,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +116,14 @@ def test_static_batch_record_maps_to_its_scenario(records):
 
 
 def test_max_throughput_record_tries_the_largest_batches_that_fit(records):
-    r = find(records, model="Llama-3.1-8B", gpu="H200-SXM-141GB", input_len=128, output_len=128, metric="output_throughput_total")
+    r = find(
+        records,
+        model="Llama-3.1-8B",
+        gpu="H200-SXM-141GB",
+        input_len=128,
+        output_len=128,
+        metric="output_throughput_total",
+    )
     e = expressed(r)
     p = e.prediction
     assert isinstance(p, ThroughputPrediction) and not p.per_gpu
@@ -127,7 +148,9 @@ def test_vidur_linear_ops_are_the_layer_projections(records):
 
 
 def test_allreduce_record_carries_the_message(records):
-    r = find(records, metric="all_reduce_time_median", gpu="H100-SXM DGX*", tp=8, batch_or_concurrency="message = 33554432*")
+    r = find(
+        records, metric="all_reduce_time_median", gpu="H100-SXM DGX*", tp=8, batch_or_concurrency="message = 33554432*"
+    )
     p = expressed(r).prediction
     assert p.tp == 8 and p.ops[0].comm_bytes == 33554432 * 2
 
@@ -141,7 +164,9 @@ def test_serving_record_is_simulated_at_its_rate(records):
 
 
 def test_ttft_record_is_a_prefill(records):
-    r = find(records, metric="ttft (first token latency = prefill)", model="Llama-2-7B", gpu="H100-SXM-80GB", input_len=2048)
+    r = find(
+        records, metric="ttft (first token latency = prefill)", model="Llama-2-7B", gpu="H100-SXM-80GB", input_len=2048
+    )
     p = expressed(r).prediction
     assert isinstance(p, TTFTPrediction) and p.batch.batch == 1 and p.batch.input_len == 2048
 
@@ -153,16 +178,36 @@ UNEXPRESSED_CASES = [
     (dict(model="GPT-J-6B", metric="output_throughput_total"), "model not in catalog", "GPT-J-6B"),
     (dict(model="Llama-4-Scout-17B-16E (MoE)"), "model not in catalog", "Llama-4-Scout"),
     (dict(notes__has="Parallelism: DEP4", model="DeepSeek-R1*"), "parallelism not modelled", "DEP4"),
-    (dict(engine="vLLM v0.5.4 (chunked prefill on, scheduler steps N/A)"), "flagged INCOMPLETE/AMBIGUOUS", "GPU type inferred"),
-    (dict(metric="median_itl", engine="vLLM v0.6.0 (--num-scheduler-steps 10, max_model_len 4096, gpu_memory_utilization 0.9)"),
-     "metric not modelled", "multi-step"),
-    (dict(model="Llama-2-70B", tp="max TP/PP/DP config (not specified)"), "flagged INCOMPLETE/AMBIGUOUS", "parallelism"),
-    (dict(model="neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8", metric="num_gpu_blocks"),
-     "flagged INCOMPLETE/AMBIGUOUS", "GPU model not stated"),
+    (
+        dict(engine="vLLM v0.5.4 (chunked prefill on, scheduler steps N/A)"),
+        "flagged INCOMPLETE/AMBIGUOUS",
+        "GPU type inferred",
+    ),
+    (
+        dict(
+            metric="median_itl",
+            engine="vLLM v0.6.0 (--num-scheduler-steps 10, max_model_len 4096, gpu_memory_utilization 0.9)",
+        ),
+        "metric not modelled",
+        "multi-step",
+    ),
+    (
+        dict(model="Llama-2-70B", tp="max TP/PP/DP config (not specified)"),
+        "flagged INCOMPLETE/AMBIGUOUS",
+        "parallelism",
+    ),
+    (
+        dict(model="neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8", metric="num_gpu_blocks"),
+        "flagged INCOMPLETE/AMBIGUOUS",
+        "GPU model not stated",
+    ),
     (dict(model="Llama-3.3-70B-Instruct", notes__has="Parallelism: TP1,PP2"), "parallelism not modelled", "PP2"),
     # The same pipeline-parallel row moved to another profiled card: the parallelism is still the reason.
-    (dict(model="Llama-3.3-70B-Instruct", notes__has="Parallelism: TP1,PP2", _as_gpu="B200-180GB"),
-     "parallelism not modelled", "PP2"),
+    (
+        dict(model="Llama-3.3-70B-Instruct", notes__has="Parallelism: TP1,PP2", _as_gpu="B200-180GB"),
+        "parallelism not modelled",
+        "PP2",
+    ),
 ]
 
 
@@ -213,8 +258,13 @@ def test_fast_run_finishes_quickly():
 
 
 def test_cli_prints_the_report_as_json():
-    out = subprocess.run([sys.executable, "-m", "planner", "accuracy", "--fast", "--format", "json"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "planner", "accuracy", "--fast", "--format", "json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["total_records"] == data["expressed"] + data["unexpressed_count"]
@@ -230,11 +280,21 @@ def test_cached_static_batches_equal_estimate_latency(records):
     checked = 0
     for e in done:
         p = e.prediction
-        batches = p.batches[:1] if isinstance(p, ThroughputPrediction) else [p.batch] if isinstance(p, TTFTPrediction) else []
+        batches = (
+            p.batches[:1] if isinstance(p, ThroughputPrediction) else [p.batch] if isinstance(p, TTFTPrediction) else []
+        )
         for b in batches:
             for eff in (FITTED, BOUND):
-                ref = estimate_latency(b.model, b.hw, b.sc, batch_size=b.batch, input_len=b.input_len,
-                                       output_len=b.output_len, efficiency=eff, check_memory=False)
+                ref = estimate_latency(
+                    b.model,
+                    b.hw,
+                    b.sc,
+                    batch_size=b.batch,
+                    input_len=b.input_len,
+                    output_len=b.output_len,
+                    efficiency=eff,
+                    check_memory=False,
+                )
                 assert b.tokens_per_s(eff) == pytest.approx(ref.throughput_tokens_per_s, rel=1e-9)
                 assert b.ttft_seconds(eff) == pytest.approx(ref.ttft_seconds, rel=1e-9)
             checked += 1

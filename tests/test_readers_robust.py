@@ -13,6 +13,7 @@ never a negative or NaN number, and never more than a few seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -43,9 +44,21 @@ FUZZ_SEED = int(os.environ.get("PLANNER_FUZZ_SEED", "0"))
 #: Fields a vLLM log may print below zero, as vLLM computes them as differences (documented on the fields).
 SIGNED_LOG_FIELDS = {"cuda_graph_bytes", "kv_cache_memory_bytes", "non_torch_memory_bytes"}
 
-DETAILED = {"date": "20250101-000000", "backend": "vllm", "model_id": "m", "num_prompts": 2, "completed": 2,
-            "duration": 1.0, "request_rate": "inf", "ttfts": [0.1, 0.2], "itls": [[0.01], [0.02]],
-            "latencies": [0.5, 0.6], "output_lens": [2, 2], "input_lens": [10, 10], "errors": ["", ""]}
+DETAILED = {
+    "date": "20250101-000000",
+    "backend": "vllm",
+    "model_id": "m",
+    "num_prompts": 2,
+    "completed": 2,
+    "duration": 1.0,
+    "request_rate": "inf",
+    "ttfts": [0.1, 0.2],
+    "itls": [[0.01], [0.02]],
+    "latencies": [0.5, 0.6],
+    "output_lens": [2, 2],
+    "input_lens": [10, 10],
+    "errors": ["", ""],
+}
 
 
 def _log_text(path: Path) -> str:
@@ -122,9 +135,16 @@ def test_bad_bench_file_is_refused_with_its_message(tmp_path, name, content, fra
     assert str(path) in str(info.value) or name in ("empty-list", "list-of-numbers")
 
 
-@pytest.mark.parametrize("encode", [lambda t: t.encode("utf-16"), lambda t: t.encode("utf-16-le"),
-                                    lambda t: t.encode("utf-16-be"), lambda t: b"\xef\xbb\xbf" + t.encode()],
-                         ids=["utf16-bom", "utf16le-no-bom", "utf16be-no-bom", "utf8-bom"])
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda t: t.encode("utf-16"),
+        lambda t: t.encode("utf-16-le"),
+        lambda t: t.encode("utf-16-be"),
+        lambda t: b"\xef\xbb\xbf" + t.encode(),
+    ],
+    ids=["utf16-bom", "utf16le-no-bom", "utf16be-no-bom", "utf8-bom"],
+)
 def test_utf16_and_bom_bench_files_are_read(tmp_path, encode):
     text = (BENCHES[0]).read_text(encoding="utf-8")
     path = tmp_path / "result.json"
@@ -151,13 +171,22 @@ def test_bench_file_over_the_cap_is_refused_before_reading(tmp_path, monkeypatch
 
 def test_odd_but_valid_values_are_unknown_not_errors():
     """Non-finite summary numbers stay None (unknown); names of the wrong type are dropped."""
-    runs = load_bench_results('{"mean_ttft_ms": 1e400, "median_ttft_ms": 2, "model_id": {"a": 1}, "label": 7,'
-                              ' "p999999999999_ttft_ms": 3}')
+    runs = load_bench_results(
+        '{"mean_ttft_ms": 1e400, "median_ttft_ms": 2, "model_id": {"a": 1}, "label": 7, "p999999999999_ttft_ms": 3}'
+    )
     (run,) = runs
     assert run.metrics["ttft_seconds"].mean is None and run.metrics["ttft_seconds"].p50 == 0.002
     assert run.model is None and run.label == "7"
-    report = {"benchmarks": [{"metrics": {"time_to_first_token_ms": {"successful": {"mean": 5}},
-                                          "request_totals": ["not", "a", "mapping"]}}]}
+    report = {
+        "benchmarks": [
+            {
+                "metrics": {
+                    "time_to_first_token_ms": {"successful": {"mean": 5}},
+                    "request_totals": ["not", "a", "mapping"],
+                }
+            }
+        ]
+    }
     assert load_bench_results(report)[0].metrics["ttft_seconds"].mean == 0.005
 
 
@@ -169,7 +198,11 @@ def test_loads_json_bounds():
 
 
 def test_score_override_out_of_range_is_refused():
-    (run,) = load_bench_results(BENCHES[0]) if False else load_bench_results(DATA / "bench" / "vllm_bench_serve_detailed.json")
+    (run,) = (
+        load_bench_results(BENCHES[0])
+        if False
+        else load_bench_results(DATA / "bench" / "vllm_bench_serve_detailed.json")
+    )
     with pytest.raises(PlannerError, match="request_rate_per_s = -1 is out of range"):
         bench_with_overrides(run, request_rate_per_s=-1)
     with pytest.raises(PlannerError, match="mean_input_tokens"):
@@ -181,24 +214,52 @@ def test_score_override_out_of_range_is_refused():
 
 LOG_CASES = [
     ("binary", bytes(range(256)) * 4, "the log is binary (a NUL byte at offset 0)"),
-    ("utf16-as-utf8", "INFO Loading model weights took 14.99 GB\n".encode("utf-16").decode("utf-8", "replace"),
-     "looks like UTF-16 text read as UTF-8"),
-    ("long-digits", "INFO Loading model weights took 1" + "0" * 400 + " GB",
-     "line 1 of the log: model_weights_bytes is printed with a number of 401 digits"),
-    ("20-digit-weights", "INFO Loading model weights took 99999999999999999999 GB",
-     "line 1 of the log: model_weights_bytes is 99999999999999999999 GiB; per-GPU memory of at most 1,048,576 GiB"),
-    ("5000-digit-blocks", "INFO # GPU blocks: " + "1" * 5000, "num_gpu_blocks is printed with a number of 5,000 digits"),
+    (
+        "utf16-as-utf8",
+        "INFO Loading model weights took 14.99 GB\n".encode("utf-16").decode("utf-8", "replace"),
+        "looks like UTF-16 text read as UTF-8",
+    ),
+    (
+        "long-digits",
+        "INFO Loading model weights took 1" + "0" * 400 + " GB",
+        "line 1 of the log: model_weights_bytes is printed with a number of 401 digits",
+    ),
+    (
+        "20-digit-weights",
+        "INFO Loading model weights took 99999999999999999999 GB",
+        "line 1 of the log: model_weights_bytes is 99999999999999999999 GiB; per-GPU memory of at most 1,048,576 GiB",
+    ),
+    (
+        "5000-digit-blocks",
+        "INFO # GPU blocks: " + "1" * 5000,
+        "num_gpu_blocks is printed with a number of 5,000 digits",
+    ),
     ("huge-blocks", "INFO # GPU blocks: 99999999999999", "num_gpu_blocks is 99999999999999; counts of at most 1e+12"),
-    ("huge-concurrency", "INFO Maximum concurrency for 4096 tokens per request: 99999999999999x",
-     "max_concurrency is 99999999999999x"),
-    ("utilization-nan", "INFO Initializing a V1 LLM engine (v0.9.0) with config: model='m', gpu_memory_utilization=nan",
-     "gpu_memory_utilization is nan; a fraction in (0, 1]"),
-    ("utilization-2", "INFO total_gpu_memory=23.58GiB gpu_memory_utilization=2.5",
-     "gpu_memory_utilization is 2.5; a fraction in (0, 1]"),
-    ("args-huge-int", "INFO non-default args: {'model': 'm', 'max_model_len': 1" + "0" * 30 + "}",
-     "max_model_len is 10000000000000000000... (31 digits); a whole number from 1 to"),
-    ("args-giant-int", "INFO non-default args: {'model': 'm', 'tensor_parallel_size': 1" + "0" * 3000 + "}",
-     "tensor_parallel_size is 10000000000000000000... (3,001 digits)"),
+    (
+        "huge-concurrency",
+        "INFO Maximum concurrency for 4096 tokens per request: 99999999999999x",
+        "max_concurrency is 99999999999999x",
+    ),
+    (
+        "utilization-nan",
+        "INFO Initializing a V1 LLM engine (v0.9.0) with config: model='m', gpu_memory_utilization=nan",
+        "gpu_memory_utilization is nan; a fraction in (0, 1]",
+    ),
+    (
+        "utilization-2",
+        "INFO total_gpu_memory=23.58GiB gpu_memory_utilization=2.5",
+        "gpu_memory_utilization is 2.5; a fraction in (0, 1]",
+    ),
+    (
+        "args-huge-int",
+        "INFO non-default args: {'model': 'm', 'max_model_len': 1" + "0" * 30 + "}",
+        "max_model_len is 10000000000000000000... (31 digits); a whole number from 1 to",
+    ),
+    (
+        "args-giant-int",
+        "INFO non-default args: {'model': 'm', 'tensor_parallel_size': 1" + "0" * 3000 + "}",
+        "tensor_parallel_size is 10000000000000000000... (3,001 digits)",
+    ),
     ("cmd-zero-tp", "$ vllm serve m --tensor-parallel-size 0", "tensor_parallel_size is 0; a whole number from 1"),
     ("empty", "", "no vLLM startup lines found"),
     ("junk", "hello\nworld\n", "no vLLM startup lines found"),
@@ -212,12 +273,16 @@ def test_bad_log_is_refused_with_its_message(name, content, fragment):
     assert fragment in str(info.value)
 
 
-@pytest.mark.parametrize("text", [
-    "INFO non-default args: {[1]: 2}",
-    "INFO non-default args: {" + "[" * 100_000 + "}",
-    "INFO non-default args: {'model': {'nested': [1, 2]}, 1: 2, (3,): 4}",
-    "INFO args: Namespace(model=" + "x" * 5000,
-], ids=["unhashable-key", "deep-brackets", "odd-keys", "cut-namespace"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "INFO non-default args: {[1]: 2}",
+        "INFO non-default args: {" + "[" * 100_000 + "}",
+        "INFO non-default args: {'model': {'nested': [1, 2]}, 1: 2, (3,): 4}",
+        "INFO args: Namespace(model=" + "x" * 5000,
+    ],
+    ids=["unhashable-key", "deep-brackets", "odd-keys", "cut-namespace"],
+)
 def test_odd_args_lines_parse_and_reconcile_refuses_clearly(text):
     report = parse_vllm_log(text)
     with pytest.raises(PlannerError):
@@ -243,24 +308,26 @@ def test_negative_kv_budget_is_kept_as_printed():
 
 def _timed(fn) -> float:
     t0 = time.perf_counter()
-    try:
+    with contextlib.suppress(PlannerError):
         fn()
-    except PlannerError:
-        pass
     return time.perf_counter() - t0
 
 
-@pytest.mark.parametrize("line", [
-    "INFO Loading model weights took " + "1" * 8000 + "x",
-    "INFO " + "1" * 8000 + " GiB for weight",
-    "INFO Model loading took " + "1." * 4000,
-    "INFO # GPU blocks: " + "1," * 4000,
-    "(pid=" * 1600 + "INFO x",
-    "INFO non-default args: {" * 400,
-    "INFO args: Namespace(" + "model=1," * 1000,
-    "A=" * 4000 + " vllm serve",
-    "\x1b[" * 4000 + "1;" * 4000,
-], ids=["digits-then-x", "digits-gib", "dots", "commas", "pids", "args", "namespace", "env", "ansi"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO Loading model weights took " + "1" * 8000 + "x",
+        "INFO " + "1" * 8000 + " GiB for weight",
+        "INFO Model loading took " + "1." * 4000,
+        "INFO # GPU blocks: " + "1," * 4000,
+        "(pid=" * 1600 + "INFO x",
+        "INFO non-default args: {" * 400,
+        "INFO args: Namespace(" + "model=1," * 1000,
+        "A=" * 4000 + " vllm serve",
+        "\x1b[" * 4000 + "1;" * 4000,
+    ],
+    ids=["digits-then-x", "digits-gib", "dots", "commas", "pids", "args", "namespace", "env", "ansi"],
+)
 def test_8000_character_lines_parse_in_linear_time(line):
     seconds = _timed(lambda: parse_vllm_log(line))
     print(f"{len(line):,} characters: {seconds * 1e3:.1f} ms")
@@ -280,8 +347,20 @@ def test_10mb_logs_parse_in_linear_time():
 # --------------------------------------------------------------------------------- fuzz
 
 
-_WEIRD_NUMBERS = ["9" * 25, "1" + "0" * 400, "-1", "-0.5", "nan", "inf", "1e400", "0", "99999999999999999999",
-                  "1,000,000,000,000,000", "0.0000000000000000000001", "-99999999999999999999"]
+_WEIRD_NUMBERS = [
+    "9" * 25,
+    "1" + "0" * 400,
+    "-1",
+    "-0.5",
+    "nan",
+    "inf",
+    "1e400",
+    "0",
+    "99999999999999999999",
+    "1,000,000,000,000,000",
+    "0.0000000000000000000001",
+    "-99999999999999999999",
+]
 _WEIRD_VALUES = [None, "a", "", [], {}, -1, -1e308, 1e308, 0, True, [None, "a"], [[[]]], {"a": None}, "1e400", 10**30]
 
 
@@ -290,10 +369,10 @@ def _mutate_text(rng: random.Random, text: str) -> str | bytes:
     numbers = list(re.finditer(r"-?\d+(?:\.\d+)?", text))
     if kind <= 2 and numbers:
         m = rng.choice(numbers)
-        return text[: m.start()] + rng.choice(_WEIRD_NUMBERS) + text[m.end():]
+        return text[: m.start()] + rng.choice(_WEIRD_NUMBERS) + text[m.end() :]
     if kind == 3:
         a = rng.randrange(len(text) + 1)
-        return text[:a] + text[a + rng.randrange(1, 200):]
+        return text[:a] + text[a + rng.randrange(1, 200) :]
     if kind == 4:
         lines = text.splitlines()
         i = rng.randrange(len(lines)) if lines else 0
@@ -306,7 +385,9 @@ def _mutate_text(rng: random.Random, text: str) -> str | bytes:
     if kind == 7:
         return text[: rng.randrange(len(text) + 1)]
     a = rng.randrange(len(text) + 1)
-    return text[:a] + rng.choice(["{", "[", "(", "'", '"', "\x00", "\ufffd", "\x1b["]) * rng.randrange(1, 3000) + text[a:]
+    return (
+        text[:a] + rng.choice(["{", "[", "(", "'", '"', "\x00", "\ufffd", "\x1b["]) * rng.randrange(1, 3000) + text[a:]
+    )
 
 
 def _mutate_json(rng: random.Random, value):

@@ -23,7 +23,12 @@ from planner.model.sources import load_config
 from planner.scenario import Scenario
 from planner.units import GiB
 from planner.verify.reconcile import (
-    adopt_overheads, apply_overheads, card_from_memory, load_overheads, overheads_path, reconcile,
+    adopt_overheads,
+    apply_overheads,
+    card_from_memory,
+    load_overheads,
+    overheads_path,
+    reconcile,
 )
 from planner.verify.vllm_log import parse_vllm_log
 
@@ -32,7 +37,9 @@ LOGS = Path(__file__).parent / "data" / "logs"
 
 def load(name: str) -> str:
     """A log excerpt without its %% source header."""
-    return "\n".join(line for line in (LOGS / name).read_text(encoding="utf-8").splitlines() if not line.startswith("%%"))
+    return "\n".join(
+        line for line in (LOGS / name).read_text(encoding="utf-8").splitlines() if not line.startswith("%%")
+    )
 
 
 def gib(value: float) -> object:
@@ -108,7 +115,8 @@ def test_v0_engine_refused_to_start_29k():
 
 
 def test_v0_profiling_table_reads_model_and_card():
-    """vllm-project/vllm#10511: the multi-line table; the command line names a catalog model; 79.22 GiB is an 80 GB card."""
+    """vllm-project/vllm#10511: the multi-line table; the command line names a catalog model;
+    79.22 GiB is an 80 GB card."""
     rec = reconcile(parse_vllm_log(load("v0_pr10511_profiling_table.log")))
     t = terms(rec)
     assert rec.model == "meta-llama/Meta-Llama-3-8B"
@@ -120,7 +128,9 @@ def test_v0_profiling_table_reads_model_and_card():
 
 def test_instruct_model_falls_back_to_its_base_offline():
     """The log names an -Instruct repo the (closed) Hub cannot serve: the catalog's base model, said so."""
-    text = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 20000\n" + load("v0_issue10517_llama8b_rtx3090_20k.log")
+    text = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 20000\n" + load(
+        "v0_issue10517_llama8b_rtx3090_20k.log"
+    )
     rec = reconcile(parse_vllm_log(text))
     assert rec.model == "meta-llama/Llama-3.1-8B"
     assert any("Llama-3.1-8B-Instruct could not be loaded" in a for a in rec.assumptions)
@@ -158,7 +168,8 @@ def test_v1_alpha_command_line_settings():
 
 
 def test_tp_per_rank_lines_warn_when_tp_unknown():
-    """Two workers printed weights but the log never says TP: assumed 1, and the assumption says why that may be wrong."""
+    """Two workers printed weights but the log never says TP: assumed 1,
+    and the assumption says why that may be wrong."""
     report = parse_vllm_log(load("v1_tp2_snakemake316_per_rank.log"))
     rec = reconcile(report, {"gpu": "h100-sxm"}, model="meta-llama/Llama-3.1-8B")
     assert any("2 worker processes printed weights" in a for a in rec.assumptions)
@@ -274,8 +285,11 @@ def test_reconcile_with_calibration_matches_its_own_log(tmp_path: Path):
 
 
 def test_nothing_to_adopt(tmp_path: Path):
-    rec = reconcile(parse_vllm_log(load("v1_pr12569_llama70b_w8a8.log")), {"weight_dtype": "int8", "gpu": "h100-sxm"},
-                    model="meta-llama/Llama-3.1-70B")
+    rec = reconcile(
+        parse_vllm_log(load("v1_pr12569_llama70b_w8a8.log")),
+        {"weight_dtype": "int8", "gpu": "h100-sxm"},
+        model="meta-llama/Llama-3.1-70B",
+    )
     with pytest.raises(ConfigError, match="nothing to adopt"):
         adopt_overheads(rec, path=tmp_path / "cal.yaml")
 
@@ -300,24 +314,43 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_cli_json_keys_and_overrides(capsys, tmp_path: Path):
     log = LOGS / "v0_issue10517_llama8b_rtx3090_20k.log"  # the %% header lines are simply not vLLM lines
-    code, out, err = run_cli(capsys, "reconcile", str(log), "meta-llama/Llama-3.1-8B", "--max-model-len", "16384",
-                             "--format", "json")
+    code, out, err = run_cli(
+        capsys, "reconcile", str(log), "meta-llama/Llama-3.1-8B", "--max-model-len", "16384", "--format", "json"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert {"scenario", "terms", "summary", "assumptions", "adopted_to"} <= set(data)
     assert data["scenario"]["max_model_len"] == 16384  # the flag wins over the log's 20000
     assert data["overridden"]["max_model_len"] == {"log": 20000, "given": 16384}
     names = [t["name"] for t in data["terms"]]
-    assert names == ["weights", "non_torch", "activation_peak", "cuda_graphs", "kv_cache_memory", "num_gpu_blocks",
-                     "kv_cache_tokens", "max_concurrency"]
+    assert names == [
+        "weights",
+        "non_torch",
+        "activation_peak",
+        "cuda_graphs",
+        "kv_cache_memory",
+        "num_gpu_blocks",
+        "kv_cache_tokens",
+        "max_concurrency",
+    ]
     for term in data["terms"]:
         assert {"name", "predicted", "reported", "difference_pct"} <= set(term)
 
 
 def test_cli_adopt_writes_the_file(capsys, tmp_path: Path):
     target = tmp_path / "cal.yaml"
-    code, out, err = run_cli(capsys, "reconcile", str(LOGS / "v0_pr10511_profiling_table.log"), "--adopt",
-                             "--calibration-file", str(target), "--engine-version", "0.6.5.dev", "--format", "json")
+    code, out, err = run_cli(
+        capsys,
+        "reconcile",
+        str(LOGS / "v0_pr10511_profiling_table.log"),
+        "--adopt",
+        "--calibration-file",
+        str(target),
+        "--engine-version",
+        "0.6.5.dev",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     assert json.loads(out)["adopted_to"] == str(target)
     assert yaml.safe_load(target.read_text())["entries"][0]["engine_version"] == "0.6.5.dev"

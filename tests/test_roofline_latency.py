@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 
 from planner.efficiency import BOUND
@@ -16,8 +15,15 @@ from planner.model.families import build_spec
 from planner.model.sources import load_config
 from planner.scenario import Scenario, Workload
 
-MODELS = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "google/gemma-2-9b",
-          "state-spaces/mamba-130m-hf", "openai/gpt-oss-20b", "ai21labs/AI21-Jamba-1.5-Mini"]
+MODELS = [
+    "meta-llama/Llama-3.1-8B",
+    "Qwen/Qwen3-30B-A3B",
+    "deepseek-ai/DeepSeek-V3",
+    "google/gemma-2-9b",
+    "state-spaces/mamba-130m-hf",
+    "openai/gpt-oss-20b",
+    "ai21labs/AI21-Jamba-1.5-Mini",
+]
 _SPECS = {}
 
 
@@ -88,8 +94,12 @@ def test_latency_grows_the_right_way():
     model, hw = spec("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm")
     sc = Scenario(max_model_len=16384)
     base = estimate_latency(model, hw, sc, batch_size=8, input_len=1024, output_len=128)
-    assert estimate_latency(model, hw, sc, batch_size=8, input_len=4096, output_len=128).ttft_seconds > base.ttft_seconds
-    assert estimate_latency(model, hw, sc, batch_size=8, input_len=8192, output_len=2048).tpot_seconds > base.tpot_seconds
+    assert (
+        estimate_latency(model, hw, sc, batch_size=8, input_len=4096, output_len=128).ttft_seconds > base.ttft_seconds
+    )
+    assert (
+        estimate_latency(model, hw, sc, batch_size=8, input_len=8192, output_len=2048).tpot_seconds > base.tpot_seconds
+    )
     big = estimate_latency(model, hw, sc, batch_size=64, input_len=1024, output_len=128)
     # Batching pays: 8x the sequences give well over 2x the tokens/s. (The vLLM 0.15 fit's attention
     # fraction, 0.40, prices 64 x 1,088 cached tokens at ~6.8 ms a step, so the gain is ~2.8x here; it was
@@ -122,10 +132,14 @@ def test_step_time_model_agrees_with_roofline(repo):
     stm = StepTimeModel(model, hw, sc)
     for batch, ctx in ((1, 128), (32, 1024)):
         r = roofline(model, hw, sc, "decode", batch, ctx).total_seconds
-        s = stm.step_seconds(prefill_tokens=0, prefill_attention_pairs=0, decode_seqs=batch, decode_kv_tokens=batch * ctx)
+        s = stm.step_seconds(
+            prefill_tokens=0, prefill_attention_pairs=0, decode_seqs=batch, decode_kv_tokens=batch * ctx
+        )
         assert s == pytest.approx(r, rel=0.10), (batch, ctx)
     r = roofline(model, hw, sc, "prefill", 1, 1024).total_seconds
-    s = stm.step_seconds(prefill_tokens=1024, prefill_attention_pairs=1024 * 1025 / 2, decode_seqs=0, decode_kv_tokens=0)
+    s = stm.step_seconds(
+        prefill_tokens=1024, prefill_attention_pairs=1024 * 1025 / 2, decode_seqs=0, decode_kv_tokens=0
+    )
     assert s == pytest.approx(r, rel=0.12)
 
 

@@ -52,8 +52,12 @@ def llama8b():
 
 
 def poisson(rate: float, n: int = 300, inp: int = 512, out: int = 128) -> Workload:
-    return Workload(arrivals=PoissonArrivals(request_rate_per_s=rate), num_requests=n,
-                    input_tokens=FixedLength(tokens=inp), output_tokens=FixedLength(tokens=out))
+    return Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=rate),
+        num_requests=n,
+        input_tokens=FixedLength(tokens=inp),
+        output_tokens=FixedLength(tokens=out),
+    )
 
 
 def scenario(gpu: str = "h100-sxm", tp: int = 1, **extra) -> Scenario:
@@ -63,8 +67,10 @@ def scenario(gpu: str = "h100-sxm", tp: int = 1, **extra) -> Scenario:
 @pytest.fixture(scope="module")
 def knees(llama8b) -> dict[tuple[str, int], float]:
     shape = poisson(1.0)
-    return {(gpu, tp): saturation_requests_per_s(llama8b, get_profile(gpu), scenario(gpu, tp), shape)
-            for gpu, tp in (("h100-sxm", 1), ("h100-sxm", 2), ("h100-sxm", 4), ("l40s", 1))}
+    return {
+        (gpu, tp): saturation_requests_per_s(llama8b, get_profile(gpu), scenario(gpu, tp), shape)
+        for gpu, tp in (("h100-sxm", 1), ("h100-sxm", 2), ("h100-sxm", 4), ("l40s", 1))
+    }
 
 
 def test_the_knee_grows_with_tp_and_with_the_card(knees):
@@ -85,8 +91,14 @@ def test_the_closed_form_estimate_agrees_with_the_full_batch_simulation(llama8b,
     hw, sc = get_profile("h100-sxm"), scenario(max_model_len=8192)
     _, scheduler = planned_replica(llama8b, hw, sc)
     step = StepTimeModel(llama8b, hw, sc)
-    lengths = (FixedLength(tokens=inp), FixedLength(tokens=out)) if dist == "fixed" else (
-        LognormalLength(mean_tokens=inp, std_tokens=inp / 2), LognormalLength(mean_tokens=out, std_tokens=out / 2))
+    lengths = (
+        (FixedLength(tokens=inp), FixedLength(tokens=out))
+        if dist == "fixed"
+        else (
+            LognormalLength(mean_tokens=inp, std_tokens=inp / 2),
+            LognormalLength(mean_tokens=out, std_tokens=out / 2),
+        )
+    )
     shape = Workload(input_tokens=lengths[0], output_tokens=lengths[1])
     inputs, outputs = workload_lengths(shape, 4 * scheduler.max_num_seqs)
     found = measure_saturation(inputs, outputs, scheduler, step)
@@ -115,16 +127,19 @@ def test_without_saturation_the_fields_are_unknown(llama8b):
     assert res.offered_requests_per_s == 5.0
 
 
-@pytest.mark.parametrize("offered, knee, growth, expected, words", [
-    (60.0, 22.6, 0, True, "60.0 req/s offered is above the 22.6"),
-    (60.0, 22.6, 120, True, "and the queue grew by 120 requests"),
-    (10.0, 22.6, 0, False, None),
-    (10.0, 22.6, None, False, None),
-    (20.0, 22.6, 35, True, "although 20.0 req/s is below the 22.6 req/s knee"),
-    (None, None, 35, True, "the queue grew by 35"),
-    (None, 22.6, None, None, None),
-    (30.0, None, None, None, None),
-])
+@pytest.mark.parametrize(
+    "offered, knee, growth, expected, words",
+    [
+        (60.0, 22.6, 0, True, "60.0 req/s offered is above the 22.6"),
+        (60.0, 22.6, 120, True, "and the queue grew by 120 requests"),
+        (10.0, 22.6, 0, False, None),
+        (10.0, 22.6, None, False, None),
+        (20.0, 22.6, 35, True, "although 20.0 req/s is below the 22.6 req/s knee"),
+        (None, None, 35, True, "the queue grew by 35"),
+        (None, 22.6, None, None, None),
+        (30.0, None, None, None, None),
+    ],
+)
 def test_the_verdict_says_which_test_fired(offered, knee, growth, expected, words):
     overloaded, why = overload_verdict(offered, knee, growth)
     assert overloaded is expected
@@ -149,7 +164,8 @@ def test_the_slo_search_reports_each_candidates_knee(llama8b):
     plan = plan_slo(llama8b, SLO.of(p99_ttft=2.0), wl, space, SearchSettings(requests_per_probe=100, exhaustive=True))
     for row in plan.candidates:
         assert row.saturation_requests_per_s == pytest.approx(
-            saturation_requests_per_s(llama8b, get_profile("h100-sxm"), row.scenario, wl))
+            saturation_requests_per_s(llama8b, get_profile("h100-sxm"), row.scenario, wl)
+        )
         if row.status == "meets":
             assert row.overloaded is False
             assert row.operating_point.request_rate_per_s < row.saturation_requests_per_s
@@ -159,8 +175,23 @@ def test_the_slo_search_reports_each_candidates_knee(llama8b):
 
 
 def test_the_cli_json_says_overloaded_with_the_knee():
-    argv = [sys.executable, "-m", "planner", "simulate", MODEL, "--qps", "200", "--num-requests", "300",
-            "--input-len", "512", "--output-len", "128", "--format", "json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "planner",
+        "simulate",
+        MODEL,
+        "--qps",
+        "200",
+        "--num-requests",
+        "300",
+        "--input-len",
+        "512",
+        "--output-len",
+        "128",
+        "--format",
+        "json",
+    ]
     done = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

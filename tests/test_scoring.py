@@ -21,7 +21,13 @@ from planner.model.sources import load_config
 from planner.scenario import Scenario
 from planner.verify.bench_results import BenchResult, LatencySummary, load_bench_results
 from planner.verify.history import (
-    HistoryEntry, append, entries_from_reconciliation, entries_from_score, history_path, read_history, summarize,
+    HistoryEntry,
+    append,
+    entries_from_reconciliation,
+    entries_from_score,
+    history_path,
+    read_history,
+    summarize,
 )
 from planner.verify.scoring import bench_with_overrides, score
 
@@ -114,7 +120,10 @@ def test_genai_perf_itl_is_scored_as_tpot():
 
 def test_no_rate_or_concurrency_is_a_static_estimate(qwen8b):
     bench = BenchResult(
-        format="vllm_bench_serve", model="Qwen/Qwen3-8B", mean_input_tokens=512, mean_output_tokens=128,
+        format="vllm_bench_serve",
+        model="Qwen/Qwen3-8B",
+        mean_input_tokens=512,
+        mean_output_tokens=128,
         metrics={"tpot_seconds": LatencySummary(mean=0.01, p99=0.02), "ttft_seconds": LatencySummary(mean=0.05)},
     )
     result = score(bench, qwen8b, get_profile("h100-sxm"), Scenario(max_model_len=8192))
@@ -163,9 +172,20 @@ def test_history_append_read_summarize(tmp_path: Path, llama3b):
 
 def test_history_summary_arithmetic():
     def entry(error: float, date: str = "2025-01-01T00:00:00+00:00") -> HistoryEntry:
-        return HistoryEntry(date=date, model="m", card="c", engine_version=None, source="score", metric="tpot_seconds",
-                            statistic="mean", unit="seconds", predicted=1 + error / 100, measured=1.0, error_pct=error,
-                            predicted_by="test")
+        return HistoryEntry(
+            date=date,
+            model="m",
+            card="c",
+            engine_version=None,
+            source="score",
+            metric="tpot_seconds",
+            statistic="mean",
+            unit="seconds",
+            predicted=1 + error / 100,
+            measured=1.0,
+            error_pct=error,
+            predicted_by="test",
+        )
 
     summary = summarize([entry(e) for e in (-10.0, 5.0, 20.0, -40.0)])
     row = summary.by_metric[0]
@@ -205,8 +225,24 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_cli_score_json(capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("PLANNER_HISTORY_PATH", str(tmp_path / "h.jsonl"))
-    code, out, err = run_cli(capsys, "score", str(SWEEP), "--gpu", "l40s", "--num-gpus", "4", "--max-model-len", "8192",
-                             "--index", "0", "--request-rate", "8", "--record", "--format", "json")
+    code, out, err = run_cli(
+        capsys,
+        "score",
+        str(SWEEP),
+        "--gpu",
+        "l40s",
+        "--num-gpus",
+        "4",
+        "--max-model-len",
+        "8192",
+        "--index",
+        "0",
+        "--request-rate",
+        "8",
+        "--record",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     data = json.loads(out)
     assert set(data) == {"bench_file", "runs", "median_abs_error_pct", "recorded_to", "calibration_used"}
@@ -224,8 +260,22 @@ def test_cli_score_applies_the_adopted_overheads(capsys, monkeypatch: pytest.Mon
     log = Path(__file__).parent / "data" / "logs" / "v0_pr10511_profiling_table.log"
     assert main(["reconcile", str(log), "--adopt", "--engine-version", "0.6.5", "--format", "json"]) == 0
     capsys.readouterr()
-    code, out, err = run_cli(capsys, "score", str(SWEEP), "meta-llama/Meta-Llama-3-8B", "--gpu", "h100-sxm",
-                             "--max-model-len", "8192", "--index", "0", "--engine-version", "0.6.5", "--format", "json")
+    code, out, err = run_cli(
+        capsys,
+        "score",
+        str(SWEEP),
+        "meta-llama/Meta-Llama-3-8B",
+        "--gpu",
+        "h100-sxm",
+        "--max-model-len",
+        "8192",
+        "--index",
+        "0",
+        "--engine-version",
+        "0.6.5",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["calibration_used"].startswith("memory overheads adopted for h100-sxm / vLLM 0.6.5")
@@ -233,7 +283,9 @@ def test_cli_score_applies_the_adopted_overheads(capsys, monkeypatch: pytest.Mon
 
 
 def test_cli_score_every_run_and_table(capsys):
-    code, out, err = run_cli(capsys, "score", str(BENCH / "guidellm_sweep_two_strategies.json"), "--max-model-len", "8192")
+    code, out, err = run_cli(
+        capsys, "score", str(BENCH / "guidellm_sweep_two_strategies.json"), "--max-model-len", "8192"
+    )
     assert code == 0, err
     assert "run 0 (concurrent@4)" in out and "run 1 (constant@2)" in out and "definitions" in out
     assert "does not say which card" in err
@@ -256,5 +308,5 @@ def test_cli_score_bad_input_exits_2(capsys, argv, message, status):
 def test_cli_score_garbage_file(capsys, tmp_path: Path):
     path = tmp_path / "result.json"
     path.write_text("no json here")
-    code, out, err = run_cli(capsys, "score", str(path))
+    code, _out, err = run_cli(capsys, "score", str(path))
     assert code == 2 and "neither JSON nor JSON lines" in err

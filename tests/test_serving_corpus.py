@@ -11,9 +11,27 @@ import pytest
 CORPUS = Path(__file__).resolve().parents[1] / "reference" / "serving_corpus.json"
 
 FIELDS = (
-    "source", "model", "gpu", "n_gpus", "tp", "pp", "ep_dp", "dtype", "quant", "kv_cache_dtype", "engine",
-    "engine_flags", "workload", "input_len", "output_len", "request_rate", "max_concurrency", "num_prompts",
-    "metric", "value", "notes",
+    "source",
+    "model",
+    "gpu",
+    "n_gpus",
+    "tp",
+    "pp",
+    "ep_dp",
+    "dtype",
+    "quant",
+    "kv_cache_dtype",
+    "engine",
+    "engine_flags",
+    "workload",
+    "input_len",
+    "output_len",
+    "request_rate",
+    "max_concurrency",
+    "num_prompts",
+    "metric",
+    "value",
+    "notes",
 )
 LATENCY_METRICS = frozenset(
     f"{stat}_{kind}_ms" for stat in ("mean", "median") for kind in ("ttft", "tpot", "itl", "e2el")

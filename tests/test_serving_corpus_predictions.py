@@ -47,18 +47,28 @@ def test_corpus_burst_run_predicts_positive_finite(corpus):
     # vllm#17788: Qwen3-32B on one H100 NVL, ShareGPT burst of 1000 prompts, --max-num-seqs 32
     run, preds = _predict(_one(corpus, model="Qwen/Qwen3-32B", gpu="H100 NVL 95GB"))
     assert run.plan.hw.id == "h100-nvl" and run.plan.scenario.max_num_seqs == 32 and run.plan.load == "burst"
-    assert run.plan.workload.arrivals == ConcurrencyArrivals(concurrency=1000) and run.plan.workload.num_requests == 1000
+    assert (
+        run.plan.workload.arrivals == ConcurrencyArrivals(concurrency=1000) and run.plan.workload.num_requests == 1000
+    )
     assert isinstance(run.plan.workload.input_tokens, LognormalLength)  # ShareGPT: a spread around the mean
-    assert {p.metric for p in preds} == {"request_throughput_rps", "output_throughput_tok_s", "mean_ttft_ms", "median_ttft_ms"}
+    assert {p.metric for p in preds} == {
+        "request_throughput_rps",
+        "output_throughput_tok_s",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+    }
     assert all(p.predicted is not None and math.isfinite(p.predicted) and p.predicted > 0 for p in preds)
 
 
 @needs_modern
-@pytest.mark.parametrize("engine, profile", [
-    ("vLLM v0.11.0 (V1 engine)", "vllm-v1"),
-    ("SGLang v0.5.3.post3", "sglang"),
-    ("TensorRT-LLM (PyTorch backend, trtllm-serve) v1.2.0rc1", "trtllm"),
-])
+@pytest.mark.parametrize(
+    "engine, profile",
+    [
+        ("vLLM v0.11.0 (V1 engine)", "vllm-v1"),
+        ("SGLang v0.5.3.post3", "sglang"),
+        ("TensorRT-LLM (PyTorch backend, trtllm-serve) v1.2.0rc1", "trtllm"),
+    ],
+)
 def test_modern_low_concurrency_runs_predict_positive_finite(modern, engine, profile):
     # Qwen3-8B on H100, ShareGPT at --max-concurrency 4, one engine each (the latency page's baselines)
     run, preds = _predict(_one(modern, model="Qwen/Qwen3-8B", engine=engine, max_concurrency=4))
@@ -78,24 +88,30 @@ def test_random_dataset_lengths_are_fixed_at_the_measured_means(modern):
     assert run.plan.workload.output_tokens == FixedLength(tokens=round(rec.output_len))
 
 
-@pytest.mark.parametrize("engine, command, expected", [
-    ("vLLM v0.11.0 (V1 engine)", "vllm serve m", "vllm@0.11.0"),
-    ("vLLM v0.10.2 (V1 engine)", "vllm serve m --async-scheduling -tp 2", "vllm-v1-async"),
-    ("SGLang v0.5.4.post2", "python3 -m sglang.launch_server --model-path m", "sglang@0.5.4"),
-    ("TensorRT-LLM (PyTorch backend, trtllm-serve) v1.2.0rc1", "trtllm-serve m", "trtllm@1.2.0"),
-    ("TensorRT-LLM (PyTorch backend, trtllm-serve) 1.2.0rc5", "trtllm-serve m", "trtllm@1.2.0"),
-    ("SGLang main at the PR date 2026-02-03 (version not printed)", "python3 -m sglang.launch_server", "sglang"),
-])
+@pytest.mark.parametrize(
+    "engine, command, expected",
+    [
+        ("vLLM v0.11.0 (V1 engine)", "vllm serve m", "vllm@0.11.0"),
+        ("vLLM v0.10.2 (V1 engine)", "vllm serve m --async-scheduling -tp 2", "vllm-v1-async"),
+        ("SGLang v0.5.4.post2", "python3 -m sglang.launch_server --model-path m", "sglang@0.5.4"),
+        ("TensorRT-LLM (PyTorch backend, trtllm-serve) v1.2.0rc1", "trtllm-serve m", "trtllm@1.2.0"),
+        ("TensorRT-LLM (PyTorch backend, trtllm-serve) 1.2.0rc5", "trtllm-serve m", "trtllm@1.2.0"),
+        ("SGLang main at the PR date 2026-02-03 (version not printed)", "python3 -m sglang.launch_server", "sglang"),
+    ],
+)
 def test_engine_version_from_the_engine_string(corpus, engine, command, expected):
     record = corpus[0].model_copy(update={"engine": engine, "engine_flags": f"{command} ; client: vllm bench serve"})
     assert sc.engine_version(record) == expected
 
 
-@pytest.mark.parametrize("where, kind, words", [
-    ({"source": "https://github.com/tenstorrent/tt-inference-server/issues/340"}, "flagged in notes", "INCOMPLETE"),
-    ({"source": "https://github.com/sgl-project/sglang/pull/10467"}, "non-default kernel config", "tuned"),
-    ({"source": "https://github.com/vllm-project/vllm/pull/23151"}, "GPU variant not stated", "SXM or PCIe"),
-])
+@pytest.mark.parametrize(
+    "where, kind, words",
+    [
+        ({"source": "https://github.com/tenstorrent/tt-inference-server/issues/340"}, "flagged in notes", "INCOMPLETE"),
+        ({"source": "https://github.com/sgl-project/sglang/pull/10467"}, "non-default kernel config", "tuned"),
+        ({"source": "https://github.com/vllm-project/vllm/pull/23151"}, "GPU variant not stated", "SXM or PCIe"),
+    ],
+)
 def test_unexpressed_records_say_why(corpus, where, kind, words):
     records = [r for r in corpus if all(r.source.startswith(v) for v in where.values())]
     _, unexpressed = sc.express_all(records)
@@ -126,8 +142,21 @@ def test_expressing_is_deterministic(corpus):
 
 
 def test_summary_counts_and_signs():
-    rows = [sc.CorpusPrediction(file="f", index=i, family="vllm-v1", metric="mean_tpot_ms", model="m", gpu="g",
-                                load="burst", measured=10.0, predicted=v, how="") for i, v in enumerate((8.0, 9.0, 12.0))]
+    rows = [
+        sc.CorpusPrediction(
+            file="f",
+            index=i,
+            family="vllm-v1",
+            metric="mean_tpot_ms",
+            model="m",
+            gpu="g",
+            load="burst",
+            measured=10.0,
+            predicted=v,
+            how="",
+        )
+        for i, v in enumerate((8.0, 9.0, 12.0))
+    ]
     (summary,) = sc.summarize(rows)
     assert summary.count == 3 and summary.median_abs_error_pct == 20.0 and summary.median_error_pct == -10.0
     assert summary.p90_abs_error_pct == 20.0

@@ -8,16 +8,17 @@ import sys
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from planner.errors import ConfigError, ScenarioError
 from planner.serve.simulate import (
     LinearStepCost,
     SchedulerConfig,
+    latency_stats,
     run_engine,
     simulate,
     summarize,
     weighted_latency_stats,
-    latency_stats,
 )
 from planner.serve.workload import (
     ConcurrencyArrivals,
@@ -208,7 +209,9 @@ def test_impossible_requests_are_rejected_with_the_numbers_not_hung(inputs, outp
 
 
 def test_all_rejected_gives_unknown_latencies():
-    result = summarize(run_engine(requests([5000], [10]), SchedulerConfig(num_gpu_blocks=10), COST), step_cost_model="x")
+    result = summarize(
+        run_engine(requests([5000], [10]), SchedulerConfig(num_gpu_blocks=10), COST), step_cost_model="x"
+    )
     assert result.num_rejected == 1 and result.ttft_seconds is None and result.throughput_tokens_per_s is None
 
 
@@ -393,7 +396,10 @@ def test_missing_trace_file(tmp_path):
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: SchedulerConfig(num_gpu_blocks=10, max_num_seqs=512, max_num_batched_tokens=256), "below max_num_seqs=512"),
+        (
+            lambda: SchedulerConfig(num_gpu_blocks=10, max_num_seqs=512, max_num_batched_tokens=256),
+            "below max_num_seqs=512",
+        ),
         (
             lambda: SchedulerConfig(num_gpu_blocks=10, enable_chunked_prefill=False, max_model_len=32768),
             "max_model_len=32768 exceeds max_num_batched_tokens=8192",
@@ -415,10 +421,10 @@ def test_trace_shorter_than_num_requests(tmp_path):
 
 
 def test_specs_are_frozen_and_strict():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         SchedulerConfig(num_gpu_blocks=10, max_num_sequences=3)
     config = SchedulerConfig(num_gpu_blocks=10)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.max_num_seqs = 3  # type: ignore[misc]
     for model in (SchedulerConfig, Workload, LinearStepCost):
         assert all(f.description for f in model.model_fields.values()), model
@@ -511,7 +517,12 @@ def reference_engine(reqs: RequestSet, scheduler: SchedulerConfig, cost) -> dict
                 break
             t = arrival[next_id]
             continue
-        budget, free, scheduled, preempted = scheduler.max_num_batched_tokens, scheduler.num_gpu_blocks - used, {}, False
+        budget, free, scheduled, preempted = (
+            scheduler.max_num_batched_tokens,
+            scheduler.num_gpu_blocks - used,
+            {},
+            False,
+        )
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
@@ -603,7 +614,10 @@ def test_engine_matches_the_direct_transcription(arrivals, blocks, chunked, hit)
         seed=11,
     )
     scheduler = SchedulerConfig(
-        num_gpu_blocks=blocks, block_size_tokens=16, max_num_seqs=24, max_num_batched_tokens=512,
+        num_gpu_blocks=blocks,
+        block_size_tokens=16,
+        max_num_seqs=24,
+        max_num_batched_tokens=512,
         enable_chunked_prefill=chunked,
     )
     reqs = generate_requests(workload)

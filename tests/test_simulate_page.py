@@ -27,9 +27,30 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 def sidebar_scenario(at: AppTest):
-    values = {key: at.session_state[key] for key in
-              ("gpu", "gpus", "tp", "pp", "weights", "mixed", "hi", "lo", "kv", "len", "util", "block", "seqs",
-               "tokens", "engine", "chunked", "in", "out", "batch")}
+    values = {
+        key: at.session_state[key]
+        for key in (
+            "gpu",
+            "gpus",
+            "tp",
+            "pp",
+            "weights",
+            "mixed",
+            "hi",
+            "lo",
+            "kv",
+            "len",
+            "util",
+            "block",
+            "seqs",
+            "tokens",
+            "engine",
+            "chunked",
+            "in",
+            "out",
+            "batch",
+        )
+    }
     loaded = load_config(at.session_state["model"], prefer="catalog")
     return build_spec(loaded.config, loaded.name), get_profile(values["gpu"]), scenario_from(values)
 
@@ -51,9 +72,12 @@ def test_page_draws_and_shows_the_simulated_replica(page):
     at = page
     assert at.title[0].value == "Simulate serving"
     model, hw, sc = sidebar_scenario(at)
-    workload = Workload(arrivals=PoissonArrivals(request_rate_per_s=10.0), num_requests=1000,
-                        input_tokens=FixedLength(tokens=sc.workload.input_len),
-                        output_tokens=FixedLength(tokens=sc.workload.output_len))
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=10.0),
+        num_requests=1000,
+        input_tokens=FixedLength(tokens=sc.workload.input_len),
+        output_tokens=FixedLength(tokens=sc.workload.output_len),
+    )
     expected = simulate_scenario(model, hw, sc, workload)
     shown = metrics(at)
     assert shown["P99 TTFT"] == fmt_seconds(expected.ttft_seconds.p99)
@@ -76,13 +100,21 @@ def test_changed_inputs_change_the_answer_and_the_recommendation_is_the_cores(pa
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     model, hw, sc = sidebar_scenario(at)
-    workload = Workload(arrivals=PoissonArrivals(request_rate_per_s=20.0), num_requests=400,
-                        input_tokens=LognormalLength(mean_tokens=1024, std_tokens=512),
-                        output_tokens=LognormalLength(mean_tokens=256, std_tokens=128))
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=20.0),
+        num_requests=400,
+        input_tokens=LognormalLength(mean_tokens=1024, std_tokens=512),
+        output_tokens=LognormalLength(mean_tokens=256, std_tokens=128),
+    )
     replica = simulate_scenario(model, hw, sc, workload)
     assert metrics(at)["P99 TPOT"] == fmt_seconds(replica.tpot_seconds.p99)
-    space = CandidateSpace(gpus=(hw.id,), tp=(1, 2), weight_dtypes=(sc.weight_dtype,),
-                           kv_cache_dtypes=(sc.kv_cache_dtype,), base=sc.model_copy(update={"num_gpus": None}))
+    space = CandidateSpace(
+        gpus=(hw.id,),
+        tp=(1, 2),
+        weight_dtypes=(sc.weight_dtype,),
+        kv_cache_dtypes=(sc.kv_cache_dtype,),
+        base=sc.model_copy(update={"num_gpus": None}),
+    )
     plan = plan_slo(model, SLO.of(p99_ttft=1.0, p99_tpot=0.05), workload, space, SearchSettings())
     text = " ".join(m.value for m in at.markdown)
     if plan.recommendation is None:
@@ -94,10 +126,19 @@ def test_changed_inputs_change_the_answer_and_the_recommendation_is_the_cores(pa
         link = at.get("link_button")
         assert link and link[0].proto.url.startswith("./export?")
         query = dict(parse_qsl(urlsplit(link[0].proto.url).query))
-        sidebar = {key: BY_KEY[key].parse(query[key]) if key in query else BY_KEY[key].default
-                   for key in ("gpu", "gpus", "tp", "pp", "weights", "kv", "len")}
-        assert sidebar == {"gpu": best.gpu, "gpus": best.total_gpus, "tp": best.tp, "pp": best.pp,
-                           "weights": best.weight_dtype, "kv": best.kv_cache_dtype, "len": best.scenario.max_model_len}
+        sidebar = {
+            key: BY_KEY[key].parse(query[key]) if key in query else BY_KEY[key].default
+            for key in ("gpu", "gpus", "tp", "pp", "weights", "kv", "len")
+        }
+        assert sidebar == {
+            "gpu": best.gpu,
+            "gpus": best.total_gpus,
+            "tp": best.tp,
+            "pp": best.pp,
+            "weights": best.weight_dtype,
+            "kv": best.kv_cache_dtype,
+            "len": best.scenario.max_model_len,
+        }
     table = next(d.value for d in at.dataframe if "replica" in d.value.columns)
     assert list(table["replica"]) == [c.label for c in plan.candidates]
     assert list(table["status"]) == [c.status for c in plan.candidates]

@@ -20,11 +20,23 @@ from planner.model.sources import load_config
 from planner.scenario import Scenario
 from planner.serve.replica import simulate_scenario, static_vs_continuous
 from planner.serve.slo import (
-    SLO, UTILIZATION_CAP, CandidateSpace, SearchSettings, SLOTarget, max_rate_per_replica, pareto_front, plan_slo,
+    SLO,
+    UTILIZATION_CAP,
+    CandidateSpace,
+    SearchSettings,
+    SLOTarget,
+    max_rate_per_replica,
+    pareto_front,
+    plan_slo,
     sweep_rates,
 )
 from planner.serve.workload import (
-    ConcurrencyArrivals, FixedLength, LognormalLength, PoissonArrivals, UniformLength, Workload,
+    ConcurrencyArrivals,
+    FixedLength,
+    LognormalLength,
+    PoissonArrivals,
+    UniformLength,
+    Workload,
 )
 
 FAST = SearchSettings(requests_per_probe=200)
@@ -46,8 +58,13 @@ def llama70b():
 
 
 def poisson(rate: float, n: int = 300, inp: int = 1024, out: int = 128, seed: int = 0) -> Workload:
-    return Workload(arrivals=PoissonArrivals(request_rate_per_s=rate), num_requests=n,
-                    input_tokens=FixedLength(tokens=inp), output_tokens=FixedLength(tokens=out), seed=seed)
+    return Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=rate),
+        num_requests=n,
+        input_tokens=FixedLength(tokens=inp),
+        output_tokens=FixedLength(tokens=out),
+        seed=seed,
+    )
 
 
 H100 = Scenario(gpu="h100-sxm", max_model_len=4096)
@@ -106,14 +123,19 @@ def test_light_load_ttft_is_the_single_request_prefill_of_the_latency_model(llam
 
 
 def test_continuous_batching_beats_static_on_the_same_requests(llama8b):
-    workload = Workload(arrivals=ConcurrencyArrivals(concurrency=64), num_requests=256,
-                        input_tokens=FixedLength(tokens=512), output_tokens=UniformLength(low_tokens=16, high_tokens=512))
+    workload = Workload(
+        arrivals=ConcurrencyArrivals(concurrency=64),
+        num_requests=256,
+        input_tokens=FixedLength(tokens=512),
+        output_tokens=UniformLength(low_tokens=16, high_tokens=512),
+    )
     both = static_vs_continuous(llama8b, get_profile("h100-sxm"), H100, workload)
     assert both.continuous.mode == "continuous" and both.static.mode == "static"
     assert both.continuous.output_tokens == both.static.output_tokens  # same requests, every token once
     assert both.throughput_gain > 1.3
     assert both.throughput_gain == pytest.approx(
-        both.continuous.throughput_tokens_per_s / both.static.throughput_tokens_per_s)
+        both.continuous.throughput_tokens_per_s / both.static.throughput_tokens_per_s
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,10 +225,14 @@ def test_the_search_is_deterministic_with_a_seed(llama8b):
 def typical(llama8b):
     """8B at 20 req/s, P99 TTFT 1 s and TPOT 50 ms, on H100 and L40S, TP 1/2, bf16/fp8, every candidate bisected."""
     space = CandidateSpace(gpus=("h100-sxm", "l40s"), tp=(1, 2), weight_dtypes=("auto", "fp8"))
-    wl = Workload(arrivals=PoissonArrivals(request_rate_per_s=20.0),
-                  input_tokens=LognormalLength(mean_tokens=1024, std_tokens=512),
-                  output_tokens=LognormalLength(mean_tokens=256, std_tokens=128))
-    return plan_slo(llama8b, SLO.of(p99_ttft=1.0, p99_tpot=0.05), wl, space, FAST.model_copy(update={"exhaustive": True}))
+    wl = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=20.0),
+        input_tokens=LognormalLength(mean_tokens=1024, std_tokens=512),
+        output_tokens=LognormalLength(mean_tokens=256, std_tokens=128),
+    )
+    return plan_slo(
+        llama8b, SLO.of(p99_ttft=1.0, p99_tpot=0.05), wl, space, FAST.model_copy(update={"exhaustive": True})
+    )
 
 
 def test_the_cheapest_deployment_that_meets_the_slo_wins(typical, llama8b):
@@ -216,11 +242,17 @@ def test_the_cheapest_deployment_that_meets_the_slo_wins(typical, llama8b):
     assert best is meets[0]
     assert best.usd_per_hour == min(c.usd_per_hour for c in meets)
     # Pruned search (the default) recommends the same deployment.
-    pruned = plan_slo(llama8b, typical.slo, Workload(
-        arrivals=PoissonArrivals(request_rate_per_s=20.0),
-        input_tokens=LognormalLength(mean_tokens=1024, std_tokens=512),
-        output_tokens=LognormalLength(mean_tokens=256, std_tokens=128)),
-        CandidateSpace(gpus=("h100-sxm", "l40s"), tp=(1, 2), weight_dtypes=("auto", "fp8")), FAST)
+    pruned = plan_slo(
+        llama8b,
+        typical.slo,
+        Workload(
+            arrivals=PoissonArrivals(request_rate_per_s=20.0),
+            input_tokens=LognormalLength(mean_tokens=1024, std_tokens=512),
+            output_tokens=LognormalLength(mean_tokens=256, std_tokens=128),
+        ),
+        CandidateSpace(gpus=("h100-sxm", "l40s"), tp=(1, 2), weight_dtypes=("auto", "fp8")),
+        FAST,
+    )
     assert pruned.recommendation.label == best.label
     assert pruned.recommendation.usd_per_hour == best.usd_per_hour
     skipped = [c for c in pruned.candidates if c.status == "not-cheaper"]
@@ -238,12 +270,15 @@ def test_replicas_gpus_and_cost_arithmetic(typical):
         assert c.usd_per_1m_input_tokens == pytest.approx(c.gpu_hours_per_1m_input_tokens * hw.price_per_hour_usd)
         assert c.usd_per_1m_output_tokens == pytest.approx(c.gpu_hours_per_1m_output_tokens * hw.price_per_hour_usd)
         assert c.energy_kwh_per_1m_output_tokens_upper_bound == pytest.approx(
-            c.gpu_hours_per_1m_output_tokens * hw.tdp_watts / 1000)
+            c.gpu_hours_per_1m_output_tokens * hw.tdp_watts / 1000
+        )
         # Every GPU-hour is charged to input or output tokens: the two shares add up to the fleet.
         tokens_in_per_hour = target * typical.mean_input_tokens * 3600
         tokens_out_per_hour = target * typical.mean_output_tokens * 3600
-        gpus = (c.gpu_hours_per_1m_input_tokens * tokens_in_per_hour / 1e6
-                + c.gpu_hours_per_1m_output_tokens * tokens_out_per_hour / 1e6)
+        gpus = (
+            c.gpu_hours_per_1m_input_tokens * tokens_in_per_hour / 1e6
+            + c.gpu_hours_per_1m_output_tokens * tokens_out_per_hour / 1e6
+        )
         assert gpus == pytest.approx(c.total_gpus)
         assert c.usd_per_1m_output_tokens > c.usd_per_1m_input_tokens  # decode is the dear phase
         op = c.operating_point
@@ -256,8 +291,11 @@ def test_pareto_front_is_non_dominated_and_from_the_probes(typical):
     assert front
     probes = [(c.label, p) for c in typical.candidates for p in c.probes]
     for f in front:
-        assert not any(p.output_tokens_per_s_per_gpu > f.output_tokens_per_s_per_gpu
-                       and p.output_tokens_per_s_per_user > f.output_tokens_per_s_per_user for _, p in probes)
+        assert not any(
+            p.output_tokens_per_s_per_gpu > f.output_tokens_per_s_per_gpu
+            and p.output_tokens_per_s_per_user > f.output_tokens_per_s_per_user
+            for _, p in probes
+        )
     gpu = [f.output_tokens_per_s_per_gpu for f in front]
     user = [f.output_tokens_per_s_per_user for f in front]
     assert gpu == sorted(gpu) and user == sorted(user, reverse=True)
@@ -269,8 +307,9 @@ def test_a_target_below_the_single_request_floor_is_explained_without_simulating
     plan = plan_slo(llama70b, SLO.of(p99_ttft=1.0, p99_tpot=0.05), poisson(5.0), space, FAST)
     row = plan.candidates[0]
     assert plan.recommendation is None and row.status == "fails-slo" and not row.probes
-    assert row.reason.startswith("P99 TPOT target 50.00 ms cannot be met at any rate: one decode step of a request "
-                                 "alone takes")
+    assert row.reason.startswith(
+        "P99 TPOT target 50.00 ms cannot be met at any rate: one decode step of a request alone takes"
+    )
     assert "x the target" in row.reason
 
 

@@ -25,7 +25,7 @@ from planner.model.sources import (
     load_uploaded,
     search_catalog,
 )
-from tests.conftest import SMALL_QWEN_CONFIG, TINY_LLAMA_CONFIG
+from tests.conftest import TINY_LLAMA_CONFIG
 from tests.hub_standin import HubStandin, safetensors_header_only
 
 FRESH_CONFIG = {**TINY_LLAMA_CONFIG, "num_hidden_layers": 12}
@@ -97,7 +97,7 @@ def test_revision_skips_the_catalog_in_auto_mode(hub: HubStandin, tiny_catalog: 
 
 def test_prefer_catalog_never_asks_the_hub(hub: HubStandin, tiny_catalog: Path) -> None:
     hub.add_repo("acme/Tiny-Lama-1B", {"config.json": FRESH_CONFIG})
-    with pytest.raises(ModelNotFoundError, match="not in the bundled catalog.*acme/Tiny-Llama-1B"):
+    with pytest.raises(ModelNotFoundError, match=r"not in the bundled catalog.*acme/Tiny-Llama-1B"):
         load_config("acme/Tiny-Lama-1B", prefer="catalog", catalog_dir=tiny_catalog)
     assert hub.requests == []
 
@@ -113,16 +113,26 @@ HUB_FAILURES = [
         {},
         {"model": "acme/Tiny-Lama-1B"},
         ModelNotFoundError,
-        ["no repo 'acme/Tiny-Lama-1B' on the Hub (HF_ENDPOINT=http://127.0.0.1:", "Check the id",
-         "path to a config.json", "Catalog names close to it: acme/Tiny-Llama-1B"],
+        [
+            "no repo 'acme/Tiny-Lama-1B' on the Hub (HF_ENDPOINT=http://127.0.0.1:",
+            "Check the id",
+            "path to a config.json",
+            "Catalog names close to it: acme/Tiny-Llama-1B",
+        ],
     ),
     (
         "gated without a token",
         {"acme/Gated-7B": ({"config.json": FRESH_CONFIG}, SECRET)},
         {"model": "acme/Gated-7B"},
         GatedModelError,
-        ["'acme/Gated-7B' is gated", "no valid token was sent (HTTP 401", "Accept its license at http://127.0.0.1:",
-         "/acme/Gated-7B", "HF_TOKEN", "--hf-token"],
+        [
+            "'acme/Gated-7B' is gated",
+            "no valid token was sent (HTTP 401",
+            "Accept its license at http://127.0.0.1:",
+            "/acme/Gated-7B",
+            "HF_TOKEN",
+            "--hf-token",
+        ],
     ),
     (
         "gated with a wrong token",
@@ -171,8 +181,13 @@ HUB_FAILURES = [
         {"acme/Slow-7B": ({"config.json": FRESH_CONFIG}, None)},
         {"model": "acme/Slow-7B", "timeout_s": FAST_TIMEOUT_S},
         HubUnavailableError,
-        ["cannot get 'acme/Slow-7B' from the Hub at http://127.0.0.1:", "(timeout after 0.5 s)",
-         "no cached or catalog copy", "HF_ENDPOINT", "local config.json"],
+        [
+            "cannot get 'acme/Slow-7B' from the Hub at http://127.0.0.1:",
+            "(timeout after 0.5 s)",
+            "no cached or catalog copy",
+            "HF_ENDPOINT",
+            "local config.json",
+        ],
     ),
 ]
 
@@ -200,8 +215,17 @@ def test_hub_failure_modes(
 
 # A params.json with the values of the catalog's Mistral-7B-Instruct-v0.3 config.json, in the layout
 # Mistral publishes (dim, n_layers, head_dim, hidden_dim, n_heads, n_kv_heads, norm_eps, vocab_size, rope_theta).
-MISTRAL_PARAMS = {"dim": 4096, "n_layers": 32, "head_dim": 128, "hidden_dim": 14336, "n_heads": 32,
-                  "n_kv_heads": 8, "norm_eps": 1e-05, "vocab_size": 32768, "rope_theta": 1000000.0}
+MISTRAL_PARAMS = {
+    "dim": 4096,
+    "n_layers": 32,
+    "head_dim": 128,
+    "hidden_dim": 14336,
+    "n_heads": 32,
+    "n_kv_heads": 8,
+    "norm_eps": 1e-05,
+    "vocab_size": 32768,
+    "rope_theta": 1000000.0,
+}
 MIXTRAL_PARAMS = {**MISTRAL_PARAMS, "vocab_size": 32000, "moe": {"num_experts": 8, "num_experts_per_tok": 2}}
 
 
@@ -240,8 +264,10 @@ def test_config_json_wins_over_params_json(hub: HubStandin) -> None:
     ("params", "fragment"),
     [
         ({**MISTRAL_PARAMS, "qk_nope_head_dim": 128}, "has 'qk_nope_head_dim': multi-head latent attention"),
-        ({**MISTRAL_PARAMS, "moe": {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1}},
-         "'moe.num_shared_experts' is 1: Mistral Large 3"),
+        (
+            {**MISTRAL_PARAMS, "moe": {"num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1}},
+            "'moe.num_shared_experts' is 1: Mistral Large 3",
+        ),
         ({**MISTRAL_PARAMS, "moe": {"num_experts": 8}}, "'moe' has no 'num_experts_per_tok'"),
         ({**MISTRAL_PARAMS, "quantization": {"qformat_weight": "int3"}}, "'quantization' {'qformat_weight': 'int3'}"),
         ({**MISTRAL_PARAMS, "vision_encoder": {"dim": 1024}}, "has 'vision_encoder': a vision encoder"),
@@ -259,8 +285,13 @@ def test_params_json_variants_that_are_refused(hub: HubStandin, params: dict, fr
 def test_params_json_fp8_and_window_pattern_translate() -> None:
     from planner.model.sources import mistral_params_to_config
 
-    params = {**MISTRAL_PARAMS, "n_layers": 4, "sliding_window": [4096, None], "max_seq_len": 32768,
-              "quantization": {"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"}}
+    params = {
+        **MISTRAL_PARAMS,
+        "n_layers": 4,
+        "sliding_window": [4096, None],
+        "max_seq_len": 32768,
+        "quantization": {"qformat_weight": "fp8_e4m3", "qscheme_act": "TENSOR"},
+    }
     config, notes = mistral_params_to_config(params, "params.json")
     assert config["quantization_config"] == {"quant_method": "fp8", "activation_scheme": "static"}
     assert config["layer_types"] == ["sliding_attention", "full_attention"] * 2 and config["sliding_window"] == 4096
@@ -275,8 +306,10 @@ def test_configs_in_subfolders_are_named_and_loadable(hub: HubStandin, tiny_cata
     with pytest.raises(ModelNotFoundError) as caught:
         load_config("acme/Multi", catalog_dir=tiny_catalog)
     message = str(caught.value)
-    assert "repo 'acme/Multi' on the Hub has no config.json; it has 2 config.json file(s) elsewhere: " \
-           "base/config.json, instruct/config.json." in message
+    assert (
+        "repo 'acme/Multi' on the Hub has no config.json; it has 2 config.json file(s) elsewhere: "
+        "base/config.json, instruct/config.json." in message
+    )
     assert "'org/name/subfolder', e.g. 'acme/Multi/base'" in message
 
     loaded = load_config("acme/Multi/instruct", catalog_dir=tiny_catalog)
@@ -305,8 +338,19 @@ def test_a_repo_without_any_config_lists_what_it_holds(hub: HubStandin, tiny_cat
 # ---- allow_local=False: what the app passes ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["/etc/passwd", "./config.json", "../x", "~/.ssh/id_rsa", "C:\\x\\config.json",
-                                  "file:///etc/passwd", "config.json", "."])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "/etc/passwd",
+        "./config.json",
+        "../x",
+        "~/.ssh/id_rsa",
+        "C:\\x\\config.json",
+        "file:///etc/passwd",
+        "config.json",
+        ".",
+    ],
+)
 def test_no_local_reads_when_not_allowed(hub: HubStandin, tiny_catalog: Path, name: str) -> None:
     with pytest.raises(ModelNotFoundError, match="looks like a file path; local files are not read here"):
         load_config(name, catalog_dir=tiny_catalog, allow_local=False)
@@ -526,7 +570,7 @@ def test_bad_catalog_index(tmp_path: Path, index: object, fragment: str) -> None
 
 
 def test_catalog_folder_without_index(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="has no index.yaml"):
+    with pytest.raises(ConfigError, match=r"has no index\.yaml"):
         catalog_entries(tmp_path)
 
 
@@ -556,8 +600,11 @@ def test_safetensors_counts_sharded(hub: HubStandin) -> None:
     shard_2 = safetensors_header_only({"b": ("BF16", [4, 4]), "c": ("F8_E4M3", [10])})
     index = {
         "metadata": {"total_size": len(shard_1) + len(shard_2)},
-        "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors",
-                       "c": "model-00002-of-00002.safetensors"},
+        "weight_map": {
+            "a": "model-00001-of-00002.safetensors",
+            "b": "model-00002-of-00002.safetensors",
+            "c": "model-00002-of-00002.safetensors",
+        },
     }
     hub.add_repo(
         "acme/Sharded",

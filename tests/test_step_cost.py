@@ -37,8 +37,12 @@ def test_every_form_of_the_step_cost_agrees_with_the_roofline(repo, tp, engine):
     sc = Scenario(tp=tp, engine=engine)
     stm = StepTimeModel(model, hw, sc)
     ref = np.asarray([roofline(model, hw, sc, "decode", b, c).total_seconds for b, c in DECODES])
-    scalar = np.asarray([stm.step_seconds(prefill_tokens=0, prefill_attention_pairs=0, decode_seqs=b,
-                                          decode_kv_tokens=b * c) for b, c in DECODES])
+    scalar = np.asarray(
+        [
+            stm.step_seconds(prefill_tokens=0, prefill_attention_pairs=0, decode_seqs=b, decode_kv_tokens=b * c)
+            for b, c in DECODES
+        ]
+    )
     arrays = stm.decode_seconds(np.asarray([b for b, _ in DECODES]), np.asarray([c for _, c in DECODES]))
     works = [StepOps(model, hw, sc, "decode", b, c) for b, c in DECODES]
     eff = stm.eff
@@ -47,7 +51,9 @@ def test_every_form_of_the_step_cost_agrees_with_the_roofline(repo, tp, engine):
     for got in (scalar, arrays, batched, single):
         np.testing.assert_allclose(got, ref, rtol=1e-9)
     for q in (300, 4096):
-        pre = stm.step_seconds(prefill_tokens=q, prefill_attention_pairs=q * (q + 1) / 2, decode_seqs=0, decode_kv_tokens=0)
+        pre = stm.step_seconds(
+            prefill_tokens=q, prefill_attention_pairs=q * (q + 1) / 2, decode_seqs=0, decode_kv_tokens=0
+        )
         assert pre == pytest.approx(roofline(model, hw, sc, "prefill", 1, q).total_seconds, rel=1e-9)
 
 
@@ -87,7 +93,9 @@ def test_tensor_parallel_across_nodes_pays_the_network():
     assert (inside.kind, across.kind) == ("nvlink", "network")
     eff = StepTimeModel(catalog_model("meta-llama/Llama-3.1-8B"), hw, Scenario()).eff
     for payload in (64e3, 16e6):
-        assert step.allreduce_seconds(eff, payload, 16, across, True) > step.allreduce_seconds(eff, payload, 8, inside, True)
+        assert step.allreduce_seconds(eff, payload, 16, across, True) > step.allreduce_seconds(
+            eff, payload, 8, inside, True
+        )
 
 
 def test_custom_allreduce_takes_small_messages_and_nccl_large_ones():
@@ -120,5 +128,14 @@ def test_async_scheduling_hides_host_work_a_synchronous_engine_pays():
 
 
 def test_cuda_graph_batches_pad_to_the_captured_size():
-    assert [step.graph_padded_batch(b, 512) for b in (1, 2, 3, 13, 250, 300, 512, 600)] == [1, 2, 4, 16, 256, 304, 512, 600]
+    assert [step.graph_padded_batch(b, 512) for b in (1, 2, 3, 13, 250, 300, 512, 600)] == [
+        1,
+        2,
+        4,
+        16,
+        256,
+        304,
+        512,
+        600,
+    ]
     np.testing.assert_array_equal(step.graph_padded_batch(np.asarray([3.0, 13.0, 600.0]), 512), [4.0, 16.0, 600.0])

@@ -2,7 +2,8 @@
 
 Run inside the engines' environment that .ci/run builds (.venv-engines/, see tools/engines-requirements.txt):
 
-    .venv-engines/bin/python tools/check_exports.py --model-config meta-llama/Llama-3.1-8B=planner/model/catalog/meta-llama--Llama-3.1-8B.json \
+    .venv-engines/bin/python tools/check_exports.py --model-config
+    meta-llama/Llama-3.1-8B=planner/model/catalog/meta-llama--Llama-3.1-8B.json \
         out/vllm-latency.yaml out/vllm-latency.sh out/sglang-latency.sh out/k8s-latency.yaml
 
 What each file goes through (the file name says what it is, as planner.deploy.export names it):
@@ -52,11 +53,27 @@ ROOT = Path(__file__).resolve().parent.parent
 LWS_SCHEMA = ROOT / "tools" / "schemas" / "leaderworkerset-v1.schema.json"
 K8S_VERSION = "1.37.0"
 #: vLLM's compiled extension modules: they need libcuda / libtorch_cuda, which a CPU machine lacks.
-VLLM_COMPILED = ("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch", "vllm.vllm_flash_attn", "vllm._flashmla_C",
-                 "vllm._flashmla_extension_C", "vllm._qutlass_C", "vllm.cumem_allocator", "vllm._deepselect_C",
-                 "vllm._flashkda_C")
-TORCH_OP_NAMESPACES = ("_C", "_moe_C", "_C_cache_ops", "_C_custom_ar", "_rocm_C", "_vllm_fa2_C", "_vllm_fa3_C",
-                       "_flashmla_C")
+VLLM_COMPILED = (
+    "vllm._C_stable_libtorch",
+    "vllm._moe_C_stable_libtorch",
+    "vllm.vllm_flash_attn",
+    "vllm._flashmla_C",
+    "vllm._flashmla_extension_C",
+    "vllm._qutlass_C",
+    "vllm.cumem_allocator",
+    "vllm._deepselect_C",
+    "vllm._flashkda_C",
+)
+TORCH_OP_NAMESPACES = (
+    "_C",
+    "_moe_C",
+    "_C_cache_ops",
+    "_C_custom_ar",
+    "_rocm_C",
+    "_vllm_fa2_C",
+    "_vllm_fa3_C",
+    "_flashmla_C",
+)
 SHELL_VALUES = {"$NODE_RANK": "0", "$LEADER_ADDR:50000": "127.0.0.1:50000"}
 
 
@@ -200,10 +217,7 @@ def _took_effect(config: dict[str, Any], ns: argparse.Namespace) -> str | None:
         dest, want = key.replace("-", "_"), value
         if key.startswith("no-") and value is True:
             dest, want = key[3:].replace("-", "_"), False
-        if dest == "model":
-            got = ns.model_tag or ns.model
-        else:
-            got = getattr(ns, dest, "<no such option>")
+        got = (ns.model_tag or ns.model) if dest == "model" else getattr(ns, dest, "<no such option>")
         if str(got) != str(want):
             return f"'{key}: {value}' in the config file did not take effect: vLLM parsed {dest}={got!r}"
     return None
@@ -281,22 +295,38 @@ def check_k8s(path: Path, parser: Any, models: Models) -> Iterator[dict[str, Any
         label = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
         if doc.get("kind") == "LeaderWorkerSet":
             schema = json.loads(LWS_SCHEMA.read_text())
-            yield result(str(path), f"LeaderWorkerSet schema {label}",
-                         engine_error(lambda doc=doc, schema=schema: jsonschema.validate(doc, schema)))
+            yield result(
+                str(path),
+                f"LeaderWorkerSet schema {label}",
+                engine_error(lambda doc=doc, schema=schema: jsonschema.validate(doc, schema)),
+            )
             template = doc["spec"]["leaderWorkerTemplate"]
             for role in ("leaderTemplate", "workerTemplate"):
                 if role in template:
-                    pod_template = {"apiVersion": "v1", "kind": "PodTemplate",
-                                    "metadata": {"name": f"{doc['metadata']['name']}-{role}"}, "template": template[role]}
-                    yield result(str(path), f"kubernetes-validate {K8S_VERSION} strict {label} {role}",
-                                 engine_error(lambda t=pod_template: kv.validate(t, K8S_VERSION, strict=True)))
+                    pod_template = {
+                        "apiVersion": "v1",
+                        "kind": "PodTemplate",
+                        "metadata": {"name": f"{doc['metadata']['name']}-{role}"},
+                        "template": template[role],
+                    }
+                    yield result(
+                        str(path),
+                        f"kubernetes-validate {K8S_VERSION} strict {label} {role}",
+                        engine_error(lambda t=pod_template: kv.validate(t, K8S_VERSION, strict=True)),
+                    )
         else:
-            yield result(str(path), f"kubernetes-validate {K8S_VERSION} strict {label}",
-                         engine_error(lambda doc=doc: kv.validate(doc, K8S_VERSION, strict=True)))
+            yield result(
+                str(path),
+                f"kubernetes-validate {K8S_VERSION} strict {label}",
+                engine_error(lambda doc=doc: kv.validate(doc, K8S_VERSION, strict=True)),
+            )
         if doc.get("kind") == "Service" and doc["metadata"]["name"] in lws_names:
-            yield result(str(path), f"LWS headless Service {label}",
-                         "a Service named like the LeaderWorkerSet: the LWS controller then creates no headless "
-                         "Service, and workers cannot resolve $LWS_LEADER_ADDRESS")
+            yield result(
+                str(path),
+                f"LWS headless Service {label}",
+                "a Service named like the LeaderWorkerSet: the LWS controller then creates no headless "
+                "Service, and workers cannot resolve $LWS_LEADER_ADDRESS",
+            )
         for words in _vllm_container_words(doc):
             yield from check_vllm_words(f"{path} {label}", words, parser, models)
 
@@ -339,15 +369,25 @@ def check_file(path: Path, parser: Any, models: Models) -> Iterator[dict[str, An
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cli.add_argument("files", nargs="+", type=Path)
-    cli.add_argument("--model-config", action="append", default=[], metavar="REPO=CONFIG_JSON",
-                     help="serve this config.json wherever a file names REPO (repeatable)")
+    cli.add_argument(
+        "--model-config",
+        action="append",
+        default=[],
+        metavar="REPO=CONFIG_JSON",
+        help="serve this config.json wherever a file names REPO (repeatable)",
+    )
     cli.add_argument("--capability", default="9.0", help="declared CUDA compute capability (default 9.0)")
     args = cli.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.disable(logging.INFO)
     models = Models(dict(item.split("=", 1) for item in args.model_config))
-    for var, sub in (("XDG_CACHE_HOME", "cache"), ("VLLM_CACHE_ROOT", "cache/vllm"), ("SGLANG_CACHE_DIR", "cache/sglang"),
-                     ("TORCHINDUCTOR_CACHE_DIR", "cache/inductor"), ("TRITON_CACHE_DIR", "cache/triton")):
+    for var, sub in (
+        ("XDG_CACHE_HOME", "cache"),
+        ("VLLM_CACHE_ROOT", "cache/vllm"),
+        ("SGLANG_CACHE_DIR", "cache/sglang"),
+        ("TORCHINDUCTOR_CACHE_DIR", "cache/inductor"),
+        ("TRITON_CACHE_DIR", "cache/triton"),
+    ):
         os.environ[var] = str(models.root / sub)  # the engines' caches die with the temporary folder
     needs_vllm = any(p.name.startswith(("vllm-", "k8s-")) for p in args.files)
     major, minor = (int(x) for x in args.capability.split("."))

@@ -26,7 +26,7 @@ def render() -> str:
 
     commands = discover_commands()
     parser = build_parser(commands)
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     formatter = functools.partial(argparse.RawDescriptionHelpFormatter, width=WIDTH)
     out = [
         "# Command line reference",

@@ -174,22 +174,33 @@ def run(catalog_dir: Path) -> tuple[dict, float]:
         t0 = time.perf_counter()
         try:
             result = count(raw)
-        except Exception as exc:  # recorded, never hidden: the golden file says why
-            result = {"total_params": None, "active_params": None, "embedding_params": None,
-                      "lm_head_params": None, "num_layers": None,
-                      "transformers_version": transformers.__version__,
-                      "error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # noqa: BLE001 (recorded, never hidden: the golden file says why)
+            result = {
+                "total_params": None,
+                "active_params": None,
+                "embedding_params": None,
+                "lm_head_params": None,
+                "num_layers": None,
+                "transformers_version": transformers.__version__,
+                "error": f"{type(exc).__name__}: {exc}",
+            }
         models[entry["repo_id"]] = result
-        print(f"{entry['repo_id']:45s} total={result['total_params']!s:>15} "
-              f"active={result['active_params']!s:>15}  ({time.perf_counter() - t0:.1f} s)",
-              file=sys.stderr)
+        print(
+            f"{entry['repo_id']:45s} total={result['total_params']!s:>15} "
+            f"active={result['active_params']!s:>15}  ({time.perf_counter() - t0:.1f} s)",
+            file=sys.stderr,
+        )
     elapsed = time.perf_counter() - started
     document = {
         "generated_by": "tools/param_oracle.py",
-        "method": ("transformers AutoConfig.for_model(**config) + AutoModelForCausalLM.from_config "
-                   "on torch.device('meta'); total = sum(p.numel() for p in model.parameters())"),
-        "active_definition": ("total - sum over MoE layers of (E - k) * params_per_routed_expert; "
-                              "router, shared experts, attention, embeddings and lm_head are active"),
+        "method": (
+            "transformers AutoConfig.for_model(**config) + AutoModelForCausalLM.from_config "
+            "on torch.device('meta'); total = sum(p.numel() for p in model.parameters())"
+        ),
+        "active_definition": (
+            "total - sum over MoE layers of (E - k) * params_per_routed_expert; "
+            "router, shared experts, attention, embeddings and lm_head are active"
+        ),
         "stripped_keys": STRIPPED_KEYS,
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
@@ -224,8 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--catalog-dir", type=Path, default=CATALOG_DIR)
     parser.add_argument("--output", type=Path, default=GOLDEN_PATH)
-    parser.add_argument("--reference-dir", type=Path, default=None,
-                        help="folder with configs/ and params_oracle.json to compare against")
+    parser.add_argument(
+        "--reference-dir",
+        type=Path,
+        default=None,
+        help="folder with configs/ and params_oracle.json to compare against",
+    )
     args = parser.parse_args(argv)
 
     document, elapsed = run(args.catalog_dir)

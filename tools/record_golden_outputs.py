@@ -112,7 +112,9 @@ def scenario_outputs(model, scenario_fields: dict[str, Any]) -> dict[str, Any]:
     return {
         "plan": _attempt(lambda: plan_memory(model, hw, sc)),
         "roofline_prefill": _attempt(lambda: roofline(model, hw, sc, "prefill", wl.batch_size, wl.input_len)),
-        "roofline_decode": _attempt(lambda: roofline(model, hw, sc, "decode", wl.batch_size, wl.input_len + wl.output_len)),
+        "roofline_decode": _attempt(
+            lambda: roofline(model, hw, sc, "decode", wl.batch_size, wl.input_len + wl.output_len)
+        ),
         "latency": _attempt(lambda: estimate_latency(model, hw, sc)),
     }
 
@@ -143,7 +145,7 @@ def record(path: Path = GOLDEN_PATH) -> int:
     outputs = compute_outputs()
     doc = {
         "source": "tools/record_golden_outputs.py: the planner's own outputs, pinned so that a speed change moves "
-                  "no number (re-record when the model is meant to change)",
+        "no number (re-record when the model is meant to change)",
         "scenarios": outputs,
     }
     path.write_text(_one_scenario_per_line(doc), encoding="utf-8")
@@ -152,9 +154,11 @@ def record(path: Path = GOLDEN_PATH) -> int:
 
 def _one_scenario_per_line(doc: dict[str, Any]) -> str:
     """Compact JSON with one line per scenario, so a diff names the scenarios that moved."""
-    lines = [f"{json.dumps(key)}: {json.dumps(value, sort_keys=True, separators=(',', ':'))}"
-             for key, value in doc["scenarios"].items()]
-    return "{\"source\": " + json.dumps(doc["source"]) + ",\n\"scenarios\": {\n" + ",\n".join(lines) + "\n}}\n"
+    lines = [
+        f"{json.dumps(key)}: {json.dumps(value, sort_keys=True, separators=(',', ':'))}"
+        for key, value in doc["scenarios"].items()
+    ]
+    return '{"source": ' + json.dumps(doc["source"]) + ',\n"scenarios": {\n' + ",\n".join(lines) + "\n}}\n"
 
 
 if __name__ == "__main__":

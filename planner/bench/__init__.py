@@ -19,6 +19,12 @@ from planner.bench.report import CheckResult, ValidationReport, render_table
 from planner.bench.suite import BENCHMARKS, default_sizes, run_validation
 
 __all__ = [
-    "BENCHMARKS", "CheckResult", "NoGPUError", "ValidationReport", "default_sizes", "detect_device", "render_table",
+    "BENCHMARKS",
+    "CheckResult",
+    "NoGPUError",
+    "ValidationReport",
+    "default_sizes",
+    "detect_device",
+    "render_table",
     "run_validation",
 ]

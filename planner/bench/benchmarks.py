@@ -26,8 +26,20 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from planner.bench.plan import (
+    CheckPlan,
+    GemmShape,
+    attention_decode_ops,
+    first_attention,
+    forward_plans,
+    gemm_op,
+    layer_gemms,
+)
+from planner.bench.report import DeviceInfo, OpCount, SuiteSizes
+from planner.bench.safety import Deadline, MemoryGuard, fill, release
+from planner.bench.timing import Timing, measure, random_tensor, rotation_slots
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.estimate.roofline import layer_groups
@@ -36,13 +48,6 @@ from planner.model.ops import Op
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.units import fmt_bytes
-
-from planner.bench.plan import (
-    CheckPlan, GemmShape, attention_decode_ops, first_attention, forward_plans, gemm_op, layer_gemms,
-)
-from planner.bench.report import DeviceInfo, OpCount, SuiteSizes
-from planner.bench.safety import Deadline, MemoryGuard, fill, release
-from planner.bench.timing import Timing, measure, random_tensor, rotation_slots
 
 if TYPE_CHECKING:
     from planner.bench.suite import Runner
@@ -67,11 +72,11 @@ class Outcome:
 class Ctx:
     """Everything a benchmark needs: torch, the device, the model, the limits."""
 
-    torch: object
+    torch: Any  # the torch module, imported by the suite only when it runs (the core never imports it)
     dev: DeviceInfo
-    device: object
+    device: Any  # a torch.device
     dtype_name: str
-    dtype: object
+    dtype: Any  # a torch.dtype
     model: ModelSpec
     hw: HardwareProfile
     sizes: SuiteSizes
@@ -88,13 +93,25 @@ class Ctx:
         return self.dtype.itemsize
 
     def slots(self, bytes_per_slot: float) -> int:
-        return rotation_slots(bytes_per_slot, self.dev.l2_cache_bytes, self.sizes.rotation_cache_multiple,
-                              self.sizes.max_rotation_slots, self.guard.allowance_bytes())
+        return rotation_slots(
+            bytes_per_slot,
+            self.dev.l2_cache_bytes,
+            self.sizes.rotation_cache_multiple,
+            self.sizes.max_rotation_slots,
+            self.guard.allowance_bytes(),
+        )
 
     def time(self, step: Callable[[int], object]) -> Timing:
         s = self.sizes
-        return measure(self.torch, self.kind, step, warmup=s.warmup, repeats=s.repeats, deadline=self.deadline,
-                       max_seconds=s.max_seconds_per_check)
+        return measure(
+            self.torch,
+            self.kind,
+            step,
+            warmup=s.warmup,
+            repeats=s.repeats,
+            deadline=self.deadline,
+            max_seconds=s.max_seconds_per_check,
+        )
 
     def rand(self, shape, scale: float = 1.0, dtype=None):
         return random_tensor(self.torch, shape, dtype or self.dtype, self.device, scale)
@@ -120,8 +137,14 @@ def _measured(t: Timing, **details) -> Outcome:
 def plan_memory_bandwidth(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
     n = sizes.copy_bytes
     op = Op(name="device copy (read + write)", kind="elementwise", flops=0.0, activation_bytes=2.0 * n)
-    return [CheckPlan("memory_bandwidth", f"copy {n / 2**20:,.0f} MiB device-to-device",
-                      {"bytes": n, "traffic_bytes": 2 * n}, [OpCount(op=op, count=1)])]
+    return [
+        CheckPlan(
+            "memory_bandwidth",
+            f"copy {n / 2**20:,.0f} MiB device-to-device",
+            {"bytes": n, "traffic_bytes": 2 * n},
+            [OpCount(op=op, count=1)],
+        )
+    ]
 
 
 def run_memory_bandwidth(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
@@ -132,7 +155,8 @@ def run_memory_bandwidth(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> No
         ctx.guard.check(2 * n * ctx.elt, "copy buffers")
         a, b = ctx.rand((n,)), ctx.rand((n,))
         ctx.check_time("while filling the copy buffers")
-        t = ctx.time(lambda i: (b.copy_(a) if i % 2 == 0 else a.copy_(b)))
+        # ruff reads the lambda after the `del` below; it runs (inside ctx.time) before it
+        t = ctx.time(lambda i: b.copy_(a) if i % 2 == 0 else a.copy_(b))  # noqa: F821
         del a, b
         return _measured(t)
 
@@ -144,12 +168,24 @@ _LAUNCH_ELEMENTS = 1  # one element: the kernel is all launch, no bytes to speak
 
 def plan_launch_overhead(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
     n = sizes.launches
-    op = Op(name=f"{n} tiny kernels (x.add_ on {_LAUNCH_ELEMENTS} fp32)", kind="elementwise", flops=float(n * _LAUNCH_ELEMENTS),
-            activation_bytes=float(n * 2 * _LAUNCH_ELEMENTS * 4), kernels=n)
+    op = Op(
+        name=f"{n} tiny kernels (x.add_ on {_LAUNCH_ELEMENTS} fp32)",
+        kind="elementwise",
+        flops=float(n * _LAUNCH_ELEMENTS),
+        activation_bytes=float(n * 2 * _LAUNCH_ELEMENTS * 4),
+        kernels=n,
+    )
     shape = {"kernels": n, "elements": _LAUNCH_ELEMENTS}
-    eager = CheckPlan("launch_overhead", f"launch {n} kernels eager", {**shape, "mode": "eager"}, [OpCount(op=op, count=1)])
-    graph = CheckPlan("launch_overhead", f"launch {n} kernels CUDA graph", {**shape, "mode": "cuda-graph"}, [OpCount(op=op, count=1)],
-                      graphs=True)
+    eager = CheckPlan(
+        "launch_overhead", f"launch {n} kernels eager", {**shape, "mode": "eager"}, [OpCount(op=op, count=1)]
+    )
+    graph = CheckPlan(
+        "launch_overhead",
+        f"launch {n} kernels CUDA graph",
+        {**shape, "mode": "cuda-graph"},
+        [OpCount(op=op, count=1)],
+        graphs=True,
+    )
     if not dev.cuda_graphs_supported:
         graph.unavailable = "CUDA graphs need an NVIDIA GPU (this run is on CPU): eager launch cost only"
     return [eager, graph]
@@ -209,8 +245,12 @@ def plan_gemm(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
 
 
 def _gemm_plan(bench: str, g: GemmShape, m: int, dtype: str) -> CheckPlan:
-    return CheckPlan(bench, f"{'gemm' if bench == 'gemm' else 'fp8 gemm'} {g.name} M={m} N={g.n} K={g.k}",
-                     {"m": m, "n": g.n, "k": g.k, "dtype": dtype}, [OpCount(op=gemm_op(g, m, dtype), count=1)])
+    return CheckPlan(
+        bench,
+        f"{'gemm' if bench == 'gemm' else 'fp8 gemm'} {g.name} M={m} N={g.n} K={g.k}",
+        {"m": m, "n": g.n, "k": g.k, "dtype": dtype},
+        [OpCount(op=gemm_op(g, m, dtype), count=1)],
+    )
 
 
 def _weights(ctx: Ctx, slot: str, key, make: Callable[[], object], bytes_per_slot: float, what: str) -> list:
@@ -232,7 +272,14 @@ def run_gemm(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
         m, n, k = (int(plan.shape[x]) for x in ("m", "n", "k"))
 
         def fn(m=m, n=n, k=k) -> Outcome:
-            ws = _weights(ctx, "gemm", (n, k), lambda: ctx.rand((n, k), scale=1.0 / math.sqrt(k)), n * k * ctx.elt, f"GEMM weights {n}x{k}")
+            ws = _weights(
+                ctx,
+                "gemm",
+                (n, k),
+                lambda: ctx.rand((n, k), scale=1.0 / math.sqrt(k)),
+                n * k * ctx.elt,
+                f"GEMM weights {n}x{k}",
+            )
             per = (m * k + m * n) * ctx.elt
             ctx.guard.check(len(ws) * per, f"GEMM activations M={m}")
             io = ctx.fill(lambda: (ctx.rand((m, k)), ctx.rand((m, n))), len(ws), f"GEMM activations M={m}")
@@ -251,7 +298,9 @@ def plan_gemm_fp8(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
     if dev.kind != "cuda":
         reason = "fp8 GEMMs need an NVIDIA GPU with FP8 tensor cores (compute capability >= 8.9); this run is on CPU"
     elif not dev.fp8_supported:
-        reason = f"this card (compute capability {dev.compute_capability}) or torch build has no FP8 GEMM (torch._scaled_mm)"
+        reason = (
+            f"this card (compute capability {dev.compute_capability}) or torch build has no FP8 GEMM (torch._scaled_mm)"
+        )
     elif not hw.has_native("fp8"):
         reason = f"profile {hw.id} lists no FP8 peak, so the planner runs FP8 weights at the 16-bit rate here"
     for p in plans:
@@ -267,7 +316,9 @@ def run_gemm_fp8(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
         m, n, k = (int(plan.shape[x]) for x in ("m", "n", "k"))
 
         def fn(m=m, n=n, k=k) -> Outcome:
-            ws = _weights(ctx, "gemm", ("fp8", n, k), lambda: ctx.rand((n, k), dtype=f8), n * k, f"fp8 GEMM weights {n}x{k}")
+            ws = _weights(
+                ctx, "gemm", ("fp8", n, k), lambda: ctx.rand((n, k), dtype=f8), n * k, f"fp8 GEMM weights {n}x{k}"
+            )
             ctx.guard.check(len(ws) * (m * k + 2 * m * n), f"fp8 GEMM activations M={m}")
             xs = ctx.fill(lambda: ctx.rand((m, k), dtype=f8), len(ws), f"fp8 GEMM activations M={m}")
             s = len(xs)
@@ -284,19 +335,39 @@ def run_gemm_fp8(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
 def plan_attention_decode(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
     attn = first_attention(model)
     if attn is None:
-        return [CheckPlan("attention_decode", "attention decode", {}, [], unavailable="the model has no MHA/GQA attention layer (MLA and Mamba mixers are not benchmarked with SDPA)")]
+        return [
+            CheckPlan(
+                "attention_decode",
+                "attention decode",
+                {},
+                [],
+                unavailable=(
+                    "the model has no MHA/GQA attention layer (MLA and Mamba mixers are not benchmarked with SDPA)"
+                ),
+            )
+        ]
     plans = []
     for b in sizes.attention_batches:
         for c in sizes.attention_contexts:
             if c > model.max_position_embeddings:
                 continue
             span = c if attn.window_tokens is None else min(c, attn.window_tokens)
-            plans.append(CheckPlan(
-                "attention_decode", f"attention decode B={b} context={c}",
-                {"batch": b, "context": c, "kv_span": span, "heads": attn.num_heads, "kv_heads": attn.num_kv_heads,
-                 "head_dim": attn.head_dim, "dtype": dtype},
-                [OpCount(op=op, count=1) for op in attention_decode_ops(attn, b, c, dtype)],
-            ))
+            plans.append(
+                CheckPlan(
+                    "attention_decode",
+                    f"attention decode B={b} context={c}",
+                    {
+                        "batch": b,
+                        "context": c,
+                        "kv_span": span,
+                        "heads": attn.num_heads,
+                        "kv_heads": attn.num_kv_heads,
+                        "head_dim": attn.head_dim,
+                        "dtype": dtype,
+                    },
+                    [OpCount(op=op, count=1) for op in attention_decode_ops(attn, b, c, dtype)],
+                )
+            )
     return plans
 
 
@@ -312,8 +383,11 @@ def run_attention_decode(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> No
             per = (2 * b * K * span * d + 2 * b * H * d) * ctx.elt
             s = ctx.slots(per)
             ctx.guard.check(s * per, f"KV for attention B={b} span={span}")
-            qkv = ctx.fill(lambda: (ctx.rand((b, H, 1, d)), ctx.rand((b, K, span, d)), ctx.rand((b, K, span, d))), s,
-                           f"KV for attention B={b} span={span}")
+            qkv = ctx.fill(
+                lambda: (ctx.rand((b, H, 1, d)), ctx.rand((b, K, span, d)), ctx.rand((b, K, span, d))),
+                s,
+                f"KV for attention B={b} span={span}",
+            )
             s = len(qkv)
             gqa = H != K
             t = ctx.time(lambda i: F.scaled_dot_product_attention(*qkv[i % s], enable_gqa=gqa))
@@ -350,15 +424,26 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
             def fn(idx=idx, stage=stage, b=b, n=n, q_len=q_len) -> Outcome:
                 spec = model.layers[idx]
                 wbytes = spec.params * ctx.elt
-                layers = _weights(ctx, "layer", idx, lambda: TorchDecoderLayer(torch, spec, ctx.dtype, ctx.device, rotary),
-                                  wbytes, f"layer {idx} weights")
+                layers = _weights(
+                    ctx,
+                    "layer",
+                    idx,
+                    lambda: TorchDecoderLayer(torch, spec, ctx.dtype, ctx.device, rotary),
+                    wbytes,
+                    f"layer {idx} weights",
+                )
                 s = len(layers)
                 act = b * q_len * model.hidden_size * ctx.elt
                 cache_bytes = layers[0].cache_bytes(b, n) if stage == "decode" else 0
                 ctx.guard.check(s * (cache_bytes + act * 8), f"layer {idx} {stage} caches and activations")
-                inputs = ctx.fill(lambda: (ctx.rand((b * q_len, model.hidden_size)),
-                                           layers[0].new_cache(b, n) if stage == "decode" else None), s,
-                                  f"layer {idx} {stage} inputs")
+                inputs = ctx.fill(
+                    lambda: (
+                        ctx.rand((b * q_len, model.hidden_size)),
+                        layers[0].new_cache(b, n) if stage == "decode" else None,
+                    ),
+                    s,
+                    f"layer {idx} {stage} inputs",
+                )
                 s = len(inputs)
                 pos = torch.arange(n - q_len, n, device=ctx.device)
                 rope = layers[0].rope_tables(pos) if rotary else None
@@ -370,11 +455,20 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
                 vocab = model.padded_vocab_size
                 tied = model.tie_word_embeddings
                 h = model.embedding_dim
-                heads = _weights(ctx, "head", "head", lambda: TorchHead(torch, vocab, h, tied, ctx.dtype, ctx.device),
-                                 TorchHead.param_bytes(vocab, h, tied, ctx.elt), "embedding and lm_head")
+                heads = _weights(
+                    ctx,
+                    "head",
+                    "head",
+                    lambda: TorchHead(torch, vocab, h, tied, ctx.dtype, ctx.device),
+                    TorchHead.param_bytes(vocab, h, tied, ctx.elt),
+                    "embedding and lm_head",
+                )
                 ctx.guard.check(b * (q_len * h + 2 * vocab) * 4 * len(heads), "head activations and logits")
-                ids = ctx.fill(lambda: torch.randint(0, model.vocab_size, (b * q_len,), device=ctx.device), len(heads),
-                               "head token ids")
+                ids = ctx.fill(
+                    lambda: torch.randint(0, model.vocab_size, (b * q_len,), device=ctx.device),
+                    len(heads),
+                    "head token ids",
+                )
                 s = len(ids)
                 return _measured(ctx.time(lambda i: heads[i % s].forward(ids[i % s], b, q_len)), rotation_slots=s)
 
@@ -393,15 +487,23 @@ def plan_kv_cache(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
         plan.unavailable = f"the memory plan leaves no KV cache on {hw.id}: {mp.reason}"
         return [plan]
     target = planned if sizes.kv_alloc_cap_bytes is None else min(planned, sizes.kv_alloc_cap_bytes)
-    plan.shape = {"planned_kv_bytes": planned, "planned_blocks": mp.num_gpu_blocks, "bytes_per_block": mp.bytes_per_block,
-                  "kv_cache_tokens": mp.kv_cache_tokens, "target_bytes": target,
-                  "cap_bytes": sizes.kv_alloc_cap_bytes, "plan_fits": mp.fits}
+    plan.shape = {
+        "planned_kv_bytes": planned,
+        "planned_blocks": mp.num_gpu_blocks,
+        "bytes_per_block": mp.bytes_per_block,
+        "kv_cache_tokens": mp.kv_cache_tokens,
+        "target_bytes": target,
+        "cap_bytes": sizes.kv_alloc_cap_bytes,
+        "plan_fits": mp.fits,
+    }
     plan.ops = [OpCount(op=_kv_fill_op(target), count=1)]
     return [plan]
 
 
 def _kv_fill_op(nbytes: float) -> Op:
-    return Op(name="kv_cache.fill (one write over the allocation)", kind="elementwise", flops=0.0, kv_bytes=float(nbytes))
+    return Op(
+        name="kv_cache.fill (one write over the allocation)", kind="elementwise", flops=0.0, kv_bytes=float(nbytes)
+    )
 
 
 _KV_CHUNK_BYTES = 2**30
@@ -433,7 +535,8 @@ def run_kv_cache(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
         alloc_s = time.perf_counter() - t0
         plan.ops = [OpCount(op=_kv_fill_op(nbytes), count=1)]
         plan.shape = {**plan.shape, "allocated_bytes": nbytes}
-        t = ctx.time(lambda i: [c.fill_(1 + i % 200) for c in chunks])
+        # ruff reads the lambda after the `del` below; it runs (inside ctx.time) before it
+        t = ctx.time(lambda i: [c.fill_(1 + i % 200) for c in chunks])  # noqa: F821
         limits = []
         if target < planned:
             limits.append(f"the suite's size cap of {fmt_bytes(target)}")
@@ -441,14 +544,24 @@ def run_kv_cache(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
             limits.append(f"the memory guard ({ctx.guard.fraction:.0%} of {fmt_bytes(free_before)} free)")
         fits = (free_before or 0) >= planned
         out = _measured(
-            t, planned_kv_bytes=planned, allocated_bytes=nbytes, allocated_blocks=blocks,
-            allocated_fraction_of_plan=round(nbytes / planned, 4), allocation_seconds=round(alloc_s, 6),
-            free_bytes_before=free_before, planned_kv_fits_free_memory=fits,
-            device_total_bytes=ctx.dev.memory_total_bytes, profile_memory_bytes=ctx.hw.memory_bytes,
+            t,
+            planned_kv_bytes=planned,
+            allocated_bytes=nbytes,
+            allocated_blocks=blocks,
+            allocated_fraction_of_plan=round(nbytes / planned, 4),
+            allocation_seconds=round(alloc_s, 6),
+            free_bytes_before=free_before,
+            planned_kv_fits_free_memory=fits,
+            device_total_bytes=ctx.dev.memory_total_bytes,
+            profile_memory_bytes=ctx.hw.memory_bytes,
         )
         if limits:
-            out.reason = (f"allocated {fmt_bytes(nbytes)} of the planned {fmt_bytes(planned)} (limited by {' and '.join(limits)}); "
-                          f"the full plan {'fits' if fits else 'does NOT fit'} in the {fmt_bytes(free_before)} free before the check")
+            out.reason = (
+                f"allocated {fmt_bytes(nbytes)} of the planned {fmt_bytes(planned)} (limited by "
+                f"{' and '.join(limits)}); "
+                f"the full plan {'fits' if fits else 'does NOT fit'} in the {fmt_bytes(free_before)} free before the "
+                f"check"
+            )
         del chunks
         return out
 
@@ -482,15 +595,20 @@ def probe_profile(ctx: Ctx, deadline: Deadline) -> HardwareProfile:
     n = ctx.sizes.copy_bytes // ctx.elt
     ctx.guard.check(2 * n * ctx.elt, "probe copy")
     a, b = ctx.rand((n,)), ctx.rand((n,))
-    bw = 2 * n * ctx.elt / ctx.time(lambda i: b.copy_(a)).median_seconds
+    # ruff reads the lambda after the `del` below; it runs (inside ctx.time) before it
+    bw = 2 * n * ctx.elt / ctx.time(lambda i: b.copy_(a)).median_seconds  # noqa: F821
     del a, b
     s = 8192 if dev.kind == "cuda" else 1024
     ctx.guard.check(3 * s * s * ctx.elt, "probe GEMM")
     x, w, y = ctx.rand((s, s)), ctx.rand((s, s)), ctx.rand((s, s))
-    flops = 2 * s**3 / ctx.time(lambda i: torch.mm(x, w.t(), out=y)).median_seconds
+    # ruff reads the lambda after the `del` below; it runs (inside ctx.time) before it
+    flops = 2 * s**3 / ctx.time(lambda i: torch.mm(x, w.t(), out=y)).median_seconds  # noqa: F821
     del x, w, y
     release(dev.kind)
     return profile_from_detected(
-        dev.name, dev.memory_total_bytes or 1, hbm_bandwidth_bytes_per_s=bw, peak_flops_per_s={ctx.dtype_name: flops},
+        dev.name,
+        dev.memory_total_bytes or 1,
+        hbm_bandwidth_bytes_per_s=bw,
+        peak_flops_per_s={ctx.dtype_name: flops},
         kind="gpu" if dev.kind == "cuda" else "cpu",
     )

@@ -53,12 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner import __version__
+from planner.bench.plan import CheckPlan, op_totals, predict
+from planner.bench.report import BoundHit, CalibrationResult, CheckError, CheckResult, DeviceInfo
 from planner.efficiency import Efficiency
 from planner.errors import PlannerError
 from planner.hardware import CALIBRATED_SUFFIX, ENV_VAR, HardwareProfile, calibrated_for, save_profile, user_dir
-
-from planner.bench.plan import CheckPlan, op_totals, predict
-from planner.bench.report import BoundHit, CalibrationResult, CheckError, CheckResult, DeviceInfo
 
 _FRACTION_FLOOR = 1e-3
 
@@ -95,48 +94,78 @@ class FactorBound:
 #: published ranges, with a margin of about 10x.
 FACTOR_BOUNDS: dict[str, FactorBound] = {
     "bandwidth_fraction": FactorBound(
-        0.3, 1.0, "fraction",
-        low_means="the copy did not stream memory at HBM speed (a buffer held in cache, another job on the card, or no HBM)",
+        0.3,
+        1.0,
+        "fraction",
+        low_means="the copy did not stream memory at HBM speed (a buffer held in cache, another job on the card, or no "
+        "HBM)",
         high_means="the copy beat the datasheet bandwidth, so the profile's figure is wrong",
-        source="streaming copies reach 0.6-0.85 of the datasheet bandwidth (shared/reference/hardware.md, notes)"),
+        source="streaming copies reach 0.6-0.85 of the datasheet bandwidth (shared/reference/hardware.md, notes)",
+    ),
     "gemm_fraction_large": FactorBound(
-        0.2, 1.0, "fraction",
-        low_means="large GEMMs ran far below the dense peak (not on the dtype's tensor cores, a throttled card, or no tensor cores)",
+        0.2,
+        1.0,
+        "fraction",
+        low_means="large GEMMs ran far below the dense peak (not on the dtype's tensor cores, a throttled card, or no "
+        "tensor cores)",
         high_means="a GEMM beat the datasheet peak, so the profile's figure is wrong",
-        source="cuBLAS GEMMs with M >= 1024 reach 0.6-0.85 of dense peak (the fitted defaults, docs/calibration.md)"),
+        source="cuBLAS GEMMs with M >= 1024 reach 0.6-0.85 of dense peak (the fitted defaults, docs/calibration.md)",
+    ),
     "gemm_fraction_small": FactorBound(
-        0.005, 1.0, "fraction",
+        0.005,
+        1.0,
+        "fraction",
         low_means="M = 1 GEMMs ran slower than streaming their weights explains (a launch-bound or non-GPU device)",
         high_means="a GEMM beat the datasheet peak, so the profile's figure is wrong",
         source="below 0.5% of peak an M = 1 GEMM's math would outlast its weight stream on every profiled card; "
-        "floored further at 4 x bandwidth / peak (small_gemm_floor)"),
+        "floored further at 4 x bandwidth / peak (small_gemm_floor)",
+    ),
     "attention_fraction": FactorBound(
-        0.05, 1.0, "fraction",
-        low_means="decode attention ran at under 5% of the card's bandwidth (a naive kernel, a launch-bound shape, or no GPU)",
+        0.05,
+        1.0,
+        "fraction",
+        low_means="decode attention ran at under 5% of the card's bandwidth (a naive kernel, a launch-bound shape, or "
+        "no GPU)",
         high_means="attention beat the datasheet, so the profile's figure is wrong",
-        source="decode attention streams KV at 0.5-0.9 of HBM bandwidth (docs/calibration.md, 'One attention factor')"),
+        source="decode attention streams KV at 0.5-0.9 of HBM bandwidth (docs/calibration.md, 'One attention factor')",
+    ),
     "kernel_launch_seconds": FactorBound(
-        2e-6, 50e-6, "seconds",
-        low_means="launches were faster than a CUDA driver's few microseconds: the check timed queued work, not launches",
-        high_means="each launch took longer than on a serving host (a busy or slow host, a debug build, or not a GPU's launches)",
-        source="an eager CUDA launch costs a few microseconds of host time (the global fit: 6.8 us, docs/calibration.md)"),
+        2e-6,
+        50e-6,
+        "seconds",
+        low_means="launches were faster than a CUDA driver's few microseconds: the check timed queued work, not "
+        "launches",
+        high_means="each launch took longer than on a serving host (a busy or slow host, a debug build, or not a GPU's "
+        "launches)",
+        source="an eager CUDA launch costs a few microseconds of host time (the global fit: 6.8 us, "
+        "docs/calibration.md)",
+    ),
     "graph_launch_seconds": FactorBound(
-        0.2e-6, 20e-6, "seconds",
+        0.2e-6,
+        20e-6,
+        "seconds",
         low_means="a kernel took less GPU time than a launch's tail: the timer missed work",
         high_means="each tiny kernel took longer than a GPU's launch latency (a busy card, or not a GPU)",
-        source="a kernel in a replayed CUDA graph costs 0.4-4 us of GPU time (the fits in docs/calibration.md)"),
+        source="a kernel in a replayed CUDA graph costs 0.4-4 us of GPU time (the fits in docs/calibration.md)",
+    ),
     "step_overhead_seconds": FactorBound(
-        0.0, 50e-3, "seconds",
+        0.0,
+        50e-3,
+        "seconds",
         low_means="the calibrated ops already take longer than the measured whole forward",
-        high_means="the forward spends time its ops do not explain, more than any engine's host step (Python, the allocator, "
+        high_means="the forward spends time its ops do not explain, more than any engine's host step (Python, the "
+        "allocator, "
         "or a device whose ops are not a GPU's)",
-        source="vLLM's host work is about 5 ms per step (Llama-8B, H100) and 7 ms on Tenstorrent (shared/reference/engines.md, "
-        "section 1); 50 ms is 10x that"),
+        source="vLLM's host work is about 5 ms per step (Llama-8B, H100) and 7 ms on Tenstorrent "
+        "(shared/reference/engines.md, "
+        "section 1); 50 ms is 10x that",
+    ),
 }
 
 
-def bound_hit(factor: str, wanted: float, low: float | None = None, device_kind: str = "cuda",
-              floor_note: str | None = None) -> BoundHit | None:
+def bound_hit(
+    factor: str, wanted: float, low: float | None = None, device_kind: str = "cuda", floor_note: str | None = None
+) -> BoundHit | None:
     """``wanted`` against ``FACTOR_BOUNDS[factor]`` (lower bound raised to ``low`` when given): the hit, or None inside.
 
     The reason names the bound's source and what a fit beyond it means; on a CPU device it adds
@@ -151,8 +180,9 @@ def bound_hit(factor: str, wanted: float, low: float | None = None, device_kind:
     reason += floor_note if side == "low" and floor_note and lo > b.low else b.source
     if device_kind != "cuda":
         reason = f"{device_kind.upper()} device: timings are not a GPU's; " + reason
-    return BoundHit(factor=factor, fitted=wanted, clipped_to=lo if side == "low" else b.high, side=side, unit=b.unit,
-                    reason=reason)
+    return BoundHit(
+        factor=factor, fitted=wanted, clipped_to=lo if side == "low" else b.high, side=side, unit=b.unit, reason=reason
+    )
 
 
 def calibration_folder(folder: str | os.PathLike[str] | None = None) -> Path:
@@ -180,7 +210,9 @@ def _grid(lo: float, hi: float, n: int) -> list[float]:
     return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
 
 
-def _search(plans, hw, eff: Efficiency, keys: tuple[str, ...], n: int = 28, floors: dict[str, float] | None = None) -> Efficiency:
+def _search(
+    plans, hw, eff: Efficiency, keys: tuple[str, ...], n: int = 28, floors: dict[str, float] | None = None
+) -> Efficiency:
     """Grid search (log-spaced, then a finer grid around the best point) over ``keys``, each in [floor, 1]."""
     lows = [min(1.0, max(_FRACTION_FLOOR, (floors or {}).get(k, _FRACTION_FLOOR))) for k in keys]
 
@@ -260,8 +292,17 @@ def _clipped(hit: BoundHit | None, value: float, hits: list[BoundHit]) -> float:
     return hit.clipped_to
 
 
-def _search_bounded(plans, hw, eff: Efficiency, keys: tuple[str, ...], hits: list[BoundHit], device_kind: str, n: int = 28,
-                    floors: dict[str, float] | None = None, floor_note: str | None = None) -> Efficiency:
+def _search_bounded(
+    plans,
+    hw,
+    eff: Efficiency,
+    keys: tuple[str, ...],
+    hits: list[BoundHit],
+    device_kind: str,
+    n: int = 28,
+    floors: dict[str, float] | None = None,
+    floor_note: str | None = None,
+) -> Efficiency:
     """``_search`` over the full (0, 1] range; a key that lands outside its bound is reported and held at it.
 
     Holding one key can push another out (a GEMM fraction floored at M = 1 drags the large-M one
@@ -270,8 +311,12 @@ def _search_bounded(plans, hw, eff: Efficiency, keys: tuple[str, ...], hits: lis
     held: dict[str, float] = {}
     for _ in range(len(keys) + 1):
         found = _search(plans, hw, eff, keys, n=n, floors={k: held.get(k, _FRACTION_FLOOR) for k in keys})
-        new = [h for k in keys if k not in held and (h := bound_hit(k, getattr(found, k), (floors or {}).get(k), device_kind,
-                                                                    floor_note)) is not None]
+        new = [
+            h
+            for k in keys
+            if k not in held
+            and (h := bound_hit(k, getattr(found, k), (floors or {}).get(k), device_kind, floor_note)) is not None
+        ]
         if not new:
             return found
         hits.extend(new)
@@ -279,9 +324,15 @@ def _search_bounded(plans, hw, eff: Efficiency, keys: tuple[str, ...], hits: lis
     return found
 
 
-def fit_efficiency(ok: list[tuple[CheckPlan, float]], hw: HardwareProfile, prior: Efficiency,
-                   source: str = "measured by planner.bench", device_kind: str = "cuda") -> Fit:
-    """Factors from ``ok`` = [(plan, measured seconds)], each held to ``FACTOR_BOUNDS``; factors without checks keep the prior's value."""
+def fit_efficiency(
+    ok: list[tuple[CheckPlan, float]],
+    hw: HardwareProfile,
+    prior: Efficiency,
+    source: str = "measured by planner.bench",
+    device_kind: str = "cuda",
+) -> Fit:
+    """Factors from ``ok`` = [(plan, measured seconds)], each held to ``FACTOR_BOUNDS``;
+    factors without checks keep the prior's value."""
     hw, raised = _raise_peaks(ok, hw)
     eff = prior.model_copy(update={"kind": "calibrated", "source": source})
     used: dict[str, str] = {}
@@ -300,22 +351,38 @@ def fit_efficiency(ok: list[tuple[CheckPlan, float]], hw: HardwareProfile, prior
     for plan, t in by("launch_overhead"):
         key = "graph_launch_seconds" if plan.graphs else "kernel_launch_seconds"
         per_kernel = t / max(1, sum(oc.op.kernels for oc in plan.ops))
-        eff = eff.model_copy(update={key: _clipped(bound_hit(key, per_kernel, device_kind=device_kind), per_kernel, hits)})
+        eff = eff.model_copy(
+            update={key: _clipped(bound_hit(key, per_kernel, device_kind=device_kind), per_kernel, hits)}
+        )
         used[key] = plan.name
     gemms = by("gemm") + by("gemm_fp8")
     if gemms:
         dtype = gemms[0][0].ops[0].op.compute_dtype
         floor = small_gemm_floor(hw, eff, dtype)
-        note = (f"floored at 4 x bandwidth / peak = {floor:.3g} so that 4-bit decode GEMMs stay memory-bound; a lower fit "
-                "explains slow weight streaming, not slow math (see decode_gemm_bandwidth_fraction)")
-        eff = _search_bounded(gemms, hw, eff, ("gemm_fraction_small", "gemm_fraction_large"), hits, device_kind,
-                              floors={"gemm_fraction_small": floor}, floor_note=note)
+        note = (
+            f"floored at 4 x bandwidth / peak = {floor:.3g} so that 4-bit decode GEMMs stay memory-bound; a lower fit "
+            "explains slow weight streaming, not slow math (see decode_gemm_bandwidth_fraction)"
+        )
+        eff = _search_bounded(
+            gemms,
+            hw,
+            eff,
+            ("gemm_fraction_small", "gemm_fraction_large"),
+            hits,
+            device_kind,
+            floors={"gemm_fraction_small": floor},
+            floor_note=note,
+        )
         ms = [int(p.shape["m"]) for p, _ in gemms]
-        used["gemm_fraction_small"] = used["gemm_fraction_large"] = f"{len(gemms)} GEMM checks (M = {min(ms)} .. {max(ms)})"
+        used["gemm_fraction_small"] = used["gemm_fraction_large"] = (
+            f"{len(gemms)} GEMM checks (M = {min(ms)} .. {max(ms)})"
+        )
         diag["gemm_fraction_small_floor"] = floor
         streaming = [(p, t) for p, t in by("gemm") if int(p.shape["m"]) <= 16]
         if streaming and bw:
-            diag["decode_gemm_bandwidth_fraction"] = sum(op_totals(p)[1] for p, _ in streaming) / (bw * sum(t for _, t in streaming))
+            diag["decode_gemm_bandwidth_fraction"] = sum(op_totals(p)[1] for p, _ in streaming) / (
+                bw * sum(t for _, t in streaming)
+            )
     attention = by("attention_decode")
     if attention:
         eff = _search_bounded(attention, hw, eff, ("attention_fraction",), hits, device_kind, n=60)
@@ -340,7 +407,8 @@ def calibrated_profile(hw: HardwareProfile, eff: Efficiency, info: dict[str, str
         name=hw.name if hw.name.endswith("(calibrated)") else f"{hw.name} (calibrated)",
         efficiency=eff.model_dump(),
         calibration_info=info,
-        notes=(hw.notes + " " if hw.notes else "") + f"Efficiency factors measured on {info.get('card', 'this device')} "
+        notes=(hw.notes + " " if hw.notes else "")
+        + f"Efficiency factors measured on {info.get('card', 'this device')} "
         f"by planner.bench on {info.get('date', '?')}; re-run validate to refresh them.",
     )
     return HardwareProfile.model_validate(data)
@@ -348,8 +416,14 @@ def calibrated_profile(hw: HardwareProfile, eff: Efficiency, info: dict[str, str
 
 def plan_of(check: CheckResult) -> CheckPlan:
     """The plan behind a report row (its ops, launch mode and step overhead), to re-predict it."""
-    return CheckPlan(check.benchmark, check.name, dict(check.shape), list(check.ops), graphs=check.graphs,
-                     step_overhead=check.includes_step_overhead)
+    return CheckPlan(
+        check.benchmark,
+        check.name,
+        dict(check.shape),
+        list(check.ops),
+        graphs=check.graphs,
+        step_overhead=check.includes_step_overhead,
+    )
 
 
 def _off(predicted: float, measured: float) -> float:
@@ -358,15 +432,28 @@ def _off(predicted: float, measured: float) -> float:
     return max(ratio, 1.0 / ratio)
 
 
-def check_errors(ok: list[tuple[CheckPlan, float]], hw_before: HardwareProfile, eff_before: Efficiency,
-                 hw_after: HardwareProfile, eff_after: Efficiency) -> list[CheckError]:
+def check_errors(
+    ok: list[tuple[CheckPlan, float]],
+    hw_before: HardwareProfile,
+    eff_before: Efficiency,
+    hw_after: HardwareProfile,
+    eff_after: Efficiency,
+) -> list[CheckError]:
     """Each check predicted before (the profile's factors) and after (the fitted ones), against its measurement."""
     errors = []
     for plan, t in ok:
         before = predict(plan, hw_before, eff_before)[0]
         after = predict(plan, hw_after, eff_after)[0]
-        errors.append(CheckError(name=plan.name, measured_seconds=t, predicted_seconds_before=before, predicted_seconds_after=after,
-                                 error_pct_before=(before - t) / t * 100, error_pct_after=(after - t) / t * 100))
+        errors.append(
+            CheckError(
+                name=plan.name,
+                measured_seconds=t,
+                predicted_seconds_before=before,
+                predicted_seconds_after=after,
+                error_pct_before=(before - t) / t * 100,
+                error_pct_after=(after - t) / t * 100,
+            )
+        )
     return errors
 
 
@@ -374,32 +461,54 @@ def worse_checks(errors: list[CheckError], factor: float = WORSE_CHECK_FACTOR) -
     """The checks the fit leaves more than ``factor`` times further off than before, each with its numbers."""
     found = []
     for e in errors:
-        ratio = _off(e.predicted_seconds_after, e.measured_seconds) / _off(e.predicted_seconds_before, e.measured_seconds)
+        ratio = _off(e.predicted_seconds_after, e.measured_seconds) / _off(
+            e.predicted_seconds_before, e.measured_seconds
+        )
         if ratio > factor:
-            found.append(f"'{e.name}' {ratio:.1f}x further off ({e.error_pct_before:+.0f}% -> {e.error_pct_after:+.0f}%)")
+            found.append(
+                f"'{e.name}' {ratio:.1f}x further off ({e.error_pct_before:+.0f}% -> {e.error_pct_after:+.0f}%)"
+            )
     return found
 
 
-def refusal(errors: list[CheckError], median_before: float, median_after: float, factor: float = WORSE_CHECK_FACTOR) -> str | None:
+def refusal(
+    errors: list[CheckError], median_before: float, median_after: float, factor: float = WORSE_CHECK_FACTOR
+) -> str | None:
     """Why a fit must not be kept (its median |error| rose, or a check got ``factor`` times worse), or None."""
     why = []
     if median_after > median_before:
-        why.append(f"median |error| over the {len(errors)} fitted checks rises from {median_before:.0f}% to {median_after:.0f}%")
+        why.append(
+            f"median |error| over the {len(errors)} fitted checks rises from {median_before:.0f}% to "
+            f"{median_after:.0f}%"
+        )
     worse = worse_checks(errors, factor)
     if worse:
-        why.append(f"{len(worse)} check(s) end more than {factor:g}x further off than before: " + "; ".join(worse[:3])
-                   + (f"; and {len(worse) - 3} more" if len(worse) > 3 else ""))
+        why.append(
+            f"{len(worse)} check(s) end more than {factor:g}x further off than before: "
+            + "; ".join(worse[:3])
+            + (f"; and {len(worse) - 3} more" if len(worse) > 3 else "")
+        )
     if not why:
         return None
-    return ("the fit makes its own checks worse: " + ", and ".join(why) + ". Nothing is written; the measurements stand "
-            "(see bounds_hit for factors the device pushed out of a GPU's range).")
+    return (
+        "the fit makes its own checks worse: " + ", and ".join(why) + ". Nothing is written; the measurements stand "
+        "(see bounds_hit for factors the device pushed out of a GPU's range)."
+    )
 
 
 def _info(dev: DeviceInfo, model_label: str, bench_dtype: str, checks_fitted: int, now: _dt.datetime) -> dict[str, str]:
     return {
-        "card": dev.name, "device": dev.kind, "driver": dev.driver_version or "n/a", "cuda": dev.cuda_version or "n/a",
-        "torch_version": dev.torch_version, "date": now.date().isoformat(), "time_utc": now.isoformat(timespec="seconds"),
-        "model": model_label, "bench_dtype": bench_dtype, "planner_version": __version__, "checks_fitted": str(checks_fitted),
+        "card": dev.name,
+        "device": dev.kind,
+        "driver": dev.driver_version or "n/a",
+        "cuda": dev.cuda_version or "n/a",
+        "torch_version": dev.torch_version,
+        "date": now.date().isoformat(),
+        "time_utc": now.isoformat(timespec="seconds"),
+        "model": model_label,
+        "bench_dtype": bench_dtype,
+        "planner_version": __version__,
+        "checks_fitted": str(checks_fitted),
     }
 
 
@@ -420,11 +529,18 @@ def fit_calibration(
     """
     ok = [(plan_of(c), c.measured_seconds) for c in checks if c.ops and c.status == "ok" and c.measured_seconds]
     if not ok:
-        return CalibrationResult(status="not_fitted", reason="no check finished, so there is nothing to fit", factors_before=eff_before)
-    now = _dt.datetime.now(_dt.timezone.utc)
+        return CalibrationResult(
+            status="not_fitted", reason="no check finished, so there is nothing to fit", factors_before=eff_before
+        )
+    now = _dt.datetime.now(_dt.UTC)
     try:
-        fit = fit_efficiency(ok, hw, eff_before, source=f"measured on {dev.name} by planner.bench, {now.date().isoformat()}",
-                             device_kind=dev.kind)
+        fit = fit_efficiency(
+            ok,
+            hw,
+            eff_before,
+            source=f"measured on {dev.name} by planner.bench, {now.date().isoformat()}",
+            device_kind=dev.kind,
+        )
     except Exception as exc:  # noqa: BLE001 - a failed fit is reported, the measurements stand
         return CalibrationResult(status="failed", reason=f"{type(exc).__name__}: {exc}", factors_before=eff_before)
     errors = check_errors(ok, hw, eff_before, fit.profile, fit.efficiency)
@@ -436,12 +552,27 @@ def fit_calibration(
     return CalibrationResult(
         status="refused" if refused else "fitted",
         reason=refused or "a dry run: nothing written",
-        factors_before=eff_before, factors_after=fit.efficiency, fitted_from=fit.fitted_from, peaks_raised=fit.peaks_raised,
-        diagnostics=fit.diagnostics, errors=errors, median_abs_error_pct_before=before, median_abs_error_pct_after=after,
-        bounds_hit=fit.bounds_hit, worse_checks=worse_checks(errors), profile=profile, profile_id=profile.id,
-        target_file=None if refused else str(target), previous_file=None if refused or previous is None else str(previous),
-        note="" if refused else (f"would write {target}" + (f", keeping the current one as {previous}" if previous else "")
-                                 + "; write it with write_calibration() (python -m planner validate --write)."),
+        factors_before=eff_before,
+        factors_after=fit.efficiency,
+        fitted_from=fit.fitted_from,
+        peaks_raised=fit.peaks_raised,
+        diagnostics=fit.diagnostics,
+        errors=errors,
+        median_abs_error_pct_before=before,
+        median_abs_error_pct_after=after,
+        bounds_hit=fit.bounds_hit,
+        worse_checks=worse_checks(errors),
+        profile=profile,
+        profile_id=profile.id,
+        target_file=None if refused else str(target),
+        previous_file=None if refused or previous is None else str(previous),
+        note=""
+        if refused
+        else (
+            f"would write {target}"
+            + (f", keeping the current one as {previous}" if previous else "")
+            + "; write it with write_calibration() (python -m planner validate --write)."
+        ),
     )
 
 
@@ -450,7 +581,7 @@ def fit_calibration(
 
 def _stamp(path: Path) -> str:
     """UTC time a calibration file was written (its mtime), as 20260105T142233Z: sortable and safe in a file name."""
-    return _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _kept_as(current: Path) -> Path:
@@ -487,8 +618,11 @@ def write_calibration(result: CalibrationResult, folder: str | os.PathLike[str] 
     """
     if result.status != "fitted" or result.profile is None:
         raise CalibrationRefusedError(
-            f"calibration status is '{result.status}' ({result.reason or 'no reason given'}); only a 'fitted' calibration "
-            "can be written;", hint="re-run the benchmarks (on the GPU the profile is for) until the fit improves its checks.")
+            f"calibration status is '{result.status}' ({result.reason or 'no reason given'}); only a 'fitted' "
+            f"calibration "
+            "can be written;",
+            hint="re-run the benchmarks (on the GPU the profile is for) until the fit improves its checks.",
+        )
     target, previous = calibration_target(result.profile.id, folder)
     try:
         if previous is not None:
@@ -502,14 +636,27 @@ def write_calibration(result: CalibrationResult, folder: str | os.PathLike[str] 
     if visible:
         loaded = calibrated_for(base)
         visible = loaded is not None and loaded.is_calibrated
-    note = (f"get_profile('{result.profile.id}') and calibrated_for('{base}') now load it; predictions with it are labelled "
-            "'calibrated'." if visible else f"set {ENV_VAR}={target.parent} so get_profile('{result.profile.id}') finds it.")
+    note = (
+        f"get_profile('{result.profile.id}') and calibrated_for('{base}') now load it; predictions with it are "
+        f"labelled "
+        "'calibrated'."
+        if visible
+        else f"set {ENV_VAR}={target.parent} so get_profile('{result.profile.id}') finds it."
+    )
     if previous is not None:
         note += f" The previous calibration is kept as {previous}."
     note += " step_overhead_seconds is the eager forward's own overhead; an engine's scheduler adds to it."
-    return result.model_copy(update={"status": "written", "reason": None, "file": str(path), "target_file": str(path),
-                                     "previous_file": None if previous is None else str(previous),
-                                     "profile_visible": visible, "note": note})
+    return result.model_copy(
+        update={
+            "status": "written",
+            "reason": None,
+            "file": str(path),
+            "target_file": str(path),
+            "previous_file": None if previous is None else str(previous),
+            "profile_visible": visible,
+            "note": note,
+        }
+    )
 
 
 def calibrate_report(

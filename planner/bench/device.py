@@ -10,15 +10,15 @@ measures (see ``planner.bench.suite``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from pathlib import Path
 
-from planner.errors import PlannerError
-from planner.hardware import HardwareProfile, get_profile, match_profile
-
 from planner.bench.report import DeviceInfo
 from planner.bench.safety import host_free_bytes, meminfo_bytes
+from planner.errors import PlannerError
+from planner.hardware import HardwareProfile, get_profile, match_profile
 
 NO_GPU_MESSAGE = "no CUDA GPU found (torch.cuda.is_available() is False);"
 NO_GPU_HINT = "run with --device cpu, or on a machine with an NVIDIA GPU and the CUDA build of torch"
@@ -86,8 +86,13 @@ def _cpu_cache_bytes() -> int | None:
 
 def _cpu_info(torch) -> DeviceInfo:
     return DeviceInfo(
-        kind="cpu", name=_cpu_name(), memory_total_bytes=meminfo_bytes("MemTotal"), memory_free_bytes=host_free_bytes(),
-        l2_cache_bytes=_cpu_cache_bytes(), torch_version=torch.__version__, cpu_threads=torch.get_num_threads(),
+        kind="cpu",
+        name=_cpu_name(),
+        memory_total_bytes=meminfo_bytes("MemTotal"),
+        memory_free_bytes=host_free_bytes(),
+        l2_cache_bytes=_cpu_cache_bytes(),
+        torch_version=torch.__version__,
+        cpu_threads=torch.get_num_threads(),
         notes=("CPU run: no NVML, no CUDA graphs, no fp8 GEMMs; times are torch's CPU kernels",),
     )
 
@@ -102,13 +107,26 @@ def _cuda_info(torch, index: int) -> DeviceInfo:
     nv = nvml_device_facts(index, pci, notes)
     fp8 = cap >= (8, 9) and hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm")
     return DeviceInfo(
-        kind="cuda", name=torch.cuda.get_device_name(index), index=index, pci_bus_id=pci, memory_total_bytes=int(total),
-        memory_free_bytes=int(free), nvml_memory_total_bytes=nv.get("memory_total_bytes"),
-        compute_capability=f"{cap[0]}.{cap[1]}", multiprocessors=getattr(props, "multi_processor_count", None),
-        l2_cache_bytes=getattr(props, "L2_cache_size", None), driver_version=nv.get("driver_version"),
-        cuda_version=torch.version.cuda, torch_version=torch.__version__, sm_clock_mhz=nv.get("sm_clock_mhz"),
-        sm_clock_max_mhz=nv.get("sm_clock_max_mhz"), memory_clock_mhz=nv.get("memory_clock_mhz"),
-        power_limit_watts=nv.get("power_limit_watts"), fp8_supported=fp8, cuda_graphs_supported=True, notes=tuple(notes),
+        kind="cuda",
+        name=torch.cuda.get_device_name(index),
+        index=index,
+        pci_bus_id=pci,
+        memory_total_bytes=int(total),
+        memory_free_bytes=int(free),
+        nvml_memory_total_bytes=nv.get("memory_total_bytes"),
+        compute_capability=f"{cap[0]}.{cap[1]}",
+        multiprocessors=getattr(props, "multi_processor_count", None),
+        l2_cache_bytes=getattr(props, "L2_cache_size", None),
+        driver_version=nv.get("driver_version"),
+        cuda_version=torch.version.cuda,
+        torch_version=torch.__version__,
+        sm_clock_mhz=nv.get("sm_clock_mhz"),
+        sm_clock_max_mhz=nv.get("sm_clock_max_mhz"),
+        memory_clock_mhz=nv.get("memory_clock_mhz"),
+        power_limit_watts=nv.get("power_limit_watts"),
+        fp8_supported=fp8,
+        cuda_graphs_supported=True,
+        notes=tuple(notes),
     )
 
 
@@ -126,7 +144,7 @@ def nvml_handle(nvml, index: int, pci_bus_id: str | None = None):
     if pci_bus_id:
         try:
             return nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-        except Exception:
+        except Exception:  # noqa: BLE001 (a stale bus id falls back to the index)
             pass
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     ids = [v.strip() for v in visible.split(",") if v.strip()]
@@ -145,7 +163,7 @@ def nvml_device_facts(index: int, pci_bus_id: str | None, notes: list[str]) -> d
     out: dict = {}
     try:
         nvml.nvmlInit()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (NVML is optional: a failure is a note)
         notes.append(f"NVML unavailable (nvmlInit failed: {exc})")
         return {}
     try:
@@ -161,15 +179,13 @@ def nvml_device_facts(index: int, pci_bus_id: str | None, notes: list[str]) -> d
         for key, read in reads.items():
             try:
                 out[key] = read()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (one unreadable field is a note)
                 notes.append(f"NVML could not read {key}: {exc}")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (NVML is optional: a failure is a note)
         notes.append(f"NVML could not open device {index}: {exc}")
     finally:
-        try:
+        with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
-        except Exception:
-            pass
     return out
 
 
@@ -186,7 +202,11 @@ def profile_for_device(dev: DeviceInfo, given: HardwareProfile | None) -> tuple[
     found = match_profile(dev.name, dev.memory_total_bytes)
     if found is not None:
         return found, "matched", f"device name {dev.name!r} and its memory match profile {found.id}"
-    return None, "detected", (
-        f"no hardware profile lists the device name {dev.name!r} with {dev.memory_total_bytes} bytes; "
-        "using a detected profile whose peaks were measured by a probe (copy, large GEMM)"
+    return (
+        None,
+        "detected",
+        (
+            f"no hardware profile lists the device name {dev.name!r} with {dev.memory_total_bytes} bytes; "
+            "using a detected profile whose peaks were measured by a probe (copy, large GEMM)"
+        ),
     )

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import math
 
-from planner.model.layers import Attention, DecoderLayer, DenseMLP, MoE
-
 from planner.bench.timing import random_tensor
+from planner.model.layers import Attention, DecoderLayer, DenseMLP, MoE
 
 
 class TorchDecoderLayer:
@@ -38,11 +37,16 @@ class TorchDecoderLayer:
             return random_tensor(torch, shape, dtype, device, scale=1.0 / math.sqrt(fan_in))
 
         def ones_ish(n):  # norm weights near 1, not exactly
-            return (1.0 + random_tensor(torch, (n,), dtype, device, scale=0.05))
+            return 1.0 + random_tensor(torch, (n,), dtype, device, scale=0.05)
 
         h, H, K, d = self.h, self.H, self.K, self.d
         self.norm1, self.norm2 = ones_ish(h), ones_ish(h)
-        self.wq, self.wk, self.wv, self.wo = w(H * d, h, fan_in=h), w(K * d, h, fan_in=h), w(K * d, h, fan_in=h), w(h, H * d, fan_in=H * d)
+        self.wq, self.wk, self.wv, self.wo = (
+            w(H * d, h, fan_in=h),
+            w(K * d, h, fan_in=h),
+            w(K * d, h, fan_in=h),
+            w(h, H * d, fan_in=H * d),
+        )
         self.bq = w(H * d, fan_in=h) if a.qkv_bias else None
         self.bk = w(K * d, fan_in=h) if a.qkv_bias else None
         self.bv = w(K * d, fan_in=h) if a.qkv_bias else None
@@ -66,8 +70,10 @@ class TorchDecoderLayer:
         up = 2 * I if ffn.gated else I
         return {
             "gated": ffn.gated,
-            "w_up": w(up, h, fan_in=h), "b_up": w(up, fan_in=h) if ffn.bias else None,
-            "w_down": w(h, I, fan_in=I), "b_down": w(h, fan_in=I) if ffn.bias else None,
+            "w_up": w(up, h, fan_in=h),
+            "b_up": w(up, fan_in=h) if ffn.bias else None,
+            "w_down": w(h, I, fan_in=I),
+            "b_down": w(h, fan_in=I) if ffn.bias else None,
         }
 
     # ------------------------------------------------------------------------------ caches
@@ -77,7 +83,10 @@ class TorchDecoderLayer:
         (``span`` = context, or the window for sliding layers); the last slot receives the new token."""
         span = context if self.window is None else min(context, self.window)
         shape = (batch, self.K, span, self.d)
-        return (random_tensor(self.torch, shape, self.dtype, self.device), random_tensor(self.torch, shape, self.dtype, self.device))
+        return (
+            random_tensor(self.torch, shape, self.dtype, self.device),
+            random_tensor(self.torch, shape, self.dtype, self.device),
+        )
 
     def cache_bytes(self, batch: int, context: int) -> int:
         span = context if self.window is None else min(context, self.window)
@@ -94,7 +103,7 @@ class TorchDecoderLayer:
     # ----------------------------------------------------------------------------- forward
 
     def _rope(self, x, cos, sin):
-        x1, x2 = x[..., : self.d // 2], x[..., self.d // 2:]
+        x1, x2 = x[..., : self.d // 2], x[..., self.d // 2 :]
         return self.torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
     def forward(self, x, batch: int, q_len: int, cache=None, rope=None):
@@ -153,9 +162,9 @@ class TorchDecoderLayer:
         for e, c in enumerate(counts):
             if not c:
                 continue
-            rows = token_of[start:start + c]
+            rows = token_of[start : start + c]
             g, u = F.linear(x[rows], self.e_gate_up[e]).chunk(2, dim=-1)
-            out = F.linear(F.silu(g) * u, self.e_down[e]) * weight_of[start:start + c, None]
+            out = F.linear(F.silu(g) * u, self.e_down[e]) * weight_of[start : start + c, None]
             y.index_add_(0, rows, out)
             start += c
         if self.shared is not None:

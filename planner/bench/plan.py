@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.bench.report import Detail, OpCount
 from planner.efficiency import Efficiency
 from planner.estimate import step
 from planner.estimate.roofline import bind, layer_groups, model_ops
@@ -23,8 +24,6 @@ from planner.model.layers import Attention, DecoderLayer, DenseMLP, MoE
 from planner.model.ops import Op, StepShape, gemm
 from planner.model.quantization import COMPONENTS
 from planner.model.spec import ModelSpec, dtype_bytes
-
-from planner.bench.report import Detail, OpCount
 
 #: Components a benchmark shape sets explicitly (quantization's, plus the MoE router).
 _BENCH_COMPONENTS = (*COMPONENTS, "router")
@@ -108,17 +107,26 @@ def layer_gemms(layer: DecoderLayer) -> list[GemmShape]:
     mixer = layer.mixer
     if isinstance(mixer, Attention):
         h, H, K, d = mixer.hidden_size, mixer.num_heads, mixer.num_kv_heads, mixer.head_dim
-        out += [GemmShape("attn.q_proj", "attention", H * d, h), GemmShape("attn.k_proj", "attention", K * d, h),
-                GemmShape("attn.o_proj", "attention", h, H * d)]
+        out += [
+            GemmShape("attn.q_proj", "attention", H * d, h),
+            GemmShape("attn.k_proj", "attention", K * d, h),
+            GemmShape("attn.o_proj", "attention", h, H * d),
+        ]
     ffn = layer.ffn
     if isinstance(ffn, DenseMLP):
         up = 2 * ffn.intermediate_size if ffn.gated else ffn.intermediate_size
-        out += [GemmShape("mlp.gate_up_proj" if ffn.gated else "mlp.up_proj", ffn.component, up, ffn.hidden_size),
-                GemmShape("mlp.down_proj", ffn.component, ffn.hidden_size, ffn.intermediate_size)]
+        out += [
+            GemmShape("mlp.gate_up_proj" if ffn.gated else "mlp.up_proj", ffn.component, up, ffn.hidden_size),
+            GemmShape("mlp.down_proj", ffn.component, ffn.hidden_size, ffn.intermediate_size),
+        ]
     elif isinstance(ffn, MoE):
-        out += [GemmShape("moe.router", "router", ffn.num_experts, ffn.hidden_size),
-                GemmShape("moe.expert.gate_up_proj (one expert)", "experts", 2 * ffn.expert_intermediate_size, ffn.hidden_size),
-                GemmShape("moe.expert.down_proj (one expert)", "experts", ffn.hidden_size, ffn.expert_intermediate_size)]
+        out += [
+            GemmShape("moe.router", "router", ffn.num_experts, ffn.hidden_size),
+            GemmShape(
+                "moe.expert.gate_up_proj (one expert)", "experts", 2 * ffn.expert_intermediate_size, ffn.hidden_size
+            ),
+            GemmShape("moe.expert.down_proj (one expert)", "experts", ffn.hidden_size, ffn.expert_intermediate_size),
+        ]
         if ffn.shared is not None:
             out += [GemmShape("moe.shared.gate_up_proj", "mlp", 2 * ffn.shared_intermediate_size, ffn.hidden_size)]
     seen: set[tuple[int, int]] = set()
@@ -149,32 +157,54 @@ def layer_ops(layer: DecoderLayer, stage: str, batch: int, seq_len: int, dtype: 
     return layer.ops(bench_shape(stage, batch, seq_len, dtype))
 
 
-def forward_plans(model: ModelSpec, stage: str, batch: int, seq_len: int, dtype: str) -> tuple[list[CheckPlan], CheckPlan, CheckPlan]:
+def forward_plans(
+    model: ModelSpec, stage: str, batch: int, seq_len: int, dtype: str
+) -> tuple[list[CheckPlan], CheckPlan, CheckPlan]:
     """Per distinct layer group one layer check, a head check (embedding, final norm, lm_head,
     sampler) and the derived whole-model forward (groups x their layer count + head + step overhead)."""
     shape = bench_shape(stage, batch, seq_len, dtype)
     what = f"B={batch} x {seq_len} tokens" if stage == "prefill" else f"B={batch}, context {seq_len}"
     layer_plans, parts, all_ops = [], [], []
-    for group, idx in layer_groups(model):
+    for _group, idx in layer_groups(model):
         layer = model.layers[idx[0]]
         ops = layer.ops(shape)
         name = f"layer {idx[0]} ({layer.kind}) {stage} {what}"
-        plan = CheckPlan("layer_forward", name, {"stage": stage, "batch": batch, "seq_len": seq_len, "layer": idx[0],
-                                                 "layers_like_it": len(idx), "dtype": dtype},
-                         [OpCount(op=op, count=1) for op in ops])
+        plan = CheckPlan(
+            "layer_forward",
+            name,
+            {
+                "stage": stage,
+                "batch": batch,
+                "seq_len": seq_len,
+                "layer": idx[0],
+                "layers_like_it": len(idx),
+                "dtype": dtype,
+            },
+            [OpCount(op=op, count=1) for op in ops],
+        )
         if not isinstance(layer.mixer, Attention):
-            plan.unavailable = f"the plain-torch layer covers attention mixers; this layer's mixer is {layer.mixer.kind}"
+            plan.unavailable = (
+                f"the plain-torch layer covers attention mixers; this layer's mixer is {layer.mixer.kind}"
+            )
         layer_plans.append(plan)
         parts.append((name, len(idx)))
         all_ops += [OpCount(op=op, count=len(idx)) for op in ops]
     head_ops = [OpCount(op=op, count=1) for op in model_ops(model, shape)]
-    head = CheckPlan("layer_forward", f"head (embedding, norm, lm_head, sampler) {stage} {what}",
-                     {"stage": stage, "batch": batch, "seq_len": seq_len, "vocab": model.padded_vocab_size, "dtype": dtype},
-                     head_ops)
+    head = CheckPlan(
+        "layer_forward",
+        f"head (embedding, norm, lm_head, sampler) {stage} {what}",
+        {"stage": stage, "batch": batch, "seq_len": seq_len, "vocab": model.padded_vocab_size, "dtype": dtype},
+        head_ops,
+    )
     parts.append((head.name, 1))
-    whole = CheckPlan("layer_forward", f"model forward {stage} {what} (scaled from layers)",
-                      {"stage": stage, "batch": batch, "seq_len": seq_len, "layers": model.num_layers, "dtype": dtype},
-                      all_ops + head_ops, step_overhead=True, parts=parts)
+    whole = CheckPlan(
+        "layer_forward",
+        f"model forward {stage} {what} (scaled from layers)",
+        {"stage": stage, "batch": batch, "seq_len": seq_len, "layers": model.num_layers, "dtype": dtype},
+        all_ops + head_ops,
+        step_overhead=True,
+        parts=parts,
+    )
     return layer_plans, head, whole
 
 
@@ -213,13 +243,31 @@ def scale_model(model: ModelSpec, scale: float) -> ModelSpec:
         if isinstance(ffn, DenseMLP):
             new_ffn = ffn.model_copy(update={"hidden_size": h, "intermediate_size": s(ffn.intermediate_size, 8)})
         elif isinstance(ffn, MoE):
-            new_ffn = ffn.model_copy(update={
-                "hidden_size": h, "expert_intermediate_size": s(ffn.expert_intermediate_size, 8),
-                "shared_intermediate_size": s(ffn.shared_intermediate_size, 8) if ffn.shared_intermediate_size else 0,
-            })
-        layers.append(layer.model_copy(update={"mixer": new_mixer, "ffn": new_ffn, "norm_params": round(layer.norm_params * h / model.hidden_size)}))
+            new_ffn = ffn.model_copy(
+                update={
+                    "hidden_size": h,
+                    "expert_intermediate_size": s(ffn.expert_intermediate_size, 8),
+                    "shared_intermediate_size": s(ffn.shared_intermediate_size, 8)
+                    if ffn.shared_intermediate_size
+                    else 0,
+                }
+            )
+        layers.append(
+            layer.model_copy(
+                update={
+                    "mixer": new_mixer,
+                    "ffn": new_ffn,
+                    "norm_params": round(layer.norm_params * h / model.hidden_size),
+                }
+            )
+        )
     emb = h if model.embedding_dim == model.hidden_size else s(model.embedding_dim, 8)
-    return model.model_copy(update={
-        "name": f"{model.name} (dims x{scale:g})", "hidden_size": h, "embedding_dim": emb, "layers": tuple(layers),
-        "final_norm_params": round(model.final_norm_params * h / model.hidden_size),
-    })
+    return model.model_copy(
+        update={
+            "name": f"{model.name} (dims x{scale:g})",
+            "hidden_size": h,
+            "embedding_dim": emb,
+            "layers": tuple(layers),
+            "final_norm_params": round(model.final_norm_params * h / model.hidden_size),
+        }
+    )

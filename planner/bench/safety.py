@@ -142,28 +142,38 @@ def cgroup_headroom_bytes(root: str = CGROUP_ROOT, proc_self_cgroup: str = PROC_
     rels = _cgroup_paths(proc_self_cgroup)
     found: list[int] = []
     for folder in _dirs_up(mount_root, rels.get("v2", "/")):
-        room = _headroom(_read_int(folder / "memory.max"), _read_int(folder / "memory.current"),
-                         _stat_field(folder / "memory.stat", "inactive_file"))
+        room = _headroom(
+            _read_int(folder / "memory.max"),
+            _read_int(folder / "memory.current"),
+            _stat_field(folder / "memory.stat", "inactive_file"),
+        )
         if room is not None:
             found.append(room)
     v1 = mount_root / "memory"
     for folder in _dirs_up(v1, rels.get("v1", "/")) if v1.is_dir() else []:
-        room = _headroom(_read_int(folder / "memory.limit_in_bytes"), _read_int(folder / "memory.usage_in_bytes"),
-                         _stat_field(folder / "memory.stat", "total_inactive_file"))
+        room = _headroom(
+            _read_int(folder / "memory.limit_in_bytes"),
+            _read_int(folder / "memory.usage_in_bytes"),
+            _stat_field(folder / "memory.stat", "total_inactive_file"),
+        )
         if room is not None:
             found.append(room)
     return min(found) if found else None
 
 
-def host_free_bytes(meminfo: str = "/proc/meminfo", cgroup_root: str = CGROUP_ROOT,
-                    proc_self_cgroup: str = PROC_SELF_CGROUP) -> int | None:
+def host_free_bytes(
+    meminfo: str = "/proc/meminfo", cgroup_root: str = CGROUP_ROOT, proc_self_cgroup: str = PROC_SELF_CGROUP
+) -> int | None:
     """Memory this process could get now: the smaller of the host's free memory and the cgroup headroom.
 
     Host: MemAvailable, else psutil, else free pages. Cgroup: ``cgroup_headroom_bytes``. None
     when neither can be read.
     """
-    candidates = [v for v in (_host_available_bytes(meminfo), cgroup_headroom_bytes(cgroup_root, proc_self_cgroup))
-                  if v is not None]
+    candidates = [
+        v
+        for v in (_host_available_bytes(meminfo), cgroup_headroom_bytes(cgroup_root, proc_self_cgroup))
+        if v is not None
+    ]
     return min(candidates) if candidates else None
 
 
@@ -176,7 +186,7 @@ def _host_available_bytes(meminfo: str) -> int | None:
         import psutil  # optional
 
         return int(psutil.virtual_memory().available)
-    except Exception:
+    except Exception:  # noqa: BLE001 (psutil is optional: any failure falls back)
         pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -189,7 +199,9 @@ class MemoryGuard:
 
     def __init__(self, device_kind: str, fraction: float, free_bytes: Callable[[], int | None] | None = None):
         if not 0 < fraction <= 1:
-            raise PlannerError(f"memory_fraction must be in (0, 1], got {fraction};", hint="use e.g. 0.5 (the default).")
+            raise PlannerError(
+                f"memory_fraction must be in (0, 1], got {fraction};", hint="use e.g. 0.5 (the default)."
+            )
         self.device_kind = device_kind
         self.fraction = fraction
         self._free = free_bytes or self._default_free
@@ -224,7 +236,10 @@ class MemoryGuard:
             raise MemoryGuardRefused(
                 f"{what} needs {fmt_bytes(nbytes)}, more than the memory guard allows: {self.fraction:.0%} of "
                 f"{fmt_bytes(free)} free = {fmt_bytes(allowed)};",
-                hint="free memory, raise memory_fraction (--memory-fraction), or use a smaller model or models_scale < 1.",
+                hint=(
+                    "free memory, raise memory_fraction (--memory-fraction), or use a smaller model or models_scale < "
+                    "1."
+                ),
             )
 
 
@@ -242,8 +257,14 @@ def is_oom(exc: BaseException) -> bool:
         import torch
 
         # torch.cuda.OutOfMemoryError is the same class as torch.OutOfMemoryError (torch >= 2.1).
-        kinds = tuple(k for k in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)) if isinstance(k, type))
+        kinds = tuple(
+            k
+            for k in (
+                getattr(torch, "OutOfMemoryError", None),
+                getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None),
+            )
+            if isinstance(k, type)
+        )
         if kinds and isinstance(exc, kinds):
             return True
     except ImportError:
@@ -261,8 +282,9 @@ class Deadline:
 
     def __init__(self, seconds: float, label: str):
         if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
-            raise PlannerError(f"time limit of {label} must be a finite number of seconds >= 0, got {seconds!r};",
-                               hint="pass e.g. 60.")
+            raise PlannerError(
+                f"time limit of {label} must be a finite number of seconds >= 0, got {seconds!r};", hint="pass e.g. 60."
+            )
         self.seconds = float(seconds)
         self.label = label
         self.start = time.monotonic()
@@ -315,5 +337,5 @@ def release(device_kind: str, collect: bool = False) -> None:
 
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
-        except Exception:  # freeing must never raise
+        except Exception:  # noqa: BLE001 (freeing must never raise)
             pass

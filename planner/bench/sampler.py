@@ -17,6 +17,7 @@ reason, never an exception. Sampling only reads; it sets nothing on the card.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import defaultdict
@@ -42,7 +43,9 @@ def diagnose(gpu_util_pct: float, memory_util_pct: float) -> str:
 class UtilizationSampler:
     """Context manager: samples NVML utilization of one GPU in a daemon thread."""
 
-    def __init__(self, device_kind: str, index: int = 0, interval_s: float = 0.05, nvml=None, pci_bus_id: str | None = None):
+    def __init__(
+        self, device_kind: str, index: int = 0, interval_s: float = 0.05, nvml=None, pci_bus_id: str | None = None
+    ):
         self.device_kind = device_kind
         self.index = index
         self.interval_s = interval_s
@@ -73,7 +76,7 @@ class UtilizationSampler:
             nvml.nvmlInit()
             self._handle = nvml_handle(nvml, self.index, self._pci)
             nvml.nvmlDeviceGetUtilizationRates(self._handle)  # fails here, not in the thread, if unsupported
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (no NVML means no utilisation, never a failed suite)
             self.reason = f"NVML failed: {type(exc).__name__}: {exc}"
             self._handle = None
             self._shutdown(nvml)
@@ -96,7 +99,7 @@ class UtilizationSampler:
                 if tag not in self._samples:
                     self._order.append(tag)
                 self._samples[tag].append((float(rates.gpu), float(rates.memory)))
-            except Exception as exc:  # a driver hiccup ends sampling, not the suite
+            except Exception as exc:  # noqa: BLE001 (a driver hiccup ends sampling, not the suite)
                 self.reason = f"NVML sampling stopped: {type(exc).__name__}: {exc}"
                 return
             self._stop.wait(self.interval_s)
@@ -110,10 +113,8 @@ class UtilizationSampler:
         return self.report()
 
     def _shutdown(self, nvml) -> None:
-        try:
+        with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
-        except Exception:
-            pass
 
     def __enter__(self) -> UtilizationSampler:
         return self.start()
@@ -125,14 +126,23 @@ class UtilizationSampler:
 
     def report(self) -> UtilizationReport:
         if self._handle is None:
-            return UtilizationReport(status="unavailable", reason=self.reason or "NVML not started", interval_s=self.interval_s)
+            return UtilizationReport(
+                status="unavailable", reason=self.reason or "NVML not started", interval_s=self.interval_s
+            )
         readings = []
         for tag in self._order:
             samples = self._samples[tag]
             gpu = sum(s[0] for s in samples) / len(samples)
             mem = sum(s[1] for s in samples) / len(samples)
-            readings.append(UtilizationReading(benchmark=tag, samples=len(samples), gpu_util_pct=round(gpu, 1),
-                                               memory_util_pct=round(mem, 1), diagnosis=diagnose(gpu, mem)))
+            readings.append(
+                UtilizationReading(
+                    benchmark=tag,
+                    samples=len(samples),
+                    gpu_util_pct=round(gpu, 1),
+                    memory_util_pct=round(mem, 1),
+                    diagnosis=diagnose(gpu, mem),
+                )
+            )
         return UtilizationReport(status="ok", reason=self.reason, interval_s=self.interval_s, readings=readings)
 
 

@@ -20,21 +20,27 @@ import statistics
 import time
 from collections.abc import Callable
 
-from planner.efficiency import Efficiency
-from planner.errors import PlannerError
-from planner.estimate.roofline import efficiency_for, prediction_kind
-from planner.hardware import HardwareProfile, get_profile
-from planner.model.spec import ModelSpec
-
 from planner.bench.benchmarks import BENCHMARKS, GROUPS, Ctx, Outcome, probe_profile
 from planner.bench.device import detect_device, profile_for_device
 from planner.bench.limits import SuiteLimits
 from planner.bench.plan import CheckPlan, op_totals, predict, scale_model
 from planner.bench.report import (
-    CheckResult, ModelInfo, ProfileInfo, SuiteSettings, SuiteSizes, Summary, UtilizationReport, ValidationReport,
+    CheckResult,
+    ModelInfo,
+    ProfileInfo,
+    SuiteSettings,
+    SuiteSizes,
+    Summary,
+    UtilizationReport,
+    ValidationReport,
 )
 from planner.bench.safety import BenchTimeout, Deadline, MemoryGuard, MemoryGuardRefused, is_oom, release
 from planner.bench.sampler import UtilizationSampler
+from planner.efficiency import Efficiency
+from planner.errors import PlannerError
+from planner.estimate.roofline import efficiency_for, prediction_kind
+from planner.hardware import HardwareProfile, get_profile
+from planner.model.spec import ModelSpec
 
 __all__ = ["BENCHMARKS", "default_sizes", "default_time_limits", "run_validation"]
 
@@ -51,29 +57,69 @@ def default_sizes(device_kind: str, quick: bool = False) -> SuiteSizes:
     if device_kind == "cuda":
         if quick:
             return SuiteSizes(
-                copy_bytes=512 * 2**20, gemm_prefill_tokens=(2048,), gemm_decode_tokens=(1, 64), attention_batches=(1, 32),
-                attention_contexts=(4096,), layer_prefill_tokens=(1024,), layer_decode=((1, 2048), (16, 2048)),
-                kv_alloc_cap_bytes=None, launches=200, warmup=3, repeats=8, max_seconds_per_check=0.5,
-                rotation_cache_multiple=4.0, max_rotation_slots=64,
+                copy_bytes=512 * 2**20,
+                gemm_prefill_tokens=(2048,),
+                gemm_decode_tokens=(1, 64),
+                attention_batches=(1, 32),
+                attention_contexts=(4096,),
+                layer_prefill_tokens=(1024,),
+                layer_decode=((1, 2048), (16, 2048)),
+                kv_alloc_cap_bytes=None,
+                launches=200,
+                warmup=3,
+                repeats=8,
+                max_seconds_per_check=0.5,
+                rotation_cache_multiple=4.0,
+                max_rotation_slots=64,
             )
         return SuiteSizes(
-            copy_bytes=2**30, gemm_prefill_tokens=(512, 2048, 8192), gemm_decode_tokens=(1, 4, 16, 64, 256),
-            attention_batches=(1, 16, 64), attention_contexts=(1024, 8192, 32768), layer_prefill_tokens=(2048,),
-            layer_decode=((1, 4096), (32, 4096)), kv_alloc_cap_bytes=None, launches=200, warmup=3, repeats=15,
-            max_seconds_per_check=1.0, rotation_cache_multiple=4.0, max_rotation_slots=64,
+            copy_bytes=2**30,
+            gemm_prefill_tokens=(512, 2048, 8192),
+            gemm_decode_tokens=(1, 4, 16, 64, 256),
+            attention_batches=(1, 16, 64),
+            attention_contexts=(1024, 8192, 32768),
+            layer_prefill_tokens=(2048,),
+            layer_decode=((1, 4096), (32, 4096)),
+            kv_alloc_cap_bytes=None,
+            launches=200,
+            warmup=3,
+            repeats=15,
+            max_seconds_per_check=1.0,
+            rotation_cache_multiple=4.0,
+            max_rotation_slots=64,
         )
     if quick:
         return SuiteSizes(
-            copy_bytes=32 * 2**20, gemm_prefill_tokens=(64,), gemm_decode_tokens=(1, 8), attention_batches=(1, 2),
-            attention_contexts=(256,), layer_prefill_tokens=(64,), layer_decode=((1, 256), (2, 256)),
-            kv_alloc_cap_bytes=16 * 2**20, launches=100, warmup=1, repeats=3, max_seconds_per_check=0.25,
-            rotation_cache_multiple=1.0, max_rotation_slots=2,
+            copy_bytes=32 * 2**20,
+            gemm_prefill_tokens=(64,),
+            gemm_decode_tokens=(1, 8),
+            attention_batches=(1, 2),
+            attention_contexts=(256,),
+            layer_prefill_tokens=(64,),
+            layer_decode=((1, 256), (2, 256)),
+            kv_alloc_cap_bytes=16 * 2**20,
+            launches=100,
+            warmup=1,
+            repeats=3,
+            max_seconds_per_check=0.25,
+            rotation_cache_multiple=1.0,
+            max_rotation_slots=2,
         )
     return SuiteSizes(
-        copy_bytes=128 * 2**20, gemm_prefill_tokens=(128, 512), gemm_decode_tokens=(1, 16), attention_batches=(1, 4),
-        attention_contexts=(512, 2048), layer_prefill_tokens=(128,), layer_decode=((1, 512), (4, 512)),
-        kv_alloc_cap_bytes=256 * 2**20, launches=200, warmup=1, repeats=5, max_seconds_per_check=0.5,
-        rotation_cache_multiple=2.0, max_rotation_slots=8,
+        copy_bytes=128 * 2**20,
+        gemm_prefill_tokens=(128, 512),
+        gemm_decode_tokens=(1, 16),
+        attention_batches=(1, 4),
+        attention_contexts=(512, 2048),
+        layer_prefill_tokens=(128,),
+        layer_decode=((1, 512), (4, 512)),
+        kv_alloc_cap_bytes=256 * 2**20,
+        launches=200,
+        warmup=1,
+        repeats=5,
+        max_seconds_per_check=0.5,
+        rotation_cache_multiple=2.0,
+        max_rotation_slots=8,
     )
 
 
@@ -90,9 +136,17 @@ def default_time_limits(device_kind: str, quick: bool) -> tuple[float, float]:
 class Runner:
     """Runs checks one by one, turning every failure into a status with its reason."""
 
-    def __init__(self, ctx: Ctx, suite: Deadline, benchmark_limit_s: float, progress: ProgressFn | None, total: int,
-                 sampler: UtilizationSampler, group_progress: ProgressFn | None = None,
-                 group_totals: dict[str, int] | None = None):
+    def __init__(
+        self,
+        ctx: Ctx,
+        suite: Deadline,
+        benchmark_limit_s: float,
+        progress: ProgressFn | None,
+        total: int,
+        sampler: UtilizationSampler,
+        group_progress: ProgressFn | None = None,
+        group_totals: dict[str, int] | None = None,
+    ):
         self.ctx, self.suite, self.limit = ctx, suite, benchmark_limit_s
         self.progress, self.total, self.done = progress, total, 0
         self.group_progress, self.group_totals = group_progress, group_totals or {}
@@ -119,10 +173,18 @@ class Runner:
         if plan.unavailable:
             return self.record(plan, Outcome(status="unavailable", reason=plan.unavailable))
         if self.suite.expired():
-            return self.record(plan, Outcome(status="skipped", reason=f"suite time limit of {self.suite.seconds:g} s reached"))
+            return self.record(
+                plan, Outcome(status="skipped", reason=f"suite time limit of {self.suite.seconds:g} s reached")
+            )
         if self.ctx.deadline.expired():
-            return self.record(plan, Outcome(status="timeout", reason=f"benchmark time limit of {self.ctx.deadline.seconds:.3g} s "
-                                                                      f"({self.ctx.deadline.label}) reached before this check"))
+            return self.record(
+                plan,
+                Outcome(
+                    status="timeout",
+                    reason=f"benchmark time limit of {self.ctx.deadline.seconds:.3g} s "
+                    f"({self.ctx.deadline.label}) reached before this check",
+                ),
+            )
         try:
             outcome = fn()
         except MemoryGuardRefused as exc:
@@ -135,7 +197,9 @@ class Runner:
                 release(self.ctx.kind)
                 outcome = Outcome(status="oom", reason=f"out of memory while running: {str(exc).splitlines()[0][:300]}")
             else:
-                outcome = Outcome(status="error", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+                outcome = Outcome(
+                    status="error", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                )
         self.record(plan, outcome)
 
     def run_group(self, name: str, plans: list[CheckPlan], run: Callable[[Ctx, list[CheckPlan], Runner], None]) -> None:
@@ -143,7 +207,9 @@ class Runner:
         self.sampler.tag(name)
         if self.suite.expired():
             for p in plans:
-                self.record(p, Outcome(status="skipped", reason=f"suite time limit of {self.suite.seconds:g} s reached"))
+                self.record(
+                    p, Outcome(status="skipped", reason=f"suite time limit of {self.suite.seconds:g} s reached")
+                )
             return
         ctx.deadline = self.suite.within(self.limit, f"benchmark {name}")
         try:
@@ -194,12 +260,16 @@ def _bench_dtype(model: ModelSpec, kind: str, dtype: str | None) -> str:
 def _model_notes(model: ModelSpec, bench_dtype: str, kind: str) -> tuple[str, ...]:
     notes = []
     if model.quantization is not None:
-        notes.append(f"the checkpoint is quantized ({model.quantization.method}); "
-                     f"the benchmarks multiply {bench_dtype} weights, and the predictions count {bench_dtype} bytes")
+        notes.append(
+            f"the checkpoint is quantized ({model.quantization.method}); "
+            f"the benchmarks multiply {bench_dtype} weights, and the predictions count {bench_dtype} bytes"
+        )
     if kind == "cpu" and bench_dtype == "fp32":
         notes.append("CPU run in fp32 (bf16 matmul is emulated on most CPUs); predictions use the same dtype")
     if any(layer.mixer.kind != "attention" for layer in model.layers):
-        notes.append("layers with MLA or Mamba mixers have no plain-torch forward here: their layer rows are unavailable")
+        notes.append(
+            "layers with MLA or Mamba mixers have no plain-torch forward here: their layer rows are unavailable"
+        )
     if model.is_moe:
         notes.append("the MoE layer runs a naive per-expert loop, slower than a fused MoE kernel, above all in decode")
     return tuple(notes)
@@ -235,7 +305,8 @@ def run_validation(
     ``memory_fraction``: the most of the free memory one allocation step may take.
     ``models_scale`` < 1 shrinks widths and heads (labelled in the report) for big models on small devices.
     ``progress(name, i, n)`` is called after each check, and ``group_progress(benchmark, i, n)`` with
-    the count within that check's benchmark group (one progress bar per benchmark). ``calibrate`` fits efficiency factors (each held to its
+    the count within that check's benchmark group (one progress bar per benchmark). ``calibrate`` fits efficiency
+    factors (each held to its
     physical range; a fit that worsens its own checks is refused) and, only with
     ``write_calibration``, saves ``<card>-calibrated.yaml``, keeping an earlier one dated
     (``planner.bench.calibrate``); without it the result is a dry run that ``write_calibration`` can save later.
@@ -245,34 +316,77 @@ def run_validation(
     values raise a PlannerError naming the flag. Raises NoGPUError for device='cuda' without a GPU;
     every other failure is a row of the report.
     """
-    limits = SuiteLimits.checked(time_limit_s=time_limit_s, benchmark_time_limit_s=benchmark_time_limit_s,
-                                 memory_fraction=memory_fraction, models_scale=models_scale, cpu_threads=cpu_threads,
-                                 sampler_interval_s=sampler_interval_s)
+    limits = SuiteLimits.checked(
+        time_limit_s=time_limit_s,
+        benchmark_time_limit_s=benchmark_time_limit_s,
+        memory_fraction=memory_fraction,
+        models_scale=models_scale,
+        cpu_threads=cpu_threads,
+        sampler_interval_s=sampler_interval_s,
+    )
     import torch
 
     threads_before = torch.get_num_threads()
     if limits.cpu_threads is not None:
         torch.set_num_threads(limits.cpu_threads)
     try:
-        return _run(model_spec, hw_profile, device, limits.time_limit_s, limits.benchmark_time_limit_s, limits.memory_fraction,
-                    limits.models_scale, dtype, quick, sizes, benchmarks, calibrate, write_calibration, calibration_dir, progress,
-                    limits.sampler_interval_s, nvml, free_bytes, group_progress)
+        return _run(
+            model_spec,
+            hw_profile,
+            device,
+            limits.time_limit_s,
+            limits.benchmark_time_limit_s,
+            limits.memory_fraction,
+            limits.models_scale,
+            dtype,
+            quick,
+            sizes,
+            benchmarks,
+            calibrate,
+            write_calibration,
+            calibration_dir,
+            progress,
+            limits.sampler_interval_s,
+            nvml,
+            free_bytes,
+            group_progress,
+        )
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, memory_fraction, models_scale, dtype, quick, sizes,
-         benchmarks, calibrate, write_calibration, calibration_dir, progress, sampler_interval_s, nvml, free_bytes,
-         group_progress=None) -> ValidationReport:
+def _run(
+    model_spec,
+    hw_profile,
+    device,
+    time_limit_s,
+    benchmark_time_limit_s,
+    memory_fraction,
+    models_scale,
+    dtype,
+    quick,
+    sizes,
+    benchmarks,
+    calibrate,
+    write_calibration,
+    calibration_dir,
+    progress,
+    sampler_interval_s,
+    nvml,
+    free_bytes,
+    group_progress=None,
+) -> ValidationReport:
     import torch
 
     from planner.bench.calibrate import calibrate_report
 
-    started = _dt.datetime.now(_dt.timezone.utc)
+    started = _dt.datetime.now(_dt.UTC)
     t_start = time.monotonic()
     unknown = set(benchmarks or ()) - set(BENCHMARKS)
     if unknown:
-        raise PlannerError(f"unknown benchmark(s) {', '.join(sorted(unknown))};", hint=f"choose among {', '.join(BENCHMARKS)}.")
+        raise PlannerError(
+            f"unknown benchmark(s) {', '.join(sorted(unknown))};", hint=f"choose among {', '.join(BENCHMARKS)}."
+        )
     names = [b for b in BENCHMARKS if benchmarks is None or b in benchmarks]
     dev = detect_device(device)
     kind = dev.kind
@@ -290,8 +404,18 @@ def _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, m
     tdevice = torch.device("cuda", dev.index or 0) if kind == "cuda" else torch.device("cpu")
 
     hw, origin, note = profile_for_device(dev, hw_profile)
-    ctx = Ctx(torch=torch, dev=dev, device=tdevice, dtype_name=bench_dtype, dtype=tdtype, model=model, hw=hw or get_profile("cpu"),
-              sizes=sizes, guard=guard, deadline=suite)
+    ctx = Ctx(
+        torch=torch,
+        dev=dev,
+        device=tdevice,
+        dtype_name=bench_dtype,
+        dtype=tdtype,
+        model=model,
+        hw=hw or get_profile("cpu"),
+        sizes=sizes,
+        guard=guard,
+        deadline=suite,
+    )
     if hw is None:
         hw = probe_profile(ctx, suite.within(group_s, "probe"))
         ctx.hw = hw
@@ -319,27 +443,48 @@ def _run(model_spec, hw_profile, device, time_limit_s, benchmark_time_limit_s, m
     checks = [result_row(p, runner.outcomes[p.name], hw, eff_before) for p in all_plans]
     calibration = None
     if calibrate:
-        calibration = calibrate_report(checks, hw, eff_before, dev, model.name, bench_dtype, write=write_calibration,
-                                       folder=calibration_dir)
+        calibration = calibrate_report(
+            checks, hw, eff_before, dev, model.name, bench_dtype, write=write_calibration, folder=calibration_dir
+        )
     errors = [abs(c.error_pct) for c in checks if c.error_pct is not None]
     by_status: dict[str, int] = {}
     for c in checks:
         by_status[c.status] = by_status.get(c.status, 0) + 1
     return ValidationReport(
         device=dev,
-        profile=ProfileInfo(id=hw.id, name=hw.name, origin=origin, prediction_kind=prediction_kind(eff_before),
-                            hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s, peak_flops_per_s=dict(hw.peak_flops_per_s),
-                            efficiency=eff_before, note=note),
-        model=ModelInfo(name=model.name, hidden_size=model.hidden_size, num_layers=model.num_layers, checkpoint_dtype=model.dtype,
-                        bench_dtype=bench_dtype, models_scale=models_scale, scaled=models_scale != 1.0, params=model.total_params,
-                        notes=_model_notes(model, bench_dtype, kind)),
-        settings=SuiteSettings(time_limit_s=suite_s, benchmark_time_limit_s=group_s, memory_fraction=memory_fraction, sizes=sizes),
+        profile=ProfileInfo(
+            id=hw.id,
+            name=hw.name,
+            origin=origin,
+            prediction_kind=prediction_kind(eff_before),
+            hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
+            peak_flops_per_s=dict(hw.peak_flops_per_s),
+            efficiency=eff_before,
+            note=note,
+        ),
+        model=ModelInfo(
+            name=model.name,
+            hidden_size=model.hidden_size,
+            num_layers=model.num_layers,
+            checkpoint_dtype=model.dtype,
+            bench_dtype=bench_dtype,
+            models_scale=models_scale,
+            scaled=models_scale != 1.0,
+            params=model.total_params,
+            notes=_model_notes(model, bench_dtype, kind),
+        ),
+        settings=SuiteSettings(
+            time_limit_s=suite_s, benchmark_time_limit_s=group_s, memory_fraction=memory_fraction, sizes=sizes
+        ),
         checks=checks,
         utilization=utilization,
         calibration=calibration,
-        summary=Summary(checks=len(checks), by_status=by_status,
-                        median_abs_error_pct=statistics.median(errors) if errors else None,
-                        wall_seconds=round(time.monotonic() - t_start, 3)),
+        summary=Summary(
+            checks=len(checks),
+            by_status=by_status,
+            median_abs_error_pct=statistics.median(errors) if errors else None,
+            wall_seconds=round(time.monotonic() - t_start, 3),
+        ),
         started_at=started.isoformat(timespec="seconds"),
     )
 
@@ -358,10 +503,20 @@ def result_row(plan: CheckPlan, outcome: Outcome, hw: HardwareProfile, eff: Effi
     predicted, bound, cdt = predict(plan, hw, eff) if plan.ops else (None, None, None)
     flops, nbytes = op_totals(plan)
     row = dict(
-        benchmark=plan.benchmark, name=plan.name, shape=dict(plan.shape), ops=list(plan.ops), graphs=plan.graphs,
-        includes_step_overhead=plan.step_overhead, predicted_seconds=predicted, predicted_kind=prediction_kind(eff),
-        predicted_bound=bound, status=outcome.status, reason=outcome.reason, details=dict(outcome.details),
-        measured_how=outcome.how, repeats=outcome.repeats,
+        benchmark=plan.benchmark,
+        name=plan.name,
+        shape=dict(plan.shape),
+        ops=list(plan.ops),
+        graphs=plan.graphs,
+        includes_step_overhead=plan.step_overhead,
+        predicted_seconds=predicted,
+        predicted_kind=prediction_kind(eff),
+        predicted_bound=bound,
+        status=outcome.status,
+        reason=outcome.reason,
+        details=dict(outcome.details),
+        measured_how=outcome.how,
+        repeats=outcome.repeats,
     )
     t = outcome.seconds
     if outcome.status == "ok" and t and t > 0:
@@ -372,6 +527,8 @@ def result_row(plan: CheckPlan, outcome: Outcome, hw: HardwareProfile, eff: Effi
             achieved_flops_per_s=flops / t if flops else None,
             achieved_bytes_per_s=nbytes / t if nbytes else None,
             flops_fraction_of_peak=(flops / t / peak) if flops and peak else None,
-            bytes_fraction_of_peak=(nbytes / t / hw.hbm_bandwidth_bytes_per_s) if nbytes and hw.hbm_bandwidth_bytes_per_s else None,
+            bytes_fraction_of_peak=(nbytes / t / hw.hbm_bandwidth_bytes_per_s)
+            if nbytes and hw.hbm_bandwidth_bytes_per_s
+            else None,
         )
     return CheckResult(**row)

@@ -36,7 +36,10 @@ class Timing:
 
     @property
     def how(self) -> str:
-        return f"median of {self.repeats} timed calls ({self.clock}; min {self.min_seconds:.3g} s, max {self.max_seconds:.3g} s)"
+        return (
+            f"median of {self.repeats} timed calls "
+            f"({self.clock}; min {self.min_seconds:.3g} s, max {self.max_seconds:.3g} s)"
+        )
 
 
 def synchronize(torch, device_kind: str) -> None:
@@ -91,15 +94,22 @@ def measure(
         samples.append(last)
         i += 1
     if not samples:
-        raise deadline.timeout(f"during warm-up: one call takes {last:.3g} s and {max(deadline.remaining(), 0.0):.3g} s "
-                               "are left, too little for a timed call")
+        raise deadline.timeout(
+            f"during warm-up: one call takes {last:.3g} s and {max(deadline.remaining(), 0.0):.3g} s "
+            "are left, too little for a timed call"
+        )
     return Timing(
-        median_seconds=statistics.median(samples), min_seconds=min(samples), max_seconds=max(samples),
-        repeats=len(samples), clock="CUDA events" if device_kind == "cuda" else "perf_counter",
+        median_seconds=statistics.median(samples),
+        min_seconds=min(samples),
+        max_seconds=max(samples),
+        repeats=len(samples),
+        clock="CUDA events" if device_kind == "cuda" else "perf_counter",
     )
 
 
-def rotation_slots(bytes_per_slot: float, cache_bytes: int | None, multiple: float, max_slots: int, allowance_bytes: int | None) -> int:
+def rotation_slots(
+    bytes_per_slot: float, cache_bytes: int | None, multiple: float, max_slots: int, allowance_bytes: int | None
+) -> int:
     """How many input sets to rotate so together they span ``multiple`` x the cache (1 if one already does).
 
     Bounded by ``max_slots`` and by what the memory guard allows. 64 MiB of weights against a

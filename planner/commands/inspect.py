@@ -8,7 +8,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.commands.common import (
-    Number, add_model_argument, field_descriptions, fmt_bytes, fmt_count, heading, load_model, render, table, warn,
+    Number,
+    add_model_argument,
+    field_descriptions,
+    fmt_bytes,
+    fmt_count,
+    heading,
+    load_model,
+    render,
+    table,
+    warn,
 )
 from planner.errors import ScenarioError
 from planner.estimate.memory import kv_bytes_per_element, weight_bytes
@@ -33,31 +42,70 @@ class Inspection(BaseModel):
     generic: bool = Field(description="True when the numbers are a generic-decoder estimate for an unknown model_type.")
     dtype: str = Field(description="Served checkpoint dtype (bf16, fp16).")
     total_params: int = Field(description="All parameters, exact (tied embeddings counted once).")
-    active_params: int = Field(description="Parameters one token uses: total minus (E - k) routed experts per MoE layer.")
-    active_params_excl_embedding: int = Field(description="Active parameters without the input embedding (gpt-oss convention).")
-    params_by_component: dict[str, int] = Field(description="Parameters per component (embedding, attention, mlp, experts, router, norms, lm_head ...).")
+    active_params: int = Field(
+        description="Parameters one token uses: total minus (E - k) routed experts per MoE layer."
+    )
+    active_params_excl_embedding: int = Field(
+        description="Active parameters without the input embedding (gpt-oss convention)."
+    )
+    params_by_component: dict[str, int] = Field(
+        description="Parameters per component (embedding, attention, mlp, experts, router, norms, lm_head ...)."
+    )
     weight_dtype: str = Field(description="--weight-dtype the weight bytes are for (auto: the checkpoint's).")
-    weight_bytes: int = Field(description="Weights of the whole model at that precision, bytes (scales included, vocab unpadded).")
+    weight_bytes: int = Field(
+        description="Weights of the whole model at that precision, bytes (scales included, vocab unpadded)."
+    )
     kv_cache_dtype: str = Field(description="KV-cache dtype the KV bytes are for (auto resolved to the model dtype).")
     context_len: int = Field(description="Tokens in the sequence of kv_bytes_per_sequence (--context-len).")
-    kv_bytes_per_token: int = Field(description="KV bytes one token adds over all attention layers, below every sliding window.")
-    kv_bytes_per_sequence: int = Field(description="KV bytes of one context_len-token sequence: sliding layers capped at their window, no block rounding.")
-    state_bytes_per_sequence: int = Field(description="Fixed recurrent (Mamba) state per sequence, bytes; 0 for pure attention models.")
+    kv_bytes_per_token: int = Field(
+        description="KV bytes one token adds over all attention layers, below every sliding window."
+    )
+    kv_bytes_per_sequence: int = Field(
+        description=(
+            "KV bytes of one context_len-token sequence: sliding layers capped at their window, no block rounding."
+        )
+    )
+    state_bytes_per_sequence: int = Field(
+        description="Fixed recurrent (Mamba) state per sequence, bytes; 0 for pure attention models."
+    )
     num_layers: int = Field(description="Decoder layers.")
     hidden_size: int = Field(description="Model width h.")
     vocab_size: int = Field(description="Vocabulary size as in config.json.")
     heads: int | None = Field(description="Query heads; None for attention-free models.")
     kv_heads: int | None = Field(description="KV heads vLLM caches (1 for MLA); None for attention-free models.")
-    head_dim: int | None = Field(description="Attention head size; None for MLA (its dims are under attention: qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank) and for attention-free models.")
-    sliding_windows: list[int] = Field(description="Distinct sliding-window sizes, tokens; empty when every attention layer is full.")
-    attention: dict[str, Any] | None = Field(description="The first attention layer's full description (kind, heads, dims, biases, window or MLA ranks).")
-    moe: dict[str, Any] | None = Field(description="Mixture of experts: num_experts, experts_per_token, expert_intermediate_size, shared_intermediate_size, moe_layers; None for dense models.")
-    quantization: dict[str, Any] | None = Field(description="The checkpoint's quantization_config, normalized (method, bits per weight, group size, components); None if unquantized.")
+    head_dim: int | None = Field(
+        description=(
+            "Attention head size; None for MLA (its dims are under attention: qk_nope_head_dim, "
+            "qk_rope_head_dim, v_head_dim, kv_lora_rank) and for attention-free models."
+        )
+    )
+    sliding_windows: list[int] = Field(
+        description="Distinct sliding-window sizes, tokens; empty when every attention layer is full."
+    )
+    attention: dict[str, Any] | None = Field(
+        description="The first attention layer's full description (kind, heads, dims, biases, window or MLA ranks)."
+    )
+    moe: dict[str, Any] | None = Field(
+        description=(
+            "Mixture of experts: num_experts, experts_per_token, expert_intermediate_size, "
+            "shared_intermediate_size, moe_layers; None for dense models."
+        )
+    )
+    quantization: dict[str, Any] | None = Field(
+        description=(
+            "The checkpoint's quantization_config, normalized (method, bits per weight, group size, "
+            "components); None if unquantized."
+        )
+    )
     max_position_embeddings: int = Field(description="Longest context the config allows, tokens.")
     tie_word_embeddings: bool = Field(description="lm_head shares the input embedding.")
-    layers: list[str] = Field(description="Kind of every layer in order: full_attention, sliding_attention(W), mla, mamba, with '+moe'.")
+    layers: list[str] = Field(
+        description="Kind of every layer in order: full_attention, sliding_attention(W), mla, mamba, with '+moe'."
+    )
     layer_kind_counts: dict[str, int] = Field(description="How many layers of each kind.")
-    warnings: list[str] = Field(description="What the parser had to assume, and where the config came from if not fresh.")
+    warnings: list[str] = Field(
+        description="What the parser had to assume, and where the config came from if not fresh."
+    )
 
 
 OUTPUT_KEYS = field_descriptions(Inspection)
@@ -65,14 +113,28 @@ OUTPUT_KEYS = field_descriptions(Inspection)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
-    parser.add_argument("--context-len", metavar="N", type=Number(int, "--context-len", ge=1, le=MAX_TOKENS),
-                        default=None,
-                        help=f"Tokens in one sequence for kv_bytes_per_sequence, 1 to {MAX_TOKENS:,}. Default: the model's "
-                        "maximum context.")
-    parser.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_cache_dtype", metavar="D", default="auto",
-                        help="KV-cache dtype: auto (the model dtype), bf16, fp16, fp8, int8. Default: %(default)s.")
-    parser.add_argument("--weight-dtype", metavar="D", default="auto",
-                        help="Weight precision for weight_bytes: auto (the checkpoint's), bf16, fp8, int4, ... Default: %(default)s.")
+    parser.add_argument(
+        "--context-len",
+        metavar="N",
+        type=Number(int, "--context-len", ge=1, le=MAX_TOKENS),
+        default=None,
+        help=f"Tokens in one sequence for kv_bytes_per_sequence, 1 to {MAX_TOKENS:,}. Default: the model's "
+        "maximum context.",
+    )
+    parser.add_argument(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        dest="kv_cache_dtype",
+        metavar="D",
+        default="auto",
+        help="KV-cache dtype: auto (the model dtype), bf16, fp16, fp8, int8. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--weight-dtype",
+        metavar="D",
+        default="auto",
+        help="Weight precision for weight_bytes: auto (the checkpoint's), bf16, fp8, int4, ... Default: %(default)s.",
+    )
 
 
 def _moe(spec: ModelSpec) -> dict[str, Any] | None:
@@ -100,25 +162,44 @@ def run(args: argparse.Namespace) -> Inspection:
     if context < 1:
         raise ScenarioError(f"--context-len must be at least 1 token, got {context}.")
     if context > spec.max_position_embeddings:
-        warn(f"--context-len {context:,} exceeds the model's maximum context of {spec.max_position_embeddings:,} tokens.")
+        warn(
+            f"--context-len {context:,} exceeds the model's maximum context of {spec.max_position_embeddings:,} tokens."
+        )
     kv_name, kv_b = kv_bytes_per_element(spec, args.kv_cache_dtype)
     attention = spec.attention_layers
     windows = sorted({m.window_tokens for m in attention if isinstance(m, Attention) and m.window_tokens})
     return Inspection(
-        name=spec.name, source=loaded.source, model_type=spec.model_type, family=spec.family, generic=spec.generic,
-        dtype=spec.dtype, total_params=spec.total_params, active_params=spec.active_params,
-        active_params_excl_embedding=spec.active_params_excl_embedding, params_by_component=spec.params_by_component(),
-        weight_dtype=args.weight_dtype, weight_bytes=weight_bytes(spec, args.weight_dtype),
-        kv_cache_dtype=kv_name, context_len=context,
+        name=spec.name,
+        source=loaded.source,
+        model_type=spec.model_type,
+        family=spec.family,
+        generic=spec.generic,
+        dtype=spec.dtype,
+        total_params=spec.total_params,
+        active_params=spec.active_params,
+        active_params_excl_embedding=spec.active_params_excl_embedding,
+        params_by_component=spec.params_by_component(),
+        weight_dtype=args.weight_dtype,
+        weight_bytes=weight_bytes(spec, args.weight_dtype),
+        kv_cache_dtype=kv_name,
+        context_len=context,
         kv_bytes_per_token=spec.kv_bytes_per_token(kv_bytes=kv_b),
         kv_bytes_per_sequence=spec.kv_bytes_per_sequence(context, kv_bytes=kv_b),
         state_bytes_per_sequence=spec.state_bytes_per_sequence(),
-        num_layers=spec.num_layers, hidden_size=spec.hidden_size, vocab_size=spec.vocab_size,
-        heads=spec.num_attention_heads, kv_heads=spec.num_kv_heads, head_dim=_head_dim(spec), sliding_windows=windows,
-        attention=attention[0].model_dump(mode="json") if attention else None, moe=_moe(spec),
+        num_layers=spec.num_layers,
+        hidden_size=spec.hidden_size,
+        vocab_size=spec.vocab_size,
+        heads=spec.num_attention_heads,
+        kv_heads=spec.num_kv_heads,
+        head_dim=_head_dim(spec),
+        sliding_windows=windows,
+        attention=attention[0].model_dump(mode="json") if attention else None,
+        moe=_moe(spec),
         quantization=spec.quantization.model_dump(mode="json") if spec.quantization else None,
-        max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=spec.tie_word_embeddings,
-        layers=spec.layer_kinds(), layer_kind_counts=spec.layer_kind_counts(),
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=spec.tie_word_embeddings,
+        layers=spec.layer_kinds(),
+        layer_kind_counts=spec.layer_kind_counts(),
         warnings=[*loaded.warnings, *spec.warnings],
     )
 
@@ -132,7 +213,11 @@ def render_table(r: Inspection) -> str:
         ("active parameters", f"{fmt_count(r.active_params)} ({r.active_params:,})", "exact"),
         (f"weights ({r.weight_dtype})", fmt_bytes(r.weight_bytes), "exact"),
         (f"KV per token ({r.kv_cache_dtype})", fmt_bytes(r.kv_bytes_per_token), "exact"),
-        (f"KV per {r.context_len:,}-token sequence", f"{fmt_bytes(r.kv_bytes_per_sequence)} ({r.kv_bytes_per_sequence:,} B)", "exact"),
+        (
+            f"KV per {r.context_len:,}-token sequence",
+            f"{fmt_bytes(r.kv_bytes_per_sequence)} ({r.kv_bytes_per_sequence:,} B)",
+            "exact",
+        ),
         ("state per sequence", fmt_bytes(r.state_bytes_per_sequence), "exact"),
         ("layers", f"{r.num_layers}: " + ", ".join(f"{n} x {k}" for k, n in r.layer_kind_counts.items()), ""),
         ("hidden / vocab", f"{r.hidden_size:,} / {r.vocab_size:,}", ""),
@@ -142,12 +227,24 @@ def render_table(r: Inspection) -> str:
     if r.sliding_windows:
         rows.append(("sliding windows", ", ".join(f"{w:,}" for w in r.sliding_windows), ""))
     if r.moe:
-        rows.append(("MoE", f"{r.moe['num_experts']} experts, {r.moe['experts_per_token']} per token, "
-                     f"{r.moe['moe_layers']} MoE layers", ""))
+        rows.append(
+            (
+                "MoE",
+                f"{r.moe['num_experts']} experts, {r.moe['experts_per_token']} per token, "
+                f"{r.moe['moe_layers']} MoE layers",
+                "",
+            )
+        )
     if r.quantization:
         q = r.quantization
-        rows.append(("quantization", f"{q['method']}: {q['weight_format']['name']} "
-                     f"({q['weight_format']['bits_per_weight']:.3f} bits/weight) on {', '.join(q['components'])}", ""))
+        rows.append(
+            (
+                "quantization",
+                f"{q['method']}: {q['weight_format']['name']} "
+                f"({q['weight_format']['bits_per_weight']:.3f} bits/weight) on {', '.join(q['components'])}",
+                "",
+            )
+        )
     parts = [table(["", "value", "kind"], rows, title=f"{r.name}"), f"source: {r.source}"]
     for message in r.warnings:
         parts.append(heading(f"warning: {message}"))

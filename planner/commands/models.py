@@ -26,18 +26,27 @@ class CatalogModel(BaseModel):
     model_type: str | None = Field(description="config.json model_type; None if the config could not be parsed.")
     aliases: list[str] = Field(description="Short names that select the same entry.")
     params: int | None = Field(description="Total parameters (exact, tied embeddings counted once); None if unknown.")
-    active_params: int | None = Field(description="Parameters one token uses (differs from params for MoE); None if unknown.")
+    active_params: int | None = Field(
+        description="Parameters one token uses (differs from params for MoE); None if unknown."
+    )
     max_position_embeddings: int | None = Field(description="Longest context the config allows, in tokens.")
     source: str = Field(description="Where the bundled config.json copy comes from.")
     error: str | None = Field(None, description="Why the entry's config could not be parsed, if it could not.")
 
 
-OUTPUT_KEYS = {"(list)": "One object per catalog entry, best match first with --search.", **field_descriptions(CatalogModel)}
+OUTPUT_KEYS = {
+    "(list)": "One object per catalog entry, best match first with --search.",
+    **field_descriptions(CatalogModel),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--search", metavar="Q", default=None,
-                        help="Keep entries matching Q (repo id, name or alias; case and punctuation ignored), best first.")
+    parser.add_argument(
+        "--search",
+        metavar="Q",
+        default=None,
+        help="Keep entries matching Q (repo id, name or alias; case and punctuation ignored), best first.",
+    )
 
 
 def _row(entry: CatalogEntry) -> CatalogModel:
@@ -45,13 +54,26 @@ def _row(entry: CatalogEntry) -> CatalogModel:
         loaded = load_config(entry.repo_id, prefer="catalog")
         spec = build_spec(loaded.config, loaded.name)
     except PlannerError as err:
-        return CatalogModel(repo_id=entry.repo_id, family=entry.family, model_type=None, aliases=list(entry.aliases),
-                            params=None, active_params=None, max_position_embeddings=None, source=entry.source,
-                            error=str(err))
+        return CatalogModel(
+            repo_id=entry.repo_id,
+            family=entry.family,
+            model_type=None,
+            aliases=list(entry.aliases),
+            params=None,
+            active_params=None,
+            max_position_embeddings=None,
+            source=entry.source,
+            error=str(err),
+        )
     return CatalogModel(
-        repo_id=entry.repo_id, family=entry.family, model_type=spec.model_type, aliases=list(entry.aliases),
-        params=spec.total_params, active_params=spec.active_params,
-        max_position_embeddings=spec.max_position_embeddings, source=entry.source,
+        repo_id=entry.repo_id,
+        family=entry.family,
+        model_type=spec.model_type,
+        aliases=list(entry.aliases),
+        params=spec.total_params,
+        active_params=spec.active_params,
+        max_position_embeddings=spec.max_position_embeddings,
+        source=entry.source,
     )
 
 
@@ -64,10 +86,17 @@ def render_table(result: list[CatalogModel]) -> str:
     if not result:
         return "No catalog entry matches. Try a shorter --search, or run models without it."
     rows = [
-        (m.repo_id, m.family, fmt_count(m.params), fmt_count(m.active_params),
-         f"{m.max_position_embeddings:,}" if m.max_position_embeddings else "unknown", ", ".join(m.aliases))
+        (
+            m.repo_id,
+            m.family,
+            fmt_count(m.params),
+            fmt_count(m.active_params),
+            f"{m.max_position_embeddings:,}" if m.max_position_embeddings else "unknown",
+            ", ".join(m.aliases),
+        )
         for m in result
     ]
     title = f"{len(result)} models in the bundled catalog (parameter counts are exact)"
-    return render(table(["repo id", "family", "params", "active", "max context", "aliases"], rows, title=title,
-                        right=(2, 3, 4)))
+    return render(
+        table(["repo id", "family", "params", "active", "max context", "aliases"], rows, title=title, right=(2, 3, 4))
+    )

@@ -6,13 +6,28 @@ import argparse
 from typing import Any
 
 from planner.commands.common import (
-    add_model_argument, add_scenario_flags, field_descriptions, fmt_bytes, fmt_gib, fmt_int, hardware_from_args,
-    heading, kind_text, load_model, render, scenario_from_args, table, to_jsonable,
+    add_model_argument,
+    add_scenario_flags,
+    field_descriptions,
+    fmt_bytes,
+    fmt_gib,
+    fmt_int,
+    hardware_from_args,
+    heading,
+    kind_text,
+    load_model,
+    render,
+    scenario_from_args,
+    table,
+    to_jsonable,
 )
 from planner.estimate.memory import MemoryPlan, plan_memory
 
 NAME = "plan"
-HELP = "Memory plan per GPU under vLLM: does it start, KV-cache tokens, blocks, max concurrency, and what would make it fit."
+HELP = (
+    "Memory plan per GPU under vLLM: does it start, KV-cache tokens, blocks, max concurrency, "
+    "and what would make it fit."
+)
 EXAMPLE = "python -m planner plan Qwen/Qwen3-30B-A3B --gpu h100-sxm --tp 2 --kv-dtype fp8 --max-model-len 32768"
 
 OUTPUT_KEYS = {
@@ -58,17 +73,25 @@ def render_table(r: dict[str, Any]) -> str:
     plan = MemoryPlan.model_validate({k: v for k, v in r.items() if k in MemoryPlan.model_fields})
     res = plan.resolved
     verdict = heading(plan.reason)
-    scenario = (f"{r['model']} on {plan.gpu_name} (tp {res.tp}, pp {res.pp}); max-model-len "
-                f"{res.max_model_len:,}, kv-cache-dtype {res.kv_cache_dtype}, block-size {res.block_size}, max-num-seqs "
-                f"{res.max_num_seqs}, max-num-batched-tokens {res.max_num_batched_tokens:,}, gpu-memory-utilization "
-                f"{res.gpu_memory_utilization}")
+    scenario = (
+        f"{r['model']} on {plan.gpu_name} (tp {res.tp}, pp {res.pp}); max-model-len "
+        f"{res.max_model_len:,}, kv-cache-dtype {res.kv_cache_dtype}, block-size {res.block_size}, max-num-seqs "
+        f"{res.max_num_seqs}, max-num-batched-tokens {res.max_num_batched_tokens:,}, gpu-memory-utilization "
+        f"{res.gpu_memory_utilization}"
+    )
     memory = table(
         ["use", "bytes", "kind"],
         [(t.name, fmt_gib(t.bytes, 2), kind_text(t.kind)) for t in plan.terms]
-        + [("total (CUDA-visible)", fmt_gib(plan.total_memory_bytes_per_gpu, 2), kind_text("exact")),
-           (f"vLLM may use (x {res.gpu_memory_utilization})", fmt_gib(plan.requested_memory_bytes_per_gpu, 2),
-            kind_text("exact"))],
-        title="Memory per GPU", right=(1,),
+        + [
+            ("total (CUDA-visible)", fmt_gib(plan.total_memory_bytes_per_gpu, 2), kind_text("exact")),
+            (
+                f"vLLM may use (x {res.gpu_memory_utilization})",
+                fmt_gib(plan.requested_memory_bytes_per_gpu, 2),
+                kind_text("exact"),
+            ),
+        ],
+        title="Memory per GPU",
+        right=(1,),
     )
     kv = table(
         ["KV cache", "value", "kind"],
@@ -80,7 +103,8 @@ def render_table(r: dict[str, Any]) -> str:
             (f"max concurrency at {res.max_model_len:,} tokens", f"{plan.max_concurrency:,.2f}", kind_text("estimate")),
             ("largest max-model-len that fits", fmt_int(plan.max_model_len_that_fits), kind_text("estimate")),
         ],
-        title="KV cache", right=(1,),
+        title="KV cache",
+        right=(1,),
     )
     parts: list[Any] = [verdict, scenario, "", memory, "", kv]
     if plan.suggestions:

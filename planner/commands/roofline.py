@@ -6,16 +6,32 @@ import argparse
 from typing import Any
 
 from planner.commands.common import (
-    Number, add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
-    fmt_bytes, fmt_flop_count, fmt_seconds, hardware_from_args, heading, kind_text, load_model, render,
-    scenario_from_args, table, to_jsonable,
+    Number,
+    add_efficiency_flag,
+    add_model_argument,
+    add_scenario_flags,
+    efficiency_from_args,
+    field_descriptions,
+    fmt_bytes,
+    fmt_flop_count,
+    fmt_seconds,
+    hardware_from_args,
+    heading,
+    kind_text,
+    load_model,
+    render,
+    scenario_from_args,
+    table,
+    to_jsonable,
 )
 from planner.estimate.roofline import OpTime, Roofline, roofline
 from planner.scenario import MAX_TOKENS
 
 NAME = "roofline"
 HELP = "Per-layer roofline of one prefill or decode step: FLOPs, bytes, intensity, the binding ceiling and time per op."
-EXAMPLE = "python -m planner roofline deepseek-ai/DeepSeek-V3 --gpu h200 --tp 8 --stage decode --batch 64 --seq-len 4096"
+EXAMPLE = (
+    "python -m planner roofline deepseek-ai/DeepSeek-V3 --gpu h200 --tp 8 --stage decode --batch 64 --seq-len 4096"
+)
 
 OUTPUT_KEYS = {
     "model": "The model (repo id, catalog name or path).",
@@ -27,12 +43,20 @@ OUTPUT_KEYS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
-    parser.add_argument("--stage", choices=("prefill", "decode"), default="decode",
-                        help="prefill (batch x seq-len prompt tokens) or decode (one token for each of batch sequences "
-                        "at context seq-len). Default: %(default)s.")
-    parser.add_argument("--seq-len", metavar="N", type=Number(int, "--seq-len", ge=1, le=MAX_TOKENS), default=None,
-                        help=f"Prompt length (prefill) or context length (decode), tokens (1 to {MAX_TOKENS:,}). "
-                        "Default: --input-len.")
+    parser.add_argument(
+        "--stage",
+        choices=("prefill", "decode"),
+        default="decode",
+        help="prefill (batch x seq-len prompt tokens) or decode (one token for each of batch sequences "
+        "at context seq-len). Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--seq-len",
+        metavar="N",
+        type=Number(int, "--seq-len", ge=1, le=MAX_TOKENS),
+        default=None,
+        help=f"Prompt length (prefill) or context length (decode), tokens (1 to {MAX_TOKENS:,}). Default: --input-len.",
+    )
     add_scenario_flags(parser)
     add_efficiency_flag(parser)
 
@@ -49,20 +73,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def render_table(r: dict[str, Any]) -> str:
     rf = Roofline.model_validate({k: v for k, v in r.items() if k in Roofline.model_fields})
     rows = [
-        (op.name, op.count, fmt_flop_count(op.flops), fmt_bytes(op.bytes),
-         "-" if op.arithmetic_intensity is None else f"{op.arithmetic_intensity:,.1f}",
-         op.bound, fmt_seconds(op.seconds), fmt_seconds(op.total_seconds))
+        (
+            op.name,
+            op.count,
+            fmt_flop_count(op.flops),
+            fmt_bytes(op.bytes),
+            "-" if op.arithmetic_intensity is None else f"{op.arithmetic_intensity:,.1f}",
+            op.bound,
+            fmt_seconds(op.seconds),
+            fmt_seconds(op.total_seconds),
+        )
         for op in rf.layers
     ]
-    ops = table(["op (per rank)", "x", "FLOPs", "bytes", "FLOP/B", "bound", "time each", "time x count"], rows,
-                title=f"{rf.stage} step of {r['model']} on {rf.gpu} (tp {rf.tp}), batch {rf.batch}, {rf.seq_len:,} tokens "
-                f"(times: {rf.kind})",
-                right=(1, 2, 3, 4, 6, 7))
+    ops = table(
+        ["op (per rank)", "x", "FLOPs", "bytes", "FLOP/B", "bound", "time each", "time x count"],
+        rows,
+        title=f"{rf.stage} step of {r['model']} on {rf.gpu} (tp {rf.tp}), batch {rf.batch}, {rf.seq_len:,} tokens "
+        f"(times: {rf.kind})",
+        right=(1, 2, 3, 4, 6, 7),
+    )
     summary = table(
         ["step", "value", "kind"],
         [
             ("step time", fmt_seconds(rf.total_seconds), kind_text(rf.kind)),
-            ("FLOPs / HBM bytes (one rank)", f"{fmt_flop_count(rf.total_flops)} / {fmt_bytes(rf.total_bytes)}", kind_text("exact")),
+            (
+                "FLOPs / HBM bytes (one rank)",
+                f"{fmt_flop_count(rf.total_flops)} / {fmt_bytes(rf.total_bytes)}",
+                kind_text("exact"),
+            ),
             ("ridge point", f"{rf.ridge_point:,.0f} FLOP/B", kind_text("datasheet")),
             *[(f"time in {b}-bound ops", fmt_seconds(s), kind_text(rf.kind)) for b, s in rf.seconds_by_bound.items()],
         ],

@@ -12,21 +12,38 @@ from typing import Any
 from rich.text import Text
 
 from planner.commands.common import (
-    Number, add_efficiency_flag, add_model_argument, add_scenario_flags, efficiency_from_args, field_descriptions,
-    fmt_int, fmt_seconds, hardware_from_args, heading, kind_text, load_model, render, scenario_from_args, table,
+    Number,
+    add_efficiency_flag,
+    add_model_argument,
+    add_scenario_flags,
+    efficiency_from_args,
+    field_descriptions,
+    fmt_int,
+    fmt_seconds,
+    hardware_from_args,
+    heading,
+    kind_text,
+    load_model,
+    render,
+    scenario_from_args,
+    table,
     to_jsonable,
 )
 from planner.errors import ScenarioError
+from planner.scenario import MAX_TOKENS
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
 from planner.serve.saturation import overload_warning
-from planner.scenario import MAX_TOKENS
 from planner.serve.workload import MAX_REQUESTS, ConcurrencyArrivals, PoissonArrivals, TraceArrivals, Workload
 
 NAME = "simulate"
-HELP = ("Serve a workload on one replica in a discrete-event simulation of vLLM's continuous batching: "
-        "P50/P90/P99 TTFT, TPOT, ITL, end-to-end latency, throughput and preemptions at a request rate.")
-EXAMPLE = ("python -m planner simulate meta-llama/Llama-3.1-8B --qps 5 --num-requests 2000 --input-len 512 "
-           "--output-len 256 --format json")
+HELP = (
+    "Serve a workload on one replica in a discrete-event simulation of vLLM's continuous batching: "
+    "P50/P90/P99 TTFT, TPOT, ITL, end-to-end latency, throughput and preemptions at a request rate."
+)
+EXAMPLE = (
+    "python -m planner simulate meta-llama/Llama-3.1-8B --qps 5 --num-requests 2000 --input-len 512 "
+    "--output-len 256 --format json"
+)
 
 OUTPUT_KEYS = {
     "model": "The model simulated (repo id, catalog name or path).",
@@ -43,58 +60,105 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
     w = parser.add_argument_group("workload (as vllm bench serve)")
     arrivals = w.add_mutually_exclusive_group(required=rate_required)
     arrivals.add_argument(
-        "--qps", "--request-rate", dest="qps", metavar="R", default=None,
+        "--qps",
+        "--request-rate",
+        dest="qps",
+        metavar="R",
+        default=None,
         type=Number.of(float, "--qps", PoissonArrivals, "request_rate_per_s", hint=_RATE_HINT),
-        help="Poisson arrivals at R requests per second" + (" (the total rate to serve)." if rate_required else
-                                                           f". Default: {PoissonArrivals().request_rate_per_s:g}."),
+        help="Poisson arrivals at R requests per second"
+        + (" (the total rate to serve)." if rate_required else f". Default: {PoissonArrivals().request_rate_per_s:g}."),
     )
     if not rate_required:
         arrivals.add_argument(
-            "--concurrency", "--max-concurrency", dest="concurrency", metavar="N", default=None,
+            "--concurrency",
+            "--max-concurrency",
+            dest="concurrency",
+            metavar="N",
+            default=None,
             type=Number.of(int, "--concurrency", ConcurrencyArrivals, "concurrency"),
             help="Closed loop: N requests in flight, a new one as soon as one finishes. "
             + (ConcurrencyArrivals.model_fields["concurrency"].description or ""),
         )
     arrivals.add_argument(
-        "--trace", metavar="FILE", default=None,
+        "--trace",
+        metavar="FILE",
+        default=None,
         help="Replay a CSV or JSONL trace with arrival_time_s, input_tokens, output_tokens per row"
         + (" (time-scaled to each probed rate)." if rate_required else "."),
     )
     if not rate_required:
-        w.add_argument("--num-requests", "--num-prompts", dest="num_requests", metavar="N",
-                       type=Number.of(int, "--num-requests", Workload, "num_requests"),
-                       default=_W["num_requests"].default,
-                       help=f"Requests to simulate (with --trace: its first N rows), at most {MAX_REQUESTS:,}: each "
-                       "costs the simulator memory and time. Default: %(default)s.")
+        w.add_argument(
+            "--num-requests",
+            "--num-prompts",
+            dest="num_requests",
+            metavar="N",
+            type=Number.of(int, "--num-requests", Workload, "num_requests"),
+            default=_W["num_requests"].default,
+            help=f"Requests to simulate (with --trace: its first N rows), at most {MAX_REQUESTS:,}: each "
+            "costs the simulator memory and time. Default: %(default)s.",
+        )
     tokens = dict(gt=0, le=MAX_TOKENS)
-    w.add_argument("--input-len", metavar="N", type=Number(float, "--input-len", **tokens), default=1024,
-                   help=f"Mean prompt length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.")
-    w.add_argument("--output-len", metavar="N", type=Number(float, "--output-len", **tokens), default=256,
-                   help=f"Mean output length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.")
-    w.add_argument("--length-dist", choices=LENGTH_DISTRIBUTIONS, default="fixed",
-                   help="Distribution of both lengths: fixed, uniform (mean +- sqrt(3) x std), normal or lognormal "
-                   "(with the given mean and standard deviation). Default: %(default)s.")
-    w.add_argument("--input-len-std", metavar="N", type=Number(float, "--input-len-std", ge=0, le=MAX_TOKENS),
-                   default=0.0,
-                   help="Standard deviation of the prompt length, in tokens (needs --length-dist other than fixed).")
-    w.add_argument("--output-len-std", metavar="N", type=Number(float, "--output-len-std", ge=0, le=MAX_TOKENS),
-                   default=0.0,
-                   help="Standard deviation of the output length, in tokens (needs --length-dist other than fixed).")
-    w.add_argument("--prefix-cache-hit-rate", metavar="F", default=0.0,
-                   type=Number.of(float, "--prefix-cache-hit-rate", Workload, "prefix_cache_hit_rate"),
-                   help=_W["prefix_cache_hit_rate"].description)
-    w.add_argument("--seed", metavar="N", type=Number.of(int, "--seed", Workload, "seed"), default=0,
-                   help=_W["seed"].description)
+    w.add_argument(
+        "--input-len",
+        metavar="N",
+        type=Number(float, "--input-len", **tokens),
+        default=1024,
+        help=f"Mean prompt length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.",
+    )
+    w.add_argument(
+        "--output-len",
+        metavar="N",
+        type=Number(float, "--output-len", **tokens),
+        default=256,
+        help=f"Mean output length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.",
+    )
+    w.add_argument(
+        "--length-dist",
+        choices=LENGTH_DISTRIBUTIONS,
+        default="fixed",
+        help="Distribution of both lengths: fixed, uniform (mean +- sqrt(3) x std), normal or lognormal "
+        "(with the given mean and standard deviation). Default: %(default)s.",
+    )
+    w.add_argument(
+        "--input-len-std",
+        metavar="N",
+        type=Number(float, "--input-len-std", ge=0, le=MAX_TOKENS),
+        default=0.0,
+        help="Standard deviation of the prompt length, in tokens (needs --length-dist other than fixed).",
+    )
+    w.add_argument(
+        "--output-len-std",
+        metavar="N",
+        type=Number(float, "--output-len-std", ge=0, le=MAX_TOKENS),
+        default=0.0,
+        help="Standard deviation of the output length, in tokens (needs --length-dist other than fixed).",
+    )
+    w.add_argument(
+        "--prefix-cache-hit-rate",
+        metavar="F",
+        default=0.0,
+        type=Number.of(float, "--prefix-cache-hit-rate", Workload, "prefix_cache_hit_rate"),
+        help=_W["prefix_cache_hit_rate"].description,
+    )
+    w.add_argument(
+        "--seed", metavar="N", type=Number.of(int, "--seed", Workload, "seed"), default=0, help=_W["seed"].description
+    )
 
 
 def _lengths(args: argparse.Namespace, which: str):
     flag = f"--{which}-len"
     try:
-        return length_distribution(args.length_dist, getattr(args, f"{which}_len"), getattr(args, f"{which}_len_std"),
-                                   flag)
+        return length_distribution(
+            args.length_dist, getattr(args, f"{which}_len"), getattr(args, f"{which}_len_std"), flag
+        )
     except ScenarioError as err:  # name the flags the user typed
-        raise ScenarioError(err.message.replace(f"{flag} spread", f"{flag}-std").replace(
-            "but it is fixed", "but --length-dist is fixed"), hint=err.hint) from None
+        raise ScenarioError(
+            err.message.replace(f"{flag} spread", f"{flag}-std").replace(
+                "but it is fixed", "but --length-dist is fixed"
+            ),
+            hint=err.hint,
+        ) from None
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -124,9 +188,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
     add_scenario_flags(parser, workload=False)
     add_workload_flags(parser)
-    parser.add_argument("--static", action="store_true",
-                        help="Static batching instead of continuous: up to max_num_seqs requests per batch, "
-                        "decoded until the longest is done, nothing admitted meanwhile.")
+    parser.add_argument(
+        "--static",
+        action="store_true",
+        help="Static batching instead of continuous: up to max_num_seqs requests per batch, "
+        "decoded until the longest is done, nothing admitted meanwhile.",
+    )
     add_efficiency_flag(parser)
 
 
@@ -137,8 +204,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     whole = {key: max(1, round(getattr(args, key))) for key in ("input_len", "output_len")}
     sc = scenario_from_args(argparse.Namespace(**{**vars(args), **whole}))
     hw = hardware_from_args(args)
-    result = simulate_scenario(spec, hw, sc, workload, efficiency_from_args(args, hw),
-                               mode="static" if args.static else "continuous")
+    result = simulate_scenario(
+        spec, hw, sc, workload, efficiency_from_args(args, hw), mode="static" if args.static else "continuous"
+    )
     return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
 
 
@@ -146,40 +214,62 @@ def render_table(r: dict[str, Any]) -> str:
     res = ServingResult.model_validate({k: v for k, v in r.items() if k in ServingResult.model_fields})
     kind = kind_text(res.step_time_kind)
     rows = []
-    for label, stats in (("TTFT (queueing included)", res.ttft_seconds), ("TPOT", res.tpot_seconds),
-                         ("ITL", res.itl_seconds), ("end to end", res.e2e_seconds)):
+    for label, stats in (
+        ("TTFT (queueing included)", res.ttft_seconds),
+        ("TPOT", res.tpot_seconds),
+        ("ITL", res.itl_seconds),
+        ("end to end", res.e2e_seconds),
+    ):
         if stats is None:
             rows.append((label, "unknown", "", "", "", kind))
         else:
-            rows.append((label, fmt_seconds(stats.mean), fmt_seconds(stats.p50), fmt_seconds(stats.p90),
-                         fmt_seconds(stats.p99), kind))
+            rows.append(
+                (
+                    label,
+                    fmt_seconds(stats.mean),
+                    fmt_seconds(stats.p50),
+                    fmt_seconds(stats.p90),
+                    fmt_seconds(stats.p99),
+                    kind,
+                )
+            )
     sched = res.scheduler
-    title = (f"{res.model_name} on {res.gpus_per_replica} x {res.gpu_name}, one replica, {res.mode} batching: "
-             f"{res.label}")
+    title = (
+        f"{res.model_name} on {res.gpus_per_replica} x {res.gpu_name}, one replica, {res.mode} batching: {res.label}"
+    )
     latency = table(["", "mean", "P50", "P90", "P99", "kind"], rows, title=title, right=(1, 2, 3, 4))
     per_s = lambda v, unit: "unknown" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
     verdict = {None: "unknown", True: "yes (see the warning above)", False: "no"}[res.overloaded]
-    served = table(["", "value"], [
-        ("requests completed / offered", f"{res.num_completed:,} / {res.num_requests:,}"),
-        ("offered rate", per_s(res.offered_requests_per_s, "req/s")),
-        ("sustainable rate (knee)", per_s(res.saturation_requests_per_s, "req/s")),
-        ("overloaded", verdict),
-        ("output throughput", per_s(res.throughput_tokens_per_s, "tokens/s")),
-        ("total throughput (input + output)", per_s(res.total_throughput_tokens_per_s, "tokens/s")),
-        ("request throughput", "unknown" if res.requests_per_s is None else f"{res.requests_per_s:,.3f} req/s"),
-        ("duration (simulated)", fmt_seconds(res.duration_seconds)),
-        ("mean requests in the system", "unknown" if res.mean_requests_in_system is None
-         else f"{res.mean_requests_in_system:,.1f}"),
-        ("preemptions (recompute)", f"{res.preemptions:,} ({fmt_int(res.recomputed_tokens)} tokens recomputed)"),
-        ("engine steps", f"{res.num_steps:,}"),
-        ("KV cache", f"{sched.num_gpu_blocks:,} blocks of {sched.block_size_tokens} tokens"),
-        ("limits", f"max_num_seqs {sched.max_num_seqs:,}, max_num_batched_tokens {sched.max_num_batched_tokens:,}, "
-                   f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}"),
-    ])
+    served = table(
+        ["", "value"],
+        [
+            ("requests completed / offered", f"{res.num_completed:,} / {res.num_requests:,}"),
+            ("offered rate", per_s(res.offered_requests_per_s, "req/s")),
+            ("sustainable rate (knee)", per_s(res.saturation_requests_per_s, "req/s")),
+            ("overloaded", verdict),
+            ("output throughput", per_s(res.throughput_tokens_per_s, "tokens/s")),
+            ("total throughput (input + output)", per_s(res.total_throughput_tokens_per_s, "tokens/s")),
+            ("request throughput", "unknown" if res.requests_per_s is None else f"{res.requests_per_s:,.3f} req/s"),
+            ("duration (simulated)", fmt_seconds(res.duration_seconds)),
+            (
+                "mean requests in the system",
+                "unknown" if res.mean_requests_in_system is None else f"{res.mean_requests_in_system:,.1f}",
+            ),
+            ("preemptions (recompute)", f"{res.preemptions:,} ({fmt_int(res.recomputed_tokens)} tokens recomputed)"),
+            ("engine steps", f"{res.num_steps:,}"),
+            ("KV cache", f"{sched.num_gpu_blocks:,} blocks of {sched.block_size_tokens} tokens"),
+            (
+                "limits",
+                f"max_num_seqs {sched.max_num_seqs:,}, max_num_batched_tokens {sched.max_num_batched_tokens:,}, "
+                f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}",
+            ),
+        ],
+    )
     parts: list[Any] = [latency, served]
     if res.overloaded:
-        warning = overload_warning(res.offered_requests_per_s, res.saturation_requests_per_s, res.overload_reason,
-                                   res.overload_options)
+        warning = overload_warning(
+            res.offered_requests_per_s, res.saturation_requests_per_s, res.overload_reason, res.overload_options
+        )
         parts.insert(0, Text("WARNING " + warning, style="bold red"))
     for reason in res.rejection_reasons:
         parts.append(heading(f"refused: {reason}"))

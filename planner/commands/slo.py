@@ -9,28 +9,50 @@ from typing import Any
 from rich.text import Text
 
 from planner.commands.common import (
-    Number, add_model_argument, add_price_flag, field_descriptions, fmt_seconds, heading, kind_text, load_model,
-    prices_from_args, render, table,
+    Number,
+    add_model_argument,
+    add_price_flag,
+    field_descriptions,
+    fmt_seconds,
+    heading,
+    kind_text,
+    load_model,
+    prices_from_args,
+    render,
+    table,
 )
 from planner.commands.simulate import add_workload_flags, workload_from_args
 from planner.efficiency import BOUND
 from planner.scenario import Scenario
 from planner.serve.slo import (
-    SLO, CandidateSpace, SearchSettings, SLOPlan, SLOTarget, missing_price_hint, plan_slo,
+    SLO,
+    CandidateSpace,
+    SearchSettings,
+    SLOPlan,
+    SLOTarget,
+    missing_price_hint,
+    plan_slo,
 )
 from planner.serve.workload import MAX_REQUESTS
 
 NAME = "slo"
-HELP = ("Cheapest deployment (card, TP/PP, precision, replicas) whose simulated P99/P90 TTFT, TPOT and E2E meet "
-        "your targets at a request rate; with $/hour, cost and energy per 1M tokens, and the Pareto front.")
-EXAMPLE = ("python -m planner slo meta-llama/Llama-3.1-8B --qps 20 --p99-ttft 1.0 --p99-tpot 0.05 "
-           "--gpus h100-sxm,l40s --tp 1,2,4 --weight-dtypes auto,fp8")
+HELP = (
+    "Cheapest deployment (card, TP/PP, precision, replicas) whose simulated P99/P90 TTFT, TPOT and E2E meet "
+    "your targets at a request rate; with $/hour, cost and energy per 1M tokens, and the Pareto front."
+)
+EXAMPLE = (
+    "python -m planner slo meta-llama/Llama-3.1-8B --qps 20 --p99-ttft 1.0 --p99-tpot 0.05 "
+    "--gpus h100-sxm,l40s --tp 1,2,4 --weight-dtypes auto,fp8"
+)
 
 OUTPUT_KEYS = field_descriptions(SLOPlan)
 
 STATISTICS = ("p99", "p90", "p50", "mean")
-METRICS = {"ttft": "time to first token (queueing included)", "tpot": "time per output token",
-           "e2e": "end-to-end latency"}
+METRICS = {
+    "ttft": "time to first token (queueing included)",
+    "tpot": "time per output token",
+    "e2e": "end-to-end latency",
+}
 _S = Scenario.model_fields
 #: Most items in one candidate list: the search tries every combination, so 32 x 32 x ... is already a lot.
 MAX_LIST_ITEMS = 32
@@ -43,13 +65,16 @@ def comma_list(convert: Callable[[str], Any], what: str) -> Callable[[str], tupl
 
     At most MAX_LIST_ITEMS items; ``convert`` may be a ``Number``, whose range errors pass through.
     """
+
     def parse(text: str) -> tuple:
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
         if len(items) > MAX_LIST_ITEMS:
-            raise argparse.ArgumentTypeError(f"{len(items)} items; a candidate list takes at most {MAX_LIST_ITEMS} "
-                                             "(every combination of the lists is simulated)")
+            raise argparse.ArgumentTypeError(
+                f"{len(items)} items; a candidate list takes at most {MAX_LIST_ITEMS} "
+                "(every combination of the lists is simulated)"
+            )
         out = []
         for item in items:
             try:
@@ -57,6 +82,7 @@ def comma_list(convert: Callable[[str], Any], what: str) -> Callable[[str], tupl
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{item!r} is not {what}") from None
         return tuple(out)
+
     return parse
 
 
@@ -74,52 +100,120 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("targets (seconds; give at least one, any subset)")
     for metric, meaning in METRICS.items():
         for stat in STATISTICS:
-            s.add_argument(f"--{stat}-{metric}", dest=f"{stat}_{metric}", metavar="S", default=None,
-                           type=Number.of(float, f"--{stat}-{metric}", SLOTarget, "seconds", le=MAX_TARGET_SECONDS),
-                           help=f"{stat.upper() if stat != 'mean' else 'Mean'} {meaning} at most S seconds."
-                           if stat in ("p99", "p90") else argparse.SUPPRESS)
+            s.add_argument(
+                f"--{stat}-{metric}",
+                dest=f"{stat}_{metric}",
+                metavar="S",
+                default=None,
+                type=Number.of(float, f"--{stat}-{metric}", SLOTarget, "seconds", le=MAX_TARGET_SECONDS),
+                help=f"{stat.upper() if stat != 'mean' else 'Mean'} {meaning} at most S seconds."
+                if stat in ("p99", "p90")
+                else argparse.SUPPRESS,
+            )
     c = parser.add_argument_group("candidates (comma-separated lists; every combination is tried)")
-    c.add_argument("--gpus", type=comma_list(str, "a hardware profile id"), default=("h100-sxm",), metavar="IDS",
-                   help="Cards to try, e.g. h100-sxm,l40s (python -m planner hardware lists them). Default: h100-sxm.")
-    c.add_argument("--tp", "--tensor-parallel-size", dest="tp", default=(1, 2, 4, 8),
-                   type=comma_list(Number.of(int, "--tp", Scenario, "tp"), "an integer"),
-                   metavar="LIST", help="Tensor-parallel sizes to try. Default: 1,2,4,8.")
-    c.add_argument("--pp", "--pipeline-parallel-size", dest="pp", default=(1,),
-                   type=comma_list(Number.of(int, "--pp", Scenario, "pp"), "an integer"),
-                   metavar="LIST", help="Pipeline-parallel sizes to try. Default: 1.")
-    c.add_argument("--weight-dtypes", type=comma_list(str, "a dtype"), default=("auto",), metavar="LIST",
-                   help="Weight precisions to try, e.g. auto,fp8. " + (_S["weight_dtype"].description or ""))
-    c.add_argument("--kv-dtypes", "--kv-cache-dtypes", dest="kv_dtypes", type=comma_list(str, "a dtype"),
-                   default=("auto",), metavar="LIST", help="KV-cache dtypes to try, e.g. auto,fp8. Default: auto.")
-    c.add_argument("--max-num-seqs", type=comma_list(_optional_int, "an integer or auto"), default=(None,),
-                   metavar="LIST", help="max_num_seqs values to try (auto: vLLM's default), e.g. auto,256.")
+    c.add_argument(
+        "--gpus",
+        type=comma_list(str, "a hardware profile id"),
+        default=("h100-sxm",),
+        metavar="IDS",
+        help="Cards to try, e.g. h100-sxm,l40s (python -m planner hardware lists them). Default: h100-sxm.",
+    )
+    c.add_argument(
+        "--tp",
+        "--tensor-parallel-size",
+        dest="tp",
+        default=(1, 2, 4, 8),
+        type=comma_list(Number.of(int, "--tp", Scenario, "tp"), "an integer"),
+        metavar="LIST",
+        help="Tensor-parallel sizes to try. Default: 1,2,4,8.",
+    )
+    c.add_argument(
+        "--pp",
+        "--pipeline-parallel-size",
+        dest="pp",
+        default=(1,),
+        type=comma_list(Number.of(int, "--pp", Scenario, "pp"), "an integer"),
+        metavar="LIST",
+        help="Pipeline-parallel sizes to try. Default: 1.",
+    )
+    c.add_argument(
+        "--weight-dtypes",
+        type=comma_list(str, "a dtype"),
+        default=("auto",),
+        metavar="LIST",
+        help="Weight precisions to try, e.g. auto,fp8. " + (_S["weight_dtype"].description or ""),
+    )
+    c.add_argument(
+        "--kv-dtypes",
+        "--kv-cache-dtypes",
+        dest="kv_dtypes",
+        type=comma_list(str, "a dtype"),
+        default=("auto",),
+        metavar="LIST",
+        help="KV-cache dtypes to try, e.g. auto,fp8. Default: auto.",
+    )
+    c.add_argument(
+        "--max-num-seqs",
+        type=comma_list(_optional_int, "an integer or auto"),
+        default=(None,),
+        metavar="LIST",
+        help="max_num_seqs values to try (auto: vLLM's default), e.g. auto,256.",
+    )
     b = parser.add_argument_group("every candidate (flags named as vLLM names them)")
-    b.add_argument("--max-model-len", metavar="N", type=Number.of(int, "--max-model-len", Scenario, "max_model_len"),
-                   default=None,
-                   help="Longest request, in tokens. Default: the workload's longest request, rounded up to 256.")
-    b.add_argument("--gpu-memory-utilization", metavar="F", default=_S["gpu_memory_utilization"].default,
-                   type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
-                   help=f"{_S['gpu_memory_utilization'].description} Default: %(default)s.")
-    b.add_argument("--max-num-batched-tokens", metavar="N", default=None,
-                   type=Number.of(int, "--max-num-batched-tokens", Scenario, "max_num_batched_tokens"),
-                   help=_S["max_num_batched_tokens"].description)
-    b.add_argument("--block-size", metavar="N", type=Number.of(int, "--block-size", Scenario, "block_size"),
-                   default=None, help=_S["block_size"].description)
+    b.add_argument(
+        "--max-model-len",
+        metavar="N",
+        type=Number.of(int, "--max-model-len", Scenario, "max_model_len"),
+        default=None,
+        help="Longest request, in tokens. Default: the workload's longest request, rounded up to 256.",
+    )
+    b.add_argument(
+        "--gpu-memory-utilization",
+        metavar="F",
+        default=_S["gpu_memory_utilization"].default,
+        type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
+        help=f"{_S['gpu_memory_utilization'].description} Default: %(default)s.",
+    )
+    b.add_argument(
+        "--max-num-batched-tokens",
+        metavar="N",
+        default=None,
+        type=Number.of(int, "--max-num-batched-tokens", Scenario, "max_num_batched_tokens"),
+        help=_S["max_num_batched_tokens"].description,
+    )
+    b.add_argument(
+        "--block-size",
+        metavar="N",
+        type=Number.of(int, "--block-size", Scenario, "block_size"),
+        default=None,
+        help=_S["block_size"].description,
+    )
     b.add_argument("--enforce-eager", action="store_true", help="Eager mode, no CUDA graphs (vLLM's flag).")
     b.add_argument("--no-chunked-prefill", action="store_true", help="Turn chunked prefill off.")
     add_price_flag(parser.add_argument_group("cost"), several_cards=True)
     q = parser.add_argument_group("search")
     defaults = SearchSettings()
-    q.add_argument("--requests-per-probe", metavar="N", default=defaults.requests_per_probe,
-                   type=Number.of(int, "--requests-per-probe", SearchSettings, "requests_per_probe", le=MAX_REQUESTS),
-                   help=f"{SearchSettings.model_fields['requests_per_probe'].description} At most {MAX_REQUESTS:,}. "
-                   "Default: %(default)s.")
-    q.add_argument("--tolerance", metavar="F", default=defaults.rate_tolerance,
-                   type=Number.of(float, "--tolerance", SearchSettings, "rate_tolerance"),
-                   help=f"{SearchSettings.model_fields['rate_tolerance'].description} Default: %(default)s.")
+    q.add_argument(
+        "--requests-per-probe",
+        metavar="N",
+        default=defaults.requests_per_probe,
+        type=Number.of(int, "--requests-per-probe", SearchSettings, "requests_per_probe", le=MAX_REQUESTS),
+        help=f"{SearchSettings.model_fields['requests_per_probe'].description} At most {MAX_REQUESTS:,}. "
+        "Default: %(default)s.",
+    )
+    q.add_argument(
+        "--tolerance",
+        metavar="F",
+        default=defaults.rate_tolerance,
+        type=Number.of(float, "--tolerance", SearchSettings, "rate_tolerance"),
+        help=f"{SearchSettings.model_fields['rate_tolerance'].description} Default: %(default)s.",
+    )
     q.add_argument("--exhaustive", action="store_true", help=SearchSettings.model_fields["exhaustive"].description)
-    q.add_argument("--bound", action="store_true",
-                   help="Time steps with the pure roofline (no overheads): an optimistic bound, not an estimate.")
+    q.add_argument(
+        "--bound",
+        action="store_true",
+        help="Time steps with the pure roofline (no overheads): an optimistic bound, not an estimate.",
+    )
 
 
 def run(args: argparse.Namespace) -> SLOPlan:
@@ -127,16 +221,28 @@ def run(args: argparse.Namespace) -> SLOPlan:
     spec, _ = load_model(args)
     slo = SLO.of(**{f"{stat}_{metric}": getattr(args, f"{stat}_{metric}") for metric in METRICS for stat in STATISTICS})
     base = Scenario(
-        max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
-        max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
-        engine="eager" if args.enforce_eager else "cuda-graphs", enable_chunked_prefill=not args.no_chunked_prefill,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size,
+        engine="eager" if args.enforce_eager else "cuda-graphs",
+        enable_chunked_prefill=not args.no_chunked_prefill,
     )
-    space = CandidateSpace(gpus=args.gpus, tp=args.tp, pp=args.pp, weight_dtypes=args.weight_dtypes,
-                           kv_cache_dtypes=args.kv_dtypes, max_num_seqs=args.max_num_seqs, base=base)
-    settings = SearchSettings(requests_per_probe=args.requests_per_probe, rate_tolerance=args.tolerance,
-                              exhaustive=args.exhaustive)
-    return plan_slo(spec, slo, workload_from_args(args), space, settings, efficiency=BOUND if args.bound else None,
-                    prices=prices)
+    space = CandidateSpace(
+        gpus=args.gpus,
+        tp=args.tp,
+        pp=args.pp,
+        weight_dtypes=args.weight_dtypes,
+        kv_cache_dtypes=args.kv_dtypes,
+        max_num_seqs=args.max_num_seqs,
+        base=base,
+    )
+    settings = SearchSettings(
+        requests_per_probe=args.requests_per_probe, rate_tolerance=args.tolerance, exhaustive=args.exhaustive
+    )
+    return plan_slo(
+        spec, slo, workload_from_args(args), space, settings, efficiency=BOUND if args.bound else None, prices=prices
+    )
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -149,52 +255,113 @@ def _maybe(value: float | None, fmt: str) -> str:
 
 def render_table(plan: SLOPlan) -> str:
     parts: list[Any] = []
-    head = (f"{plan.model_name}: {plan.target_rate_per_s:g} req/s of {plan.mean_input_tokens:,.0f} + "
-            f"{plan.mean_output_tokens:,.0f} tokens (mean) within {plan.slo.describe()}")
+    head = (
+        f"{plan.model_name}: {plan.target_rate_per_s:g} req/s of {plan.mean_input_tokens:,.0f} + "
+        f"{plan.mean_output_tokens:,.0f} tokens (mean) within {plan.slo.describe()}"
+    )
     parts.append(heading(head))
     best = plan.recommendation
     if plan.overloaded:
-        parts.append(Text(f"WARNING overloaded: {best.replicas} replica(s) at {plan.target_rate_per_s:g} req/s are above "
-                          f"their sustainable {best.saturation_requests_per_s:.2f} req/s each.", style="bold red"))
+        parts.append(
+            Text(
+                f"WARNING overloaded: {best.replicas} replica(s) at {plan.target_rate_per_s:g} req/s are above "
+                f"their sustainable {best.saturation_requests_per_s:.2f} req/s each.",
+                style="bold red",
+            )
+        )
     if best is None:
         parts.append(heading("No candidate meets the targets; the rows below say which target fails and by how much."))
     else:
         op = best.operating_point
         rows = [
-            ("deployment", f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): {best.label}, "
-                           f"{best.total_gpus} GPU(s) in all"),
-            ("cost", (f"{_money(best.usd_per_hour)}/hour; {_money(best.usd_per_1m_input_tokens, 3)} per 1M input "
-                      f"tokens, {_money(best.usd_per_1m_output_tokens, 3)} per 1M output tokens")
-             if best.usd_per_hour is not None else missing_price_hint([best.gpu])),
-            ("energy (upper bound, TDP)", f"{_maybe(best.energy_kwh_per_1m_input_tokens_upper_bound, ',.3f')} kWh per 1M "
-                                          f"input, {_maybe(best.energy_kwh_per_1m_output_tokens_upper_bound, ',.3f')} kWh "
-                                          "per 1M output tokens"),
+            (
+                "deployment",
+                f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): {best.label}, "
+                f"{best.total_gpus} GPU(s) in all",
+            ),
+            (
+                "cost",
+                (
+                    f"{_money(best.usd_per_hour)}/hour; {_money(best.usd_per_1m_input_tokens, 3)} per 1M input "
+                    f"tokens, {_money(best.usd_per_1m_output_tokens, 3)} per 1M output tokens"
+                )
+                if best.usd_per_hour is not None
+                else missing_price_hint([best.gpu]),
+            ),
+            (
+                "energy (upper bound, TDP)",
+                f"{_maybe(best.energy_kwh_per_1m_input_tokens_upper_bound, ',.3f')} kWh per 1M "
+                f"input, {_maybe(best.energy_kwh_per_1m_output_tokens_upper_bound, ',.3f')} kWh "
+                "per 1M output tokens",
+            ),
             ("max rate per replica", f"{best.max_rate_per_replica_per_s:.2f} req/s (limit: {best.limiting_target})"),
             ("sustainable rate per replica (knee)", _maybe(best.saturation_requests_per_s, ".2f") + " req/s"),
         ]
         if op is not None:
-            rows.append(("at the operating point", (
-                f"{op.request_rate_per_s:.2f} req/s per replica: P99 TTFT {fmt_seconds(op.ttft_seconds.p99)}, "
-                f"P99 TPOT {fmt_seconds(op.tpot_seconds.p99)}, P99 E2E {fmt_seconds(op.e2e_seconds.p99)}")))
+            rows.append(
+                (
+                    "at the operating point",
+                    (
+                        f"{op.request_rate_per_s:.2f} req/s per replica: P99 TTFT {fmt_seconds(op.ttft_seconds.p99)}, "
+                        f"P99 TPOT {fmt_seconds(op.tpot_seconds.p99)}, P99 E2E {fmt_seconds(op.e2e_seconds.p99)}"
+                    ),
+                )
+            )
         rows.append(("numbers are", kind_text(f"simulated with {best.step_time_kind} step times")))
         parts.append(table(["recommended", ""], rows))
     cand_rows = []
     for c in plan.candidates:
-        cand_rows.append((
-            c.status, c.label, str(c.gpus_per_replica), _maybe(c.saturation_requests_per_s, ".2f"), _maybe(c.max_rate_per_replica_per_s, ".2f"),
-            "" if c.replicas is None else str(c.replicas), "" if c.total_gpus is None else str(c.total_gpus),
-            ("no price" if c.status == "meets" else "") if c.usd_per_hour is None else f"{c.usd_per_hour:,.2f}",
-            _maybe(c.usd_per_1m_output_tokens, ",.3f"), c.reason,
-        ))
-    parts.append(table(["status", "replica", "GPUs/replica", "knee req/s", "max req/s", "replicas", "GPUs", "$/h", "$/1M out", "why"],
-                       cand_rows, title=f"candidates (ranked by {plan.ranked_by.replace('_', ' ')})",
-                       right=(2, 3, 4, 5, 6, 7, 8)))
+        cand_rows.append(
+            (
+                c.status,
+                c.label,
+                str(c.gpus_per_replica),
+                _maybe(c.saturation_requests_per_s, ".2f"),
+                _maybe(c.max_rate_per_replica_per_s, ".2f"),
+                "" if c.replicas is None else str(c.replicas),
+                "" if c.total_gpus is None else str(c.total_gpus),
+                ("no price" if c.status == "meets" else "") if c.usd_per_hour is None else f"{c.usd_per_hour:,.2f}",
+                _maybe(c.usd_per_1m_output_tokens, ",.3f"),
+                c.reason,
+            )
+        )
+    parts.append(
+        table(
+            [
+                "status",
+                "replica",
+                "GPUs/replica",
+                "knee req/s",
+                "max req/s",
+                "replicas",
+                "GPUs",
+                "$/h",
+                "$/1M out",
+                "why",
+            ],
+            cand_rows,
+            title=f"candidates (ranked by {plan.ranked_by.replace('_', ' ')})",
+            right=(2, 3, 4, 5, 6, 7, 8),
+        )
+    )
     if plan.pareto:
-        parts.append(table(
-            ["candidate", "req/s per replica", "tok/s per GPU", "tok/s per user", "meets SLO"],
-            [(p.candidate, f"{p.request_rate_per_s:.2f}", f"{p.output_tokens_per_s_per_gpu:,.0f}",
-              f"{p.output_tokens_per_s_per_user:,.1f}", "yes" if p.meets_slo else "no") for p in plan.pareto],
-            title="Pareto front: output tokens/s per GPU vs per user (1 / mean TPOT)", right=(1, 2, 3)))
+        parts.append(
+            table(
+                ["candidate", "req/s per replica", "tok/s per GPU", "tok/s per user", "meets SLO"],
+                [
+                    (
+                        p.candidate,
+                        f"{p.request_rate_per_s:.2f}",
+                        f"{p.output_tokens_per_s_per_gpu:,.0f}",
+                        f"{p.output_tokens_per_s_per_user:,.1f}",
+                        "yes" if p.meets_slo else "no",
+                    )
+                    for p in plan.pareto
+                ],
+                title="Pareto front: output tokens/s per GPU vs per user (1 / mean TPOT)",
+                right=(1, 2, 3),
+            )
+        )
     for note in plan.notes:
         parts.append(f"note: {note}")
     parts.append(f"simulated ({plan.step_time_kind or 'no'} step times); search took {plan.search_seconds:.2f} s")

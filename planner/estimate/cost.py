@@ -22,13 +22,17 @@ def gpu_hours_per_million_tokens(gpus: int, tokens_per_s: float, share: float = 
     return gpus * share / (tokens_per_s * SECONDS_PER_HOUR) * TOKENS_PER_MILLION
 
 
-def usd_per_million_tokens(price_per_gpu_hour_usd: float | None, gpus: int, tokens_per_s: float, share: float = 1.0) -> float | None:
+def usd_per_million_tokens(
+    price_per_gpu_hour_usd: float | None, gpus: int, tokens_per_s: float, share: float = 1.0
+) -> float | None:
     """Dollars per million tokens; None without a price or a throughput."""
     hours = gpu_hours_per_million_tokens(gpus, tokens_per_s, share)
     return None if hours is None or price_per_gpu_hour_usd is None else hours * price_per_gpu_hour_usd
 
 
-def kwh_per_million_tokens_upper_bound(tdp_watts: float | None, gpus: int, tokens_per_s: float, share: float = 1.0) -> float | None:
+def kwh_per_million_tokens_upper_bound(
+    tdp_watts: float | None, gpus: int, tokens_per_s: float, share: float = 1.0
+) -> float | None:
     """kWh per million tokens if every card drew its TDP (an upper bound); None without a TDP."""
     hours = gpu_hours_per_million_tokens(gpus, tokens_per_s, share)
     return None if hours is None or tdp_watts is None else hours * tdp_watts / WATTS_PER_KILOWATT

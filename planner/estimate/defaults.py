@@ -30,9 +30,9 @@ FITTED = Efficiency(
     allreduce_fraction=0.4724,
     allreduce_latency_seconds=3.752e-05,
     source=(
-        'fit by benchmarks/fit_efficiency.py on 2026-11-29 to shared/reference/measured_public.json: 1060'
-        ' records in the objective (829 in-sample, 231 held out by model); median |error| in-sample 8.9% '
-        '(P90 32.5%), held out 10.1% (P90 70.0%); BOUND on the same records 60.3%'
+        "fit by benchmarks/fit_efficiency.py on 2026-11-29 to shared/reference/measured_public.json: 1060"
+        " records in the objective (829 in-sample, 231 held out by model); median |error| in-sample 8.9% "
+        "(P90 32.5%), held out 10.1% (P90 70.0%); BOUND on the same records 60.3%"
     ),
 )
 

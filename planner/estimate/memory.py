@@ -68,9 +68,13 @@ class MemoryTerm(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(description="weights, kv_cache, activations, cuda_graphs, non_torch, reserved (outside gpu_memory_utilization).")
+    name: str = Field(
+        description="weights, kv_cache, activations, cuda_graphs, non_torch, reserved (outside gpu_memory_utilization)."
+    )
     bytes: int = Field(description="Bytes per GPU.")
-    kind: Literal["exact", "estimate"] = Field(description="'exact' when it follows from config.json; 'estimate' for overheads.")
+    kind: Literal["exact", "estimate"] = Field(
+        description="'exact' when it follows from config.json; 'estimate' for overheads."
+    )
 
 
 class MemoryPlan(BaseModel):
@@ -80,7 +84,9 @@ class MemoryPlan(BaseModel):
 
     fits: bool = Field(description="vLLM would start: weights and at least one max_model_len request fit.")
     reason: str = Field(description="One line: the verdict with its numbers.")
-    suggestions: list[str] = Field(description="Changes that would make it start (each checked), or that would hold more.")
+    suggestions: list[str] = Field(
+        description="Changes that would make it start (each checked), or that would hold more."
+    )
     resolved: Resolved = Field(description="The scenario with defaults filled in.")
     gpu_name: str = Field(description="The card's name.")
     total_memory_bytes_per_gpu: int = Field(description="Visible memory per GPU (what CUDA reports).")
@@ -90,14 +96,20 @@ class MemoryPlan(BaseModel):
     non_torch_bytes_per_gpu: int = Field(description="CUDA context / NCCL / cuBLAS estimate.")
     activation_bytes_per_gpu: int = Field(description="Activation peak of the profiling run (estimate).")
     cuda_graph_bytes_per_gpu: int = Field(description="CUDA-graph pool (estimate; 0 with eager).")
-    kv_cache_bytes_per_gpu: int = Field(description="Memory left for the KV cache (can be negative when it does not fit).")
-    kv_bytes_per_token_per_gpu: int = Field(description="KV bytes one token costs on the fullest rank, below every window.")
+    kv_cache_bytes_per_gpu: int = Field(
+        description="Memory left for the KV cache (can be negative when it does not fit)."
+    )
+    kv_bytes_per_token_per_gpu: int = Field(
+        description="KV bytes one token costs on the fullest rank, below every window."
+    )
     bytes_per_block: int = Field(description="Bytes of one KV block on the fullest rank (all layers of a group).")
     num_gpu_blocks: int = Field(description="KV blocks vLLM would allocate (minimum over ranks).")
     blocks_per_request: int = Field(description="Blocks one max_model_len request may hold, summed over KV groups.")
     kv_cache_tokens: int = Field(description="'GPU KV cache size: N tokens' as vLLM reports it.")
     max_concurrency: float = Field(description="Requests of max_model_len tokens the cache holds at once.")
-    max_model_len_that_fits: int | None = Field(description="Largest max_model_len with room for one request; None if even 1 token does not fit.")
+    max_model_len_that_fits: int | None = Field(
+        description="Largest max_model_len with room for one request; None if even 1 token does not fit."
+    )
     terms: list[MemoryTerm] = Field(description="Memory per GPU by use, for the stacked bar (sums to the total).")
 
 
@@ -107,7 +119,9 @@ class MemoryPlan(BaseModel):
 def kv_bytes_per_element(model: ModelSpec, kv_cache_dtype: str) -> tuple[str, float]:
     name = normalize_dtype(kv_cache_dtype or "auto")
     if name not in KV_DTYPES:
-        raise ScenarioError(f"unknown --kv-cache-dtype '{kv_cache_dtype}'.", hint=f"Use one of: {', '.join(KV_DTYPES)}.")
+        raise ScenarioError(
+            f"unknown --kv-cache-dtype '{kv_cache_dtype}'.", hint=f"Use one of: {', '.join(KV_DTYPES)}."
+        )
     if name == "auto":
         name = model.default_kv_dtype
     return name, dtype_bytes(name)
@@ -120,17 +134,27 @@ def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
     max_len = sc.max_model_len or model.max_position_embeddings
     if sc.max_model_len and sc.max_model_len > model.max_position_embeddings:
         raise ScenarioError(
-            f"--max-model-len {sc.max_model_len:,} exceeds the model's maximum context of {model.max_position_embeddings:,} tokens.",
+            f"--max-model-len {sc.max_model_len:,} exceeds the model's maximum context of "
+            f"{model.max_position_embeddings:,} tokens.",
             hint=f"Use --max-model-len {model.max_position_embeddings:,} or less (vLLM refuses longer unless "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which may give wrong outputs).",
         )
     tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
     block = sc.block_size or (MLA_BLOCK_SIZE if model.num_kv_heads == 1 and _has_mla(model) else DEFAULT_BLOCK_SIZE)
-    budget = sc.max_num_batched_tokens or (tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default))
+    budget = sc.max_num_batched_tokens or (
+        tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default)
+    )
     return Resolved(
-        tp=sc.tp, pp=sc.pp, max_model_len=max_len, block_size=block, kv_cache_dtype=kv_name, kv_bytes_per_element=kv_b,
-        act_bytes_per_element=dtype_bytes(model.dtype), max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
-        max_num_batched_tokens=budget, gpu_memory_utilization=sc.gpu_memory_utilization,
+        tp=sc.tp,
+        pp=sc.pp,
+        max_model_len=max_len,
+        block_size=block,
+        kv_cache_dtype=kv_name,
+        kv_bytes_per_element=kv_b,
+        act_bytes_per_element=dtype_bytes(model.dtype),
+        max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
+        max_num_batched_tokens=budget,
+        gpu_memory_utilization=sc.gpu_memory_utilization,
         weight_formats=resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides),
     )
 
@@ -158,7 +182,9 @@ def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> No
             hint=f"Use a --tp that is a multiple of {kv} or divides it.",
         )
     if sc.pp > model.num_layers:
-        raise ScenarioError(f"--pp {sc.pp} exceeds the {model.num_layers} layers.", hint=f"Use --pp {model.num_layers} or less.")
+        raise ScenarioError(
+            f"--pp {sc.pp} exceeds the {model.num_layers} layers.", hint=f"Use --pp {model.num_layers} or less."
+        )
 
 
 # --------------------------------------------------------------------------- weights
@@ -348,8 +374,10 @@ class _KVGroups:
         self.group_size = hi if hi < 1.5 * lo else lo
 
     def blocks_per_request(self, max_model_len: int, in_flight_tokens: int) -> int:
-        return sum(cdiv(n, self.group_size) * spec.blocks_per_request(max_model_len, self.block, in_flight_tokens)
-                   for spec, n in self.buckets)
+        return sum(
+            cdiv(n, self.group_size) * spec.blocks_per_request(max_model_len, self.block, in_flight_tokens)
+            for spec, n in self.buckets
+        )
 
     def layout(self, max_model_len: int, in_flight_tokens: int) -> KVLayout:
         return KVLayout(
@@ -399,25 +427,28 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
             worst = row
     blocks, s, layout, graphs, budget = worst
-    if layout.blocks_per_request:
-        concurrency = blocks / layout.blocks_per_request
-    else:  # attention-free and stateless cannot happen; keep the arithmetic total
-        concurrency = float("inf")
+    # attention-free and stateless cannot happen (no blocks per request); keep the arithmetic total
+    concurrency = blocks / layout.blocks_per_request if layout.blocks_per_request else float("inf")
     fits = budget > 0 and concurrency >= 1.0
-    return _Numbers(res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits)
+    return _Numbers(
+        res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits
+    )
 
 
 def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
     """The per-GPU memory plan and verdict for ``model`` on ``hw`` under ``sc``."""
     res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits = _numbers(
-        model, hw, sc)
+        model, hw, sc
+    )
     total = hw.memory_bytes
     kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
     best_len = _max_len_that_fits(model.max_position_embeddings, res, blocks, _stage_groups(model, res, stages[s]))
     reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested)
     terms = [
         MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
-        MemoryTerm(name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="estimate"),  # what the estimated overheads leave
+        MemoryTerm(
+            name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="estimate"
+        ),  # what the estimated overheads leave
         MemoryTerm(name="activations", bytes=act, kind="estimate"),
         MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
         MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate"),
@@ -425,13 +456,27 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     used = sum(t.bytes for t in terms)
     terms.append(MemoryTerm(name="free", bytes=max(0, total - used), kind="estimate"))
     plan = MemoryPlan(
-        fits=fits, reason=reason, suggestions=[], resolved=res, gpu_name=hw.name,
-        total_memory_bytes_per_gpu=total, requested_memory_bytes_per_gpu=requested,
-        weight_bytes_per_gpu=weights[s], weight_bytes_total=sum(weights) * res.tp,
-        non_torch_bytes_per_gpu=non_torch, activation_bytes_per_gpu=act, cuda_graph_bytes_per_gpu=graphs,
-        kv_cache_bytes_per_gpu=int(budget), kv_bytes_per_token_per_gpu=layout.bytes_per_token,
-        bytes_per_block=layout.bytes_per_block, num_gpu_blocks=int(blocks), blocks_per_request=layout.blocks_per_request,
-        kv_cache_tokens=kv_tokens, max_concurrency=round(concurrency, 2), max_model_len_that_fits=best_len, terms=terms,
+        fits=fits,
+        reason=reason,
+        suggestions=[],
+        resolved=res,
+        gpu_name=hw.name,
+        total_memory_bytes_per_gpu=total,
+        requested_memory_bytes_per_gpu=requested,
+        weight_bytes_per_gpu=weights[s],
+        weight_bytes_total=sum(weights) * res.tp,
+        non_torch_bytes_per_gpu=non_torch,
+        activation_bytes_per_gpu=act,
+        cuda_graph_bytes_per_gpu=graphs,
+        kv_cache_bytes_per_gpu=int(budget),
+        kv_bytes_per_token_per_gpu=layout.bytes_per_token,
+        bytes_per_block=layout.bytes_per_block,
+        num_gpu_blocks=int(blocks),
+        blocks_per_request=layout.blocks_per_request,
+        kv_cache_tokens=kv_tokens,
+        max_concurrency=round(concurrency, 2),
+        max_model_len_that_fits=best_len,
+        terms=terms,
     )
     if suggest:
         plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan)})
@@ -461,16 +506,22 @@ def _max_len_that_fits(max_position_embeddings: int, res: Resolved, blocks: int,
 def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, requested) -> str:
     gpus = f"{sc.tp * sc.pp} x {hw.name}"
     if fits:
-        return (f"fits: {concurrency:,.1f} requests of {res.max_model_len:,} tokens at once on {gpus} "
-                f"(KV cache {fmt_gib(budget)} per GPU)")
+        return (
+            f"fits: {concurrency:,.1f} requests of {res.max_model_len:,} tokens at once on {gpus} "
+            f"(KV cache {fmt_gib(budget)} per GPU)"
+        )
     if budget <= 0:
         need = requested - budget + layout.blocks_per_request * layout.bytes_per_block
-        return (f"does not start: needs {fmt_gib(need)} per GPU for weights ({fmt_gib(weights)}), overheads and one "
-                f"{res.max_model_len:,}-token request, but gpu_memory_utilization {res.gpu_memory_utilization} x "
-                f"{fmt_gib(hw.memory_bytes)} gives {fmt_gib(requested)}")
+        return (
+            f"does not start: needs {fmt_gib(need)} per GPU for weights ({fmt_gib(weights)}), overheads and one "
+            f"{res.max_model_len:,}-token request, but gpu_memory_utilization {res.gpu_memory_utilization} x "
+            f"{fmt_gib(hw.memory_bytes)} gives {fmt_gib(requested)}"
+        )
     need_kv = layout.blocks_per_request * layout.bytes_per_block
-    return (f"does not start: one {res.max_model_len:,}-token request needs {fmt_gib(need_kv)} of KV cache per GPU, "
-            f"{fmt_gib(budget)} is left after weights and overheads ({concurrency:.2f} requests)")
+    return (
+        f"does not start: one {res.max_model_len:,}-token request needs {fmt_gib(need_kv)} of KV cache per GPU, "
+        f"{fmt_gib(budget)} is left after weights and overheads ({concurrency:.2f} requests)"
+    )
 
 
 #: Candidate changes, tried in order; each is kept only if the re-plan starts (or holds more).
@@ -501,7 +552,7 @@ def suggestions(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
     for label, change in _candidates(model, hw, sc, plan):
         try:  # the alternative's numbers only: its words, terms and longest fitting length are not needed
             alt = _numbers(model, hw, sc.model_copy(update=change))
-        except Exception:  # an impossible combination is simply not suggested
+        except Exception:  # noqa: BLE001 (an impossible combination is simply not suggested)
             continue
         alt_concurrency = round(alt.concurrency, 2)  # as its plan would report it
         if not plan.fits and alt.fits:

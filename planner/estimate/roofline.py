@@ -18,7 +18,6 @@ card's measured factors it is *calibrated*.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from typing import Literal
 
@@ -48,7 +47,9 @@ class OpTime(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="Op name, prefixed by its layer group, e.g. 'L0-31 full_attention / attn.q_proj'.")
-    group: str = Field(description="Layer group: identical layers share one row set, e.g. 'layers 0-31: full_attention'.")
+    group: str = Field(
+        description="Layer group: identical layers share one row set, e.g. 'layers 0-31: full_attention'."
+    )
     count: int = Field(description="How many layers run this op per step (the group's size).")
     kind: str = Field(description="Kernel class: gemm, attention, elementwise, scan, allreduce, overhead.")
     flops: float = Field(description="FLOPs per occurrence, per rank.")
@@ -95,15 +96,24 @@ def engine_of(sc: Scenario | None) -> EngineProfile:
     return resolve_engine(sc.engine_version if sc is not None else DEFAULT_ENGINE)[0]
 
 
-def efficiency_for(hw: HardwareProfile, mode: Literal["auto", "bound"] = "auto", sc: Scenario | None = None) -> Efficiency:
+def efficiency_for(
+    hw: HardwareProfile, mode: Literal["auto", "bound"] = "auto", sc: Scenario | None = None
+) -> Efficiency:
     """BOUND for a pure roofline; the card's calibration if it has one; else the engine's fitted factors."""
     if mode == "bound":
         return BOUND
     return hw.efficiency or engine_of(sc).efficiency
 
 
-def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool,
-         engine: EngineProfile | None = None, seqs: int = 1) -> tuple[float, Bound, float, float, float, str]:
+def bind(
+    op: Op,
+    hw: HardwareProfile,
+    eff: Efficiency,
+    tp: int,
+    graphs: bool,
+    engine: EngineProfile | None = None,
+    seqs: int = 1,
+) -> tuple[float, Bound, float, float, float, str]:
     """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank.
 
     The op's seconds are its compute/memory (or link) bound, at least its kernels' GPU floor; its host
@@ -117,14 +127,26 @@ def bind(op: Op, hw: HardwareProfile, eff: Efficiency, tp: int, graphs: bool,
     launch = float(step.launch_seconds(eff, op.kernels, graphs))
     if op.kind == "allreduce":
         custom = (engine or engine_of(None)).custom_allreduce
-        t = max(step.allreduce_seconds(eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), custom),
-                float(step.kernel_floor_seconds(eff, op.kernels)))
+        t = max(
+            step.allreduce_seconds(eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), custom),
+            float(step.kernel_floor_seconds(eff, op.kernels)),
+        )
         return t, "interconnect", 0.0, 0.0, launch, compute_dtype
     m = op.gemm_m_tokens if op.gemm_m_tokens is not None else MAX_GEMM_ROWS
-    t, t_c, t_m = (float(x) for x in step.op_seconds(
-        eff, step.KIND_CODES[op.kind], op.flops, op.bytes, m, hw.peak_flops_per_s[compute_dtype],
-        hw.hbm_bandwidth_bytes_per_s, step.kernel_floor_seconds(eff, op.kernels)
-        + step.attention_floor_seconds(eff, step.KIND_CODES[op.kind], op.kernels, seqs)))
+    t, t_c, t_m = (
+        float(x)
+        for x in step.op_seconds(
+            eff,
+            step.KIND_CODES[op.kind],
+            op.flops,
+            op.bytes,
+            m,
+            hw.peak_flops_per_s[compute_dtype],
+            hw.hbm_bandwidth_bytes_per_s,
+            step.kernel_floor_seconds(eff, op.kernels)
+            + step.attention_floor_seconds(eff, step.KIND_CODES[op.kind], op.kernels, seqs),
+        )
+    )
     bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
     return t, bound, t_c, t_m, launch, compute_dtype
 
@@ -146,7 +168,9 @@ def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_le
         kv_bytes=res.kv_bytes_per_element,
         state_bytes=dtype_bytes(model.dtype),
         weight_bits={c: f.bits_per_weight for c, f in formats.items()},
-        compute_dtypes={c: f.compute_dtype if f.compute_dtype not in ("bf16", "fp16") else model.dtype for c, f in formats.items()},
+        compute_dtypes={
+            c: f.compute_dtype if f.compute_dtype not in ("bf16", "fp16") else model.dtype for c, f in formats.items()
+        },
     )
 
 
@@ -155,8 +179,13 @@ def model_ops(model: ModelSpec, shape: StepShape) -> list[Op]:
     h, B = model.hidden_size, shape.num_seqs
     vocab = model.padded_vocab_size
     return [
-        Op(name="embedding", kind="elementwise", flops=0.0, activation_bytes=shape.tokens * h * shape.act_bytes,
-           weight_bytes=shape.tokens * model.embedding_dim * shape.act_bytes),
+        Op(
+            name="embedding",
+            kind="elementwise",
+            flops=0.0,
+            activation_bytes=shape.tokens * h * shape.act_bytes,
+            weight_bytes=shape.tokens * model.embedding_dim * shape.act_bytes,
+        ),
         elementwise(shape, "final_norm", B * h, 4.0),
         gemm(shape, "lm_head", "lm_head", B, vocab, model.embedding_dim),
         elementwise(shape, "sampler", B * vocab / shape.tp, 6.0, passes=3.0),
@@ -183,7 +212,7 @@ def _layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:
             dumped[id(layer)] = layer.model_dump_json()
         groups.setdefault(dumped[id(layer)], []).append(i)
     out = []
-    for key, idx in groups.items():
+    for idx in groups.values():
         span = f"{idx[0]}-{idx[-1]}" if len(idx) > 1 else f"{idx[0]}"
         out.append((f"layers {span} ({len(idx)}): {model.layers[idx[0]].kind}", idx))
     return out
@@ -203,8 +232,9 @@ def roofline(
     eff = efficiency or efficiency_for(hw, sc=sc)
     engine = engine_of(sc)
     graphs = uses_graphs(sc, engine, stage, batch)
-    piecewise = stage == "prefill" and step.piecewise_graphs(engine.cuda_graph_mode, sc.engine == "cuda-graphs",
-                                                             batch * seq_len, engine.max_cuda_graph_batch)
+    piecewise = stage == "prefill" and step.piecewise_graphs(
+        engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, engine.max_cuda_graph_batch
+    )
     run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if graphs else batch
     shape = step_shape(model, res, stage, run_batch, seq_len)
     rows: list[OpTime] = []
@@ -212,11 +242,24 @@ def roofline(
     def add(op: Op, group: str, count: int) -> None:
         in_graph = bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
         t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, in_graph, engine, shape.num_seqs)
-        rows.append(OpTime(
-            name=f"{group.split(':')[0]} / {op.name}", group=group, count=count, kind=op.kind, flops=op.flops, bytes=op.bytes,
-            arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None, compute_dtype=cdt, bound=bound,
-            compute_seconds=t_c, memory_seconds=t_m, overhead_seconds=t_l, seconds=t, total_seconds=t * count,
-        ))
+        rows.append(
+            OpTime(
+                name=f"{group.split(':')[0]} / {op.name}",
+                group=group,
+                count=count,
+                kind=op.kind,
+                flops=op.flops,
+                bytes=op.bytes,
+                arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None,
+                compute_dtype=cdt,
+                bound=bound,
+                compute_seconds=t_c,
+                memory_seconds=t_m,
+                overhead_seconds=t_l,
+                seconds=t,
+                total_seconds=t * count,
+            )
+        )
 
     for group, idx in layer_groups(model):
         for op in model.layers[idx[0]].ops(shape):
@@ -227,20 +270,45 @@ def roofline(
     launches = sum(r.overhead_seconds * r.count for r in rows)
     gpu = float(step.gpu_step_seconds(kernels_gpu, launches))
     if gpu > kernels_gpu:
-        rows.append(OpTime(
-            name="engine / kernel launches not hidden behind the GPU", group="engine", count=1, kind="overhead",
-            flops=0.0, bytes=0.0, arithmetic_intensity=None, compute_dtype="-", bound="overhead", compute_seconds=0.0,
-            memory_seconds=0.0, overhead_seconds=gpu - kernels_gpu, seconds=gpu - kernels_gpu,
-            total_seconds=gpu - kernels_gpu,
-        ))
+        rows.append(
+            OpTime(
+                name="engine / kernel launches not hidden behind the GPU",
+                group="engine",
+                count=1,
+                kind="overhead",
+                flops=0.0,
+                bytes=0.0,
+                arithmetic_intensity=None,
+                compute_dtype="-",
+                bound="overhead",
+                compute_seconds=0.0,
+                memory_seconds=0.0,
+                overhead_seconds=gpu - kernels_gpu,
+                seconds=gpu - kernels_gpu,
+                total_seconds=gpu - kernels_gpu,
+            )
+        )
     visible_host = float(step.combine_step(gpu, step.host_seconds(eff, batch), engine.async_scheduling)) - gpu
     if visible_host > 0:
         hidden = " not hidden by async scheduling" if engine.async_scheduling else ""
-        rows.append(OpTime(
-            name=f"engine / host work{hidden} (scheduler, input prep, outputs)", group="engine", count=1, kind="overhead",
-            flops=0.0, bytes=0.0, arithmetic_intensity=None, compute_dtype="-", bound="overhead", compute_seconds=0.0,
-            memory_seconds=0.0, overhead_seconds=visible_host, seconds=visible_host, total_seconds=visible_host,
-        ))
+        rows.append(
+            OpTime(
+                name=f"engine / host work{hidden} (scheduler, input prep, outputs)",
+                group="engine",
+                count=1,
+                kind="overhead",
+                flops=0.0,
+                bytes=0.0,
+                arithmetic_intensity=None,
+                compute_dtype="-",
+                bound="overhead",
+                compute_seconds=0.0,
+                memory_seconds=0.0,
+                overhead_seconds=visible_host,
+                seconds=visible_host,
+                total_seconds=visible_host,
+            )
+        )
     total = sum(r.total_seconds for r in rows)
     by_bound: dict[str, float] = {}
     for r in rows:
@@ -252,9 +320,21 @@ def roofline(
     flops = sum(r.flops * r.count for r in rows)
     nbytes = sum(r.bytes * r.count for r in rows)
     return Roofline(
-        stage=stage, batch=batch, seq_len=seq_len, kind=prediction_kind(eff), gpu=hw.name, tp=res.tp, ridge_point=ridge,
-        peak_flops_per_s=hw.peak_flops_per_s[cdt], hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
-        layers=rows, total_seconds=total, total_flops=flops, total_bytes=nbytes, seconds_by_bound=by_bound, bound=bound,
+        stage=stage,
+        batch=batch,
+        seq_len=seq_len,
+        kind=prediction_kind(eff),
+        gpu=hw.name,
+        tp=res.tp,
+        ridge_point=ridge,
+        peak_flops_per_s=hw.peak_flops_per_s[cdt],
+        hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
+        layers=rows,
+        total_seconds=total,
+        total_flops=flops,
+        total_bytes=nbytes,
+        seconds_by_bound=by_bound,
+        bound=bound,
         verdict=verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len),
     )
 
@@ -263,8 +343,16 @@ def verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len)
     """The seed's classification in words: compute-, memory- or overhead/scheduling-bound, and why."""
     intensity = flops / nbytes if nbytes else float("inf")
     share = by_bound[bound] / total if total else 0.0
-    what = {"compute": "compute-bound", "memory": "memory-bandwidth-bound", "interconnect": "interconnect-bound (TP all-reduce)",
-            "overhead": "overhead/scheduling-bound"}[bound]
+    what = {
+        "compute": "compute-bound",
+        "memory": "memory-bandwidth-bound",
+        "interconnect": "interconnect-bound (TP all-reduce)",
+        "overhead": "overhead/scheduling-bound",
+    }[bound]
     side = "above" if intensity >= ridge else "below"
-    return (f"{stage} (batch {batch}, {seq_len:,} tokens) is {what}: {share:.0%} of the step's time is in {bound}-bound ops; "
-            f"the step's arithmetic intensity is {intensity:,.1f} FLOP/B, {side} the card's ridge point of {ridge:,.0f} FLOP/B.")
+    return (
+        f"{stage} (batch {batch}, {seq_len:,} tokens) is {what}: {share:.0%} of the step's time is in {bound}-bound "
+        f"ops; "
+        f"the step's arithmetic intensity is {intensity:,.1f} FLOP/B, {side} the card's ridge point of {ridge:,.0f} "
+        f"FLOP/B."
+    )

@@ -106,19 +106,38 @@ def op_fractions(eff: Efficiency, kind_code: Any, m_tokens: Any) -> tuple[Any, A
     gemm = gemm_fraction(eff, m_tokens)
     if _ndim(kind_code) == 0 and _ndim(m_tokens) == 0:  # one op, in plain floats
         attention = kind_code == KIND_CODES["attention"]
-        compute = (gemm if kind_code == KIND_CODES["gemm"] else gemm * eff.grouped_gemm_fraction
-                   if kind_code == KIND_CODES["grouped_gemm"] else eff.attention_fraction if attention
-                   else eff.gemm_fraction_large)
+        compute = (
+            gemm
+            if kind_code == KIND_CODES["gemm"]
+            else gemm * eff.grouped_gemm_fraction
+            if kind_code == KIND_CODES["grouped_gemm"]
+            else eff.attention_fraction
+            if attention
+            else eff.gemm_fraction_large
+        )
         return compute, eff.attention_fraction if attention else eff.bandwidth_fraction
-    compute = np.where(kind_code == 0, gemm,
-                       np.where(kind_code == 4, gemm * eff.grouped_gemm_fraction,
-                                np.where(kind_code == 1, eff.attention_fraction, eff.gemm_fraction_large)))
+    compute = np.where(
+        kind_code == 0,
+        gemm,
+        np.where(
+            kind_code == 4,
+            gemm * eff.grouped_gemm_fraction,
+            np.where(kind_code == 1, eff.attention_fraction, eff.gemm_fraction_large),
+        ),
+    )
     memory = np.where(kind_code == 1, eff.attention_fraction, eff.bandwidth_fraction)
     return compute, memory
 
 
-def bound_seconds(flops: Any, nbytes: Any, compute_fraction: Any, memory_fraction: Any, peak_flops_per_s: Any,
-                  hbm_bytes_per_s: Any, launch: Any) -> tuple[Any, Any, Any]:
+def bound_seconds(
+    flops: Any,
+    nbytes: Any,
+    compute_fraction: Any,
+    memory_fraction: Any,
+    peak_flops_per_s: Any,
+    hbm_bytes_per_s: Any,
+    launch: Any,
+) -> tuple[Any, Any, Any]:
     """(t_op, t_compute, t_memory): the roofline of one op at the given achieved fractions."""
     t_compute = flops / (peak_flops_per_s * compute_fraction)
     t_memory = nbytes / (hbm_bytes_per_s * memory_fraction)
@@ -127,8 +146,16 @@ def bound_seconds(flops: Any, nbytes: Any, compute_fraction: Any, memory_fractio
     return np.maximum(np.maximum(t_compute, t_memory), launch), t_compute, t_memory
 
 
-def op_seconds(eff: Efficiency, kind_code: Any, flops: Any, nbytes: Any, m_tokens: Any, peak_flops_per_s: Any,
-               hbm_bytes_per_s: Any, launch_seconds: Any) -> tuple[Any, Any, Any]:
+def op_seconds(
+    eff: Efficiency,
+    kind_code: Any,
+    flops: Any,
+    nbytes: Any,
+    m_tokens: Any,
+    peak_flops_per_s: Any,
+    hbm_bytes_per_s: Any,
+    launch_seconds: Any,
+) -> tuple[Any, Any, Any]:
     """(t_op, t_compute, t_memory) of compute/memory ops (every kind but collectives).
 
     ``m_tokens`` is the GEMM's rows (use a large number when the op is not a GEMM).
@@ -149,7 +176,9 @@ def attention_floor_seconds(eff: Efficiency, kind_code: Any, kernels: Any, seqs:
     """Least GPU time of an attention kernel over ``seqs`` sequences: ``attention_seconds_per_seq`` each
     (0 for other kinds and for ops fused into another kernel)."""
     if _ndim(kind_code) == 0 and _ndim(kernels) == 0:
-        return seqs * eff.attention_seconds_per_seq if kind_code == KIND_CODES["attention"] and kernels > 0 else 0.0 * seqs
+        return (
+            seqs * eff.attention_seconds_per_seq if kind_code == KIND_CODES["attention"] and kernels > 0 else 0.0 * seqs
+        )
     return np.where((kind_code == KIND_CODES["attention"]) & (kernels > 0), seqs * eff.attention_seconds_per_seq, 0.0)
 
 
@@ -269,7 +298,9 @@ def graph_padded_batch(batch: Any, max_graph_batch: int) -> Any:
             return b
         size = 4.0 if b <= 4 else (math.ceil(b / 8) * 8.0 if b < 256 else math.ceil(b / 16) * 16.0)
         return min(size, float(max(max_graph_batch, 1)))
-    b = np.asarray(batch, dtype=float)
-    padded = np.where(b <= 2, b, np.where(b <= 4, 4.0, np.where(b < 256, np.ceil(b / 8) * 8, np.ceil(b / 16) * 16)))
-    padded = np.where(b > max_graph_batch, b, np.minimum(padded, max(max_graph_batch, 1)))
+    arr = np.asarray(batch, dtype=float)
+    padded = np.where(
+        arr <= 2, arr, np.where(arr <= 4, 4.0, np.where(arr < 256, np.ceil(arr / 8) * 8, np.ceil(arr / 16) * 16))
+    )
+    padded = np.where(arr > max_graph_batch, arr, np.minimum(padded, max(max_graph_batch, 1)))
     return float(padded) if _ndim(padded) == 0 else padded

@@ -2,7 +2,8 @@
 
 The same step model as the simulator: one ``StepTimeModel`` per (model, TP, dtype, card), sharing
 the card-free op tables of (model, TP, dtype), evaluated with numpy over every batch size and
-context length at once (``StepTimeModel.decode_seconds``: the code path of a single step). A point "fits" when batch x (KV bytes of one sequence at that context, sliding
+context length at once (``StepTimeModel.decode_seconds``: the code path of a single step). A point "fits" when batch x
+(KV bytes of one sequence at that context, sliding
 layers capped at their window) fits the KV budget of the memory plan (block rounding ignored:
 within one block per sequence of ``plan_memory``).
 """
@@ -16,7 +17,13 @@ import numpy as np
 
 from planner.errors import PlannerError
 from planner.estimate.latency import StepTimeModel, op_tables
-from planner.estimate.memory import activation_peak_bytes, cuda_graph_bytes, non_torch_bytes, resolve, stage_weight_bytes
+from planner.estimate.memory import (
+    activation_peak_bytes,
+    cuda_graph_bytes,
+    non_torch_bytes,
+    resolve,
+    stage_weight_bytes,
+)
 from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
@@ -77,13 +84,26 @@ def sweep(
                 except PlannerError:
                     continue
                 tables = op_tables(model, res)
-                tpot = np.stack([StepTimeModel(model, hw, sc.model_copy(update={"gpu": hw.id}), efficiency_for(hw, sc=sc),
-                                               tables=tables).decode_seconds(B, C) for hw in gpus])
+                tpot = np.stack(
+                    [
+                        StepTimeModel(
+                            model, hw, sc.model_copy(update={"gpu": hw.id}), efficiency_for(hw, sc=sc), tables=tables
+                        ).decode_seconds(B, C)
+                        for hw in gpus
+                    ]
+                )
                 weights = max(stage_weight_bytes(model, res))
-                budget = np.asarray([
-                    math.ceil(hw.memory_bytes * res.gpu_memory_utilization) - weights - non_torch_bytes(sc)
-                    - activation_peak_bytes(model, resolve(model, hw, sc)) - cuda_graph_bytes(model, sc, model.num_layers)
-                    for hw in gpus], float)[:, None]
+                budget = np.asarray(
+                    [
+                        math.ceil(hw.memory_bytes * res.gpu_memory_utilization)
+                        - weights
+                        - non_torch_bytes(sc)
+                        - activation_peak_bytes(model, resolve(model, hw, sc))
+                        - cuda_graph_bytes(model, sc, model.num_layers)
+                        for hw in gpus
+                    ],
+                    float,
+                )[:, None]
                 fits = B[None, :] * _kv_per_sequence(model, tp, res.kv_bytes_per_element, C)[None, :] <= budget
                 G = len(gpus)
                 # label columns as (value, repeats) runs, expanded once at the end (object arrays are slow to fill)
@@ -97,7 +117,9 @@ def sweep(
                 parts["throughput_tokens_per_s"].append((B[None, :] / tpot).ravel())
                 parts["fits"].append(fits.ravel())
     if not parts["tpot_seconds"]:
-        raise PlannerError("the sweep has no valid (model, TP, dtype) combination.", hint="Check that TP divides the heads.")
+        raise PlannerError(
+            "the sweep has no valid (model, TP, dtype) combination.", hint="Check that TP divides the heads."
+        )
     columns = {k: np.concatenate(v) for k, v in parts.items()}
     for k, runs in labels.items():
         values, repeats = zip(*runs)

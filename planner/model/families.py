@@ -24,8 +24,17 @@ from planner.model.quantization import checkpoint_quantization, normalize_dtype
 from planner.model.spec import ModelSpec
 
 #: Keys vLLM takes the minimum over to derive the longest context (``derive_max_model_len_and_key``).
-MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 #: rope types whose factor vLLM multiplies into max_model_len (all others already account for it).
 ROPE_TYPES_THAT_EXTEND = ("linear", "dynamic")
@@ -96,8 +105,13 @@ class DecoderFamily:
         return bool(cfg.get(rule, default=False)) if isinstance(rule, str) else rule
 
     def required(self) -> tuple:
-        return (("num_hidden_layers", "n_layer"), ("hidden_size", "n_embd", "d_model"),
-                ("num_attention_heads", "n_head"), ("intermediate_size", "n_inner", "ffn_dim"), "vocab_size")
+        return (
+            ("num_hidden_layers", "n_layer"),
+            ("hidden_size", "n_embd", "d_model"),
+            ("num_attention_heads", "n_head"),
+            ("intermediate_size", "n_inner", "ffn_dim"),
+            "vocab_size",
+        )
 
     def num_layers(self, cfg: Cfg) -> int:
         return cfg.int("num_hidden_layers", "n_layer", "num_layers")
@@ -142,14 +156,24 @@ class DecoderFamily:
 
     def attention(self, cfg: Cfg, i: int, window: int | None) -> Attention | MLA | Mamba:
         return Attention(
-            hidden_size=self.hidden(cfg), num_heads=self.heads(cfg), num_kv_heads=self.kv_heads(cfg),
-            head_dim=self.head_dim(cfg), qkv_bias=self.flag(cfg, self.qkv_bias), o_bias=self.flag(cfg, self.o_bias),
-            qk_norm=self.flag(cfg, self.qk_norm), sinks=self.sinks, window_tokens=window,
+            hidden_size=self.hidden(cfg),
+            num_heads=self.heads(cfg),
+            num_kv_heads=self.kv_heads(cfg),
+            head_dim=self.head_dim(cfg),
+            qkv_bias=self.flag(cfg, self.qkv_bias),
+            o_bias=self.flag(cfg, self.o_bias),
+            qk_norm=self.flag(cfg, self.qk_norm),
+            sinks=self.sinks,
+            window_tokens=window,
         )
 
     def dense(self, cfg: Cfg, intermediate: int | None = None) -> DenseMLP:
-        return DenseMLP(hidden_size=self.hidden(cfg), intermediate_size=intermediate or self.intermediate(cfg),
-                        gated=self.gated_mlp, bias=self.flag(cfg, self.mlp_bias))
+        return DenseMLP(
+            hidden_size=self.hidden(cfg),
+            intermediate_size=intermediate or self.intermediate(cfg),
+            gated=self.gated_mlp,
+            bias=self.flag(cfg, self.mlp_bias),
+        )
 
     def ffn(self, cfg: Cfg, i: int) -> DenseMLP | MoE | None:
         return self.dense(cfg)
@@ -186,7 +210,11 @@ class DecoderFamily:
         validation.check_per_layer_lists(cfg.raw, num_layers)
         windows = self.windows(cfg, num_layers)
         layers = [
-            DecoderLayer(mixer=self.attention(cfg, i, windows[i]), ffn=self.ffn(cfg, i), norm_params=self.layer_norm_params(cfg, i))
+            DecoderLayer(
+                mixer=self.attention(cfg, i, windows[i]),
+                ffn=self.ffn(cfg, i),
+                norm_params=self.layer_norm_params(cfg, i),
+            )
             for i in range(num_layers)
         ]
         shared: dict[str, DecoderLayer] = {}  # identical layers become one shared (frozen) object
@@ -239,9 +267,16 @@ def max_context(cfg: Cfg) -> int:
     rope = cfg.get("rope_scaling") or {}
     rope_type = str(rope.get("rope_type") or rope.get("type") or "")
     if rope_type in ROPE_TYPES_THAT_EXTEND and cfg.raw.get("model_type") not in ("gemma3", "gemma3_text"):
-        factor = validation.as_number("rope_scaling.factor", rope.get("factor", 1.0), validation.MAX_ROPE_FACTOR, "context multiplier")
-        length = validation.as_int("max_position_embeddings x rope_scaling.factor", int(length * factor), 1,
-                                   validation.MAX_CONTEXT_TOKENS, "the longest context, in tokens")
+        factor = validation.as_number(
+            "rope_scaling.factor", rope.get("factor", 1.0), validation.MAX_ROPE_FACTOR, "context multiplier"
+        )
+        length = validation.as_int(
+            "max_position_embeddings x rope_scaling.factor",
+            int(length * factor),
+            1,
+            validation.MAX_CONTEXT_TOKENS,
+            "the longest context, in tokens",
+        )
     return length
 
 
@@ -265,8 +300,12 @@ class MixtralFamily(MistralFamily):
     model_types = ("mixtral",)
 
     def ffn(self, cfg, i):
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_local_experts", "num_experts"),
-                   experts_per_token=cfg.int("num_experts_per_tok"), expert_intermediate_size=self.intermediate(cfg))
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("num_local_experts", "num_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=self.intermediate(cfg),
+        )
 
 
 class Qwen2Family(DecoderFamily):
@@ -274,7 +313,10 @@ class Qwen2Family(DecoderFamily):
 
     model_types = ("qwen2",)
     defaults = {"tie_word_embeddings": False, "num_key_value_heads": 32}
-    qkv_bias, o_bias, mlp_bias = True, False, False
+    # annotated again: subclasses set them to config keys (mypy would narrow an unannotated value to bool)
+    qkv_bias: ClassVar[bool | str] = True
+    o_bias: ClassVar[bool | str] = False
+    mlp_bias: ClassVar[bool | str] = False
 
     def sliding_window(self, cfg):
         return super().sliding_window(cfg) if cfg.get("use_sliding_window", default=False) else None
@@ -298,10 +340,14 @@ class Qwen2MoeFamily(Qwen2Family):
     def ffn(self, cfg, i):
         if not self.is_moe_layer(cfg, i):
             return self.dense(cfg)
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_experts"), experts_per_token=cfg.int("num_experts_per_tok"),
-                   expert_intermediate_size=cfg.int("moe_intermediate_size"),
-                   shared_intermediate_size=cfg.int("shared_expert_intermediate_size", default=0),
-                   shared_gate=bool(cfg.get("shared_expert_intermediate_size")))
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("num_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=cfg.int("moe_intermediate_size"),
+            shared_intermediate_size=cfg.int("shared_expert_intermediate_size", default=0),
+            shared_gate=bool(cfg.get("shared_expert_intermediate_size")),
+        )
 
 
 class Qwen3Family(Qwen2Family):
@@ -324,21 +370,25 @@ class Qwen3MoeFamily(Qwen2MoeFamily):
         if not self.is_moe_layer(cfg, i):
             return self.dense(cfg)
         # transformers 5 maps num_experts -> num_local_experts and saves configs with the new name
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_experts", "num_local_experts"),
-                   experts_per_token=cfg.int("num_experts_per_tok"), expert_intermediate_size=cfg.int("moe_intermediate_size"))
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("num_experts", "num_local_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=cfg.int("moe_intermediate_size"),
+        )
 
 
 class GemmaFamily(DecoderFamily):
     """Gemma: explicit head_dim (256 for 7B, where h/H = 192), tied embeddings."""
 
-    model_types = ("gemma",)
+    model_types: ClassVar[tuple[str, ...]] = ("gemma",)  # annotated again: Gemma 3 lists two
     defaults = {"tie_word_embeddings": True}
 
 
 class Gemma2Family(GemmaFamily):
     """Gemma 2: four RMSNorms per layer; even layers slide (window 4096) unless layer_types says otherwise."""
 
-    model_types = ("gemma2",)
+    model_types: ClassVar[tuple[str, ...]] = ("gemma2",)  # annotated again: Gemma 3 lists two
     norms_per_layer = 4
 
     def default_window_pattern(self, cfg, num_layers, window):
@@ -352,9 +402,17 @@ class Gemma3Family(Gemma2Family):
     qk_norm = True
     #: transformers 5.24.0 Gemma3TextConfig defaults (multimodal text_config often omits them).
     defaults = {
-        "tie_word_embeddings": True, "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
-        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-        "max_position_embeddings": 131_072, "sliding_window": 4096, "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+        "vocab_size": 262_208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
     }
 
     def default_window_pattern(self, cfg, num_layers, window):
@@ -363,7 +421,8 @@ class Gemma3Family(Gemma2Family):
 
 
 class Phi3Family(DecoderFamily):
-    """Phi-3/3.5/4-mini: fused qkv and gate_up (same counts), no biases; vLLM slides every layer if sliding_window is set."""
+    """Phi-3/3.5/4-mini: fused qkv and gate_up (same counts), no biases;
+    vLLM slides every layer if sliding_window is set."""
 
     model_types = ("phi3",)
     qkv_bias = o_bias = mlp_bias = False
@@ -383,9 +442,14 @@ class GptOssFamily(DecoderFamily):
         return [window if i % 2 == 0 else None for i in range(num_layers)]
 
     def ffn(self, cfg, i):
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_local_experts", "num_experts"),
-                   experts_per_token=cfg.int("num_experts_per_tok", "experts_per_token"),
-                   expert_intermediate_size=self.intermediate(cfg), expert_bias=True, router_bias=True)
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("num_local_experts", "num_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok", "experts_per_token"),
+            expert_intermediate_size=self.intermediate(cfg),
+            expert_bias=True,
+            router_bias=True,
+        )
 
 
 class DeepseekFamily(DecoderFamily):
@@ -402,10 +466,16 @@ class DeepseekFamily(DecoderFamily):
         return super().required() + ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
     def attention(self, cfg, i, window):
-        return MLA(hidden_size=self.hidden(cfg), num_heads=self.heads(cfg), q_lora_rank=cfg.get("q_lora_rank"),
-                   kv_lora_rank=cfg.int("kv_lora_rank"), qk_nope_head_dim=cfg.int("qk_nope_head_dim"),
-                   qk_rope_head_dim=cfg.int("qk_rope_head_dim"), v_head_dim=cfg.int("v_head_dim"),
-                   bias=bool(cfg.get("attention_bias", default=False)))
+        return MLA(
+            hidden_size=self.hidden(cfg),
+            num_heads=self.heads(cfg),
+            q_lora_rank=cfg.get("q_lora_rank"),
+            kv_lora_rank=cfg.int("kv_lora_rank"),
+            qk_nope_head_dim=cfg.int("qk_nope_head_dim"),
+            qk_rope_head_dim=cfg.int("qk_rope_head_dim"),
+            v_head_dim=cfg.int("v_head_dim"),
+            bias=bool(cfg.get("attention_bias", default=False)),
+        )
 
     def ffn(self, cfg, i):
         experts = cfg.get("n_routed_experts")
@@ -413,8 +483,13 @@ class DeepseekFamily(DecoderFamily):
         if not experts or i < cfg.int("first_k_dense_replace", default=0) or i % freq != 0:
             return self.dense(cfg)
         moe_width = cfg.int("moe_intermediate_size")
-        return MoE(hidden_size=self.hidden(cfg), num_experts=int(experts), experts_per_token=cfg.int("num_experts_per_tok"),
-                   expert_intermediate_size=moe_width, shared_intermediate_size=moe_width * cfg.int("n_shared_experts", default=0))
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=int(experts),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=moe_width,
+            shared_intermediate_size=moe_width * cfg.int("n_shared_experts", default=0),
+        )
 
 
 # ------------------------------------------------------------- LayerNorm + plain MLP
@@ -423,9 +498,12 @@ class DeepseekFamily(DecoderFamily):
 class GptNeoxFamily(DecoderFamily):
     """GPT-NeoX / Pythia: LayerNorms, plain GELU MLP, biases on every linear, separate embed_out."""
 
-    model_types = ("gpt_neox",)
+    # annotated again: subclasses list more model types and take the biases from config keys
+    model_types: ClassVar[tuple[str, ...]] = ("gpt_neox",)
     defaults = {"tie_word_embeddings": False}
-    qkv_bias = o_bias = mlp_bias = True
+    qkv_bias: ClassVar[bool | str] = True
+    o_bias: ClassVar[bool | str] = True
+    mlp_bias: ClassVar[bool | str] = True
     gated_mlp = False
     norm_params_per_h = 2
 
@@ -437,7 +515,12 @@ class Gpt2Family(GptNeoxFamily):
     defaults = {"tie_word_embeddings": True}
 
     def required(self):
-        return (("n_layer", "num_hidden_layers"), ("n_embd", "hidden_size"), ("n_head", "num_attention_heads"), "vocab_size")
+        return (
+            ("n_layer", "num_hidden_layers"),
+            ("n_embd", "hidden_size"),
+            ("n_head", "num_attention_heads"),
+            "vocab_size",
+        )
 
     def intermediate(self, cfg):
         return cfg.int("n_inner", default=4 * self.hidden(cfg))
@@ -479,7 +562,12 @@ class FalconFamily(GptNeoxFamily):
     qkv_bias = o_bias = mlp_bias = "bias"
 
     def required(self):
-        return (("num_hidden_layers", "n_layer"), ("hidden_size", "n_embed"), ("num_attention_heads", "n_head"), "vocab_size")
+        return (
+            ("num_hidden_layers", "n_layer"),
+            ("hidden_size", "n_embed"),
+            ("num_attention_heads", "n_head"),
+            "vocab_size",
+        )
 
     def kv_heads(self, cfg):
         if cfg.get("new_decoder_architecture", default=False):
@@ -504,8 +592,15 @@ class MambaFamily(DecoderFamily):
     """Mamba-1: every layer a selective-SSM mixer with one RMSNorm, no attention, no FFN; tied head."""
 
     model_types = ("mamba",)
-    defaults = {"tie_word_embeddings": True, "state_size": 16, "conv_kernel": 4, "expand": 2,
-                "use_bias": False, "use_conv_bias": True, "time_step_rank": "auto"}
+    defaults = {
+        "tie_word_embeddings": True,
+        "state_size": 16,
+        "conv_kernel": 4,
+        "expand": 2,
+        "use_bias": False,
+        "use_conv_bias": True,
+        "time_step_rank": "auto",
+    }
 
     def required(self):
         return (("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"), "vocab_size")
@@ -513,13 +608,29 @@ class MambaFamily(DecoderFamily):
     def mamba(self, cfg, d_inner, d_state, d_conv, dt_rank, proj_bias, conv_bias, inner_norms) -> Mamba:
         h = self.hidden(cfg)
         rank = math.ceil(h / 16) if dt_rank in (None, "auto") else int(dt_rank)
-        return Mamba(hidden_size=h, d_inner=int(d_inner), d_state=int(d_state), d_conv=int(d_conv), dt_rank=rank,
-                     proj_bias=bool(proj_bias), conv_bias=bool(conv_bias), inner_norms=inner_norms)
+        return Mamba(
+            hidden_size=h,
+            d_inner=int(d_inner),
+            d_state=int(d_state),
+            d_conv=int(d_conv),
+            dt_rank=rank,
+            proj_bias=bool(proj_bias),
+            conv_bias=bool(conv_bias),
+            inner_norms=inner_norms,
+        )
 
     def attention(self, cfg, i, window):
         h = self.hidden(cfg)
-        return self.mamba(cfg, cfg.get("intermediate_size", default=cfg.int("expand") * h), cfg.get("state_size"),
-                          cfg.get("conv_kernel"), cfg.get("time_step_rank"), cfg.get("use_bias"), cfg.get("use_conv_bias"), False)
+        return self.mamba(
+            cfg,
+            cfg.get("intermediate_size", default=cfg.int("expand") * h),
+            cfg.get("state_size"),
+            cfg.get("conv_kernel"),
+            cfg.get("time_step_rank"),
+            cfg.get("use_bias"),
+            cfg.get("use_conv_bias"),
+            False,
+        )
 
     def ffn(self, cfg, i):
         return None
@@ -532,9 +643,21 @@ class JambaFamily(MambaFamily):
     """Jamba: attention every attn_layer_period layers (offset), Mamba elsewhere; MoE every expert_layer_period."""
 
     model_types = ("jamba",)
-    defaults = {"tie_word_embeddings": False, "attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
-                "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": "auto",
-                "mamba_conv_bias": True, "mamba_proj_bias": False, "num_experts": 16, "num_experts_per_tok": 2}
+    defaults = {
+        "tie_word_embeddings": False,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "mamba_dt_rank": "auto",
+        "mamba_conv_bias": True,
+        "mamba_proj_bias": False,
+        "num_experts": 16,
+        "num_experts_per_tok": 2,
+    }
     qkv_bias = o_bias = mlp_bias = False
 
     def required(self):
@@ -544,13 +667,25 @@ class JambaFamily(MambaFamily):
         if i % cfg.int("attn_layer_period") == cfg.int("attn_layer_offset"):
             return DecoderFamily.attention(self, cfg, i, window)
         h = self.hidden(cfg)
-        return self.mamba(cfg, cfg.int("mamba_expand") * h, cfg.get("mamba_d_state"), cfg.get("mamba_d_conv"),
-                          cfg.get("mamba_dt_rank"), cfg.get("mamba_proj_bias"), cfg.get("mamba_conv_bias"), True)
+        return self.mamba(
+            cfg,
+            cfg.int("mamba_expand") * h,
+            cfg.get("mamba_d_state"),
+            cfg.get("mamba_d_conv"),
+            cfg.get("mamba_dt_rank"),
+            cfg.get("mamba_proj_bias"),
+            cfg.get("mamba_conv_bias"),
+            True,
+        )
 
     def ffn(self, cfg, i):
         if cfg.int("num_experts") > 1 and i % cfg.int("expert_layer_period") == cfg.int("expert_layer_offset"):
-            return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_experts"), experts_per_token=cfg.int("num_experts_per_tok"),
-                       expert_intermediate_size=self.intermediate(cfg))
+            return MoE(
+                hidden_size=self.hidden(cfg),
+                num_experts=cfg.int("num_experts"),
+                experts_per_token=cfg.int("num_experts_per_tok"),
+                expert_intermediate_size=self.intermediate(cfg),
+            )
         return self.dense(cfg)
 
     def layer_norm_params(self, cfg, i):
@@ -575,10 +710,21 @@ class Llama4Family(DecoderFamily):
     model_types = ("llama4_text", "llama4")
     #: transformers 5.24.0 Llama4TextConfig defaults (the wrapper's text_config often omits some).
     defaults = {
-        "tie_word_embeddings": False, "vocab_size": 202_048, "hidden_size": 5120, "intermediate_size": 8192,
-        "intermediate_size_mlp": 16_384, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
-        "head_dim": 128, "max_position_embeddings": 131_072, "num_local_experts": 16, "num_experts_per_tok": 1,
-        "interleave_moe_layer_step": 1, "no_rope_layer_interval": 4, "attention_chunk_size": 8192,
+        "tie_word_embeddings": False,
+        "vocab_size": 202_048,
+        "hidden_size": 5120,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16_384,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131_072,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "no_rope_layer_interval": 4,
+        "attention_chunk_size": 8192,
     }
     qkv_bias = o_bias = "attention_bias"
     mlp_bias = False
@@ -599,7 +745,11 @@ class Llama4Family(DecoderFamily):
         return (i + 1) % cfg.int("no_rope_layer_interval") != 0
 
     def attention(self, cfg, i, window):
-        chunk = None if "attention_chunk_size" in cfg.raw and cfg.raw["attention_chunk_size"] is None else cfg.int("attention_chunk_size")
+        chunk = (
+            None
+            if "attention_chunk_size" in cfg.raw and cfg.raw["attention_chunk_size"] is None
+            else cfg.int("attention_chunk_size")
+        )
         attn = super().attention(cfg, i, window)
         if chunk and self.uses_rope(cfg, i):
             attn = Attention(**{**attn.model_dump(exclude={"kind"}), "chunk_tokens": chunk})
@@ -609,9 +759,13 @@ class Llama4Family(DecoderFamily):
         if i not in self.moe_layers(cfg):
             return self.dense(cfg, cfg.int("intermediate_size_mlp"))
         width = self.intermediate(cfg)
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_local_experts"),
-                   experts_per_token=cfg.int("num_experts_per_tok"), expert_intermediate_size=width,
-                   shared_intermediate_size=width)
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("num_local_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=width,
+            shared_intermediate_size=width,
+        )
 
 
 class Glm4MoeFamily(DecoderFamily):
@@ -624,10 +778,21 @@ class Glm4MoeFamily(DecoderFamily):
     model_types = ("glm4_moe",)
     #: transformers 5.24.0 Glm4MoeConfig defaults.
     defaults = {
-        "tie_word_embeddings": False, "vocab_size": 151_552, "hidden_size": 4096, "intermediate_size": 10_944,
-        "num_hidden_layers": 46, "num_attention_heads": 96, "num_key_value_heads": 8, "max_position_embeddings": 131_072,
-        "moe_intermediate_size": 1408, "num_experts_per_tok": 8, "n_shared_experts": 1, "n_routed_experts": 128,
-        "first_k_dense_replace": 1, "attention_bias": False, "use_qk_norm": False,
+        "tie_word_embeddings": False,
+        "vocab_size": 151_552,
+        "hidden_size": 4096,
+        "intermediate_size": 10_944,
+        "num_hidden_layers": 46,
+        "num_attention_heads": 96,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131_072,
+        "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 8,
+        "n_shared_experts": 1,
+        "n_routed_experts": 128,
+        "first_k_dense_replace": 1,
+        "attention_bias": False,
+        "use_qk_norm": False,
     }
     qkv_bias = "attention_bias"
     o_bias = mlp_bias = False
@@ -637,9 +802,13 @@ class Glm4MoeFamily(DecoderFamily):
         if i < cfg.int("first_k_dense_replace"):
             return self.dense(cfg)
         width = cfg.int("moe_intermediate_size")
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("n_routed_experts", "num_local_experts"),
-                   experts_per_token=cfg.int("num_experts_per_tok"), expert_intermediate_size=width,
-                   shared_intermediate_size=width * cfg.int("n_shared_experts"))
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("n_routed_experts", "num_local_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=width,
+            shared_intermediate_size=width * cfg.int("n_shared_experts"),
+        )
 
 
 class PhimoeFamily(DecoderFamily):
@@ -651,9 +820,18 @@ class PhimoeFamily(DecoderFamily):
     model_types = ("phimoe",)
     #: transformers 5.24.0 PhimoeConfig defaults.
     defaults = {
-        "tie_word_embeddings": False, "vocab_size": 32_064, "hidden_size": 4096, "intermediate_size": 6400,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131_072,
-        "num_local_experts": 16, "num_experts_per_tok": 2, "attention_bias": False, "lm_head_bias": False,
+        "tie_word_embeddings": False,
+        "vocab_size": 32_064,
+        "hidden_size": 4096,
+        "intermediate_size": 6400,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131_072,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 2,
+        "attention_bias": False,
+        "lm_head_bias": False,
     }
     qkv_bias = o_bias = "attention_bias"
     mlp_bias = False
@@ -663,8 +841,12 @@ class PhimoeFamily(DecoderFamily):
         return [window] * num_layers
 
     def ffn(self, cfg, i):
-        return MoE(hidden_size=self.hidden(cfg), num_experts=cfg.int("num_local_experts"),
-                   experts_per_token=cfg.int("num_experts_per_tok"), expert_intermediate_size=self.intermediate(cfg))
+        return MoE(
+            hidden_size=self.hidden(cfg),
+            num_experts=cfg.int("num_local_experts"),
+            experts_per_token=cfg.int("num_experts_per_tok"),
+            expert_intermediate_size=self.intermediate(cfg),
+        )
 
     def lm_head_bias(self, cfg):
         return bool(cfg.get("lm_head_bias", default=False))
@@ -684,12 +866,26 @@ class Qwen3NextFamily(Qwen2MoeFamily):
     qk_norm = True
     #: transformers 5.24.0 Qwen3NextConfig defaults.
     defaults = {
-        "tie_word_embeddings": False, "vocab_size": 151_936, "hidden_size": 2048, "intermediate_size": 5632,
-        "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
-        "max_position_embeddings": 32_768, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-        "decoder_sparse_step": 1, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
-        "num_experts_per_tok": 10, "num_experts": 512, "full_attention_interval": 4,
+        "tie_word_embeddings": False,
+        "vocab_size": 151_936,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "max_position_embeddings": 32_768,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "decoder_sparse_step": 1,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "num_experts_per_tok": 10,
+        "num_experts": 512,
+        "full_attention_interval": 4,
     }
 
     def is_linear(self, cfg: Cfg, i: int) -> bool:
@@ -702,9 +898,14 @@ class Qwen3NextFamily(Qwen2MoeFamily):
         if not self.is_linear(cfg, i):
             attn = super().attention(cfg, i, window)
             return Attention(**{**attn.model_dump(exclude={"kind"}), "output_gate": True})
-        return GatedDeltaNet(hidden_size=self.hidden(cfg), num_key_heads=cfg.int("linear_num_key_heads"),
-                             num_value_heads=cfg.int("linear_num_value_heads"), key_head_dim=cfg.int("linear_key_head_dim"),
-                             value_head_dim=cfg.int("linear_value_head_dim"), d_conv=cfg.int("linear_conv_kernel_dim"))
+        return GatedDeltaNet(
+            hidden_size=self.hidden(cfg),
+            num_key_heads=cfg.int("linear_num_key_heads"),
+            num_value_heads=cfg.int("linear_num_value_heads"),
+            key_head_dim=cfg.int("linear_key_head_dim"),
+            value_head_dim=cfg.int("linear_value_head_dim"),
+            d_conv=cfg.int("linear_conv_kernel_dim"),
+        )
 
     def is_moe_layer(self, cfg, i):
         return cfg.int("num_experts") > 0 and super().is_moe_layer(cfg, i)
@@ -715,15 +916,34 @@ class Mamba2Family(MambaFamily):
 
     model_types = ("mamba2",)
     #: transformers 5.24.0 Mamba2Config defaults.
-    defaults = {"tie_word_embeddings": False, "num_heads": 128, "head_dim": 64, "vocab_size": 32_768, "hidden_size": 4096,
-                "state_size": 128, "num_hidden_layers": 64, "expand": 2, "conv_kernel": 4, "n_groups": 8,
-                "use_bias": False, "use_conv_bias": True}
+    defaults = {
+        "tie_word_embeddings": False,
+        "num_heads": 128,
+        "head_dim": 64,
+        "vocab_size": 32_768,
+        "hidden_size": 4096,
+        "state_size": 128,
+        "num_hidden_layers": 64,
+        "expand": 2,
+        "conv_kernel": 4,
+        "n_groups": 8,
+        "use_bias": False,
+        "use_conv_bias": True,
+    }
 
     def attention(self, cfg, i, window):
         h = self.hidden(cfg)
-        return Mamba2(hidden_size=h, d_inner=int(cfg.get("expand") * h), num_heads=cfg.int("num_heads"),
-                      head_dim=cfg.int("head_dim"), n_groups=cfg.int("n_groups"), d_state=cfg.int("state_size"),
-                      d_conv=cfg.int("conv_kernel"), proj_bias=bool(cfg.get("use_bias")), conv_bias=bool(cfg.get("use_conv_bias")))
+        return Mamba2(
+            hidden_size=h,
+            d_inner=int(cfg.get("expand") * h),
+            num_heads=cfg.int("num_heads"),
+            head_dim=cfg.int("head_dim"),
+            n_groups=cfg.int("n_groups"),
+            d_state=cfg.int("state_size"),
+            d_conv=cfg.int("conv_kernel"),
+            proj_bias=bool(cfg.get("use_bias")),
+            conv_bias=bool(cfg.get("use_conv_bias")),
+        )
 
 
 class GenericFamily(DecoderFamily):
@@ -732,15 +952,37 @@ class GenericFamily(DecoderFamily):
     generic = True
 
     def warnings(self, cfg):
-        return [f"model_type {cfg.raw.get('model_type')!r} is not a known family; this is a generic Llama-style estimate "
-                "(GQA attention, gated MLP, RMSNorm). Parameter counts may be off by biases, norms or special layers."]
+        return [
+            f"model_type {cfg.raw.get('model_type')!r} is not a known family; this is a generic Llama-style estimate "
+            "(GQA attention, gated MLP, RMSNorm). Parameter counts may be off by biases, norms or special layers."
+        ]
 
 
 FAMILY_CLASSES: tuple[type[DecoderFamily], ...] = (
-    DecoderFamily, MistralFamily, MixtralFamily, Qwen2Family, Qwen2MoeFamily, Qwen3Family, Qwen3MoeFamily,
-    GemmaFamily, Gemma2Family, Gemma3Family, Phi3Family, GptOssFamily, DeepseekFamily, GptNeoxFamily,
-    Gpt2Family, OptFamily, FalconFamily, MambaFamily, JambaFamily, Llama4Family, Glm4MoeFamily, PhimoeFamily,
-    Qwen3NextFamily, Mamba2Family,
+    DecoderFamily,
+    MistralFamily,
+    MixtralFamily,
+    Qwen2Family,
+    Qwen2MoeFamily,
+    Qwen3Family,
+    Qwen3MoeFamily,
+    GemmaFamily,
+    Gemma2Family,
+    Gemma3Family,
+    Phi3Family,
+    GptOssFamily,
+    DeepseekFamily,
+    GptNeoxFamily,
+    Gpt2Family,
+    OptFamily,
+    FalconFamily,
+    MambaFamily,
+    JambaFamily,
+    Llama4Family,
+    Glm4MoeFamily,
+    PhimoeFamily,
+    Qwen3NextFamily,
+    Mamba2Family,
 )
 FAMILIES: dict[str, DecoderFamily] = {mt: cls() for cls in FAMILY_CLASSES for mt in cls.model_types}
 #: Multimodal wrappers whose language model lives in ``text_config``.
@@ -756,8 +998,10 @@ def text_config(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             for inherit in ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
                 if inherit in raw and inherit not in merged:
                     merged[inherit] = raw[inherit]
-            note = (f"multimodal model ({raw.get('model_type')}): planning the language model from {key}; "
-                    "the vision/audio encoder's weights are not counted.")
+            note = (
+                f"multimodal model ({raw.get('model_type')}): planning the language model from {key}; "
+                "the vision/audio encoder's weights are not counted."
+            )
             return merged, [note]
     return raw, []
 
@@ -766,10 +1010,28 @@ def text_config(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 #: value that switches it on) is not a plain dense decoder, and the generic reading would miss
 #: most of its parameters (Llama-4 was 74% low, Qwen3-Next 96%), so it is refused instead.
 NOT_DENSE_KEYS = (
-    "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "moe_intermediate_size",
-    "moe_layers", "moe_layer_freq", "expert_layer_period", "first_k_dense_replace", "n_shared_experts",
-    "shared_expert_intermediate_size", "attn_layer_period", "hybrid_override_pattern", "layers_block_type", "block_types",
-    "state_size", "ssm_state_size", "mamba_d_state", "linear_num_value_heads", "attention_chunk_size", "kv_lora_rank",
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "moe_layers",
+    "moe_layer_freq",
+    "expert_layer_period",
+    "first_k_dense_replace",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+    "attn_layer_period",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "block_types",
+    "state_size",
+    "ssm_state_size",
+    "mamba_d_state",
+    "linear_num_value_heads",
+    "attention_chunk_size",
+    "kv_lora_rank",
 )
 #: Layer kinds the generic (Llama-style) reading understands.
 GENERIC_LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -821,8 +1083,10 @@ def build_spec(raw: Any, name: str = "model") -> ModelSpec:
     except ConfigError as err:
         raise type(err)(f"{name}: {err.message}", hint=err.hint) from None
     except (TypeError, ValueError, ArithmeticError) as err:
-        raise ConfigError(f"{name}: config.json has a value of the wrong type or size ({err}).",
-                          hint="Compare the file with the model's config.json on the Hub.") from None
+        raise ConfigError(
+            f"{name}: config.json has a value of the wrong type or size ({err}).",
+            hint="Compare the file with the model's config.json on the Hub.",
+        ) from None
     if notes:
         spec = spec.model_copy(update={"warnings": tuple(notes) + spec.warnings})
     return spec

@@ -58,6 +58,11 @@ class KVSpec(BaseModel):
         """True for a per-sequence state (one page per request, padded to the attention page)."""
         return False
 
+    @property
+    def group_key(self) -> tuple:
+        """Layers with equal keys share a vLLM KV-cache group (same kind and page)."""
+        raise NotImplementedError
+
     def describe(self, layers: int) -> tuple[str, str]:
         """(the formula of ``layers`` such layers with their numbers, a note on what it means)."""
         raise NotImplementedError
@@ -69,11 +74,6 @@ def _layers(n: int) -> str:
 
 def _elt(dtype_bytes: float) -> str:
     return f"{dtype_bytes:g} B"
-
-    @property
-    def group_key(self) -> tuple:
-        """Layers with equal keys share a vLLM KV-cache group (same kind and page)."""
-        raise NotImplementedError
 
 
 class FullAttentionKV(KVSpec):
@@ -104,20 +104,24 @@ class FullAttentionKV(KVSpec):
         if self.head_dim_v == self.head_dim:
             text = f"2 (K and V) x {_layers(layers)} x {heads} x {self.head_dim} head_dim x {_elt(self.dtype_bytes)}"
         else:
-            text = (f"{_layers(layers)} x {heads} x ({self.head_dim} K + {self.head_dim_v} V) head_dim x "
-                    f"{_elt(self.dtype_bytes)}")
+            text = (
+                f"{_layers(layers)} x {heads} x ({self.head_dim} K + {self.head_dim_v} V) head_dim x "
+                f"{_elt(self.dtype_bytes)}"
+            )
         return f"{text} = {layers * self.bytes_per_token:,} B/token", ""
 
 
 class MLAKV(FullAttentionKV):
     """Multi-head latent attention: one 'head' of kv_lora_rank + qk_rope_head_dim, no V, no TP split."""
 
-    kind: Literal["mla"] = "mla"
+    kind: Literal["mla"] = "mla"  # type: ignore[assignment]  # its own tag in the union; full attention's fields
 
     def describe(self, layers: int) -> tuple[str, str]:
         text = f"{_layers(layers)} x 1 latent x {self.head_dim} (kv_lora_rank + rope dims) x {_elt(self.dtype_bytes)}"
-        return (f"{text} = {layers * self.bytes_per_token:,} B/token",
-                "MLA: one compressed latent per token, not split by tensor parallelism")
+        return (
+            f"{text} = {layers * self.bytes_per_token:,} B/token",
+            "MLA: one compressed latent per token, not split by tensor parallelism",
+        )
 
 
 class SlidingWindowKV(FullAttentionKV):
@@ -128,7 +132,7 @@ class SlidingWindowKV(FullAttentionKV):
     a step may add before old blocks are freed, plus one block of misalignment.
     """
 
-    kind: Literal["sliding_window"] = "sliding_window"
+    kind: Literal["sliding_window"] = "sliding_window"  # type: ignore[assignment]  # its own tag in the union; full attention's fields
     window_tokens: int = Field(description="Sliding window size, in tokens.")
 
     @property
@@ -161,9 +165,15 @@ class ChunkedLocalKV(FullAttentionKV):
     max_model_len 4096, block 16: 256 blocks per request either way (4096 < the 8192 chunk).
     """
 
-    kind: Literal["chunked_local"] = "chunked_local"
+    kind: Literal["chunked_local"] = "chunked_local"  # type: ignore[assignment]  # its own tag in the union; full attention's fields
     chunk_tokens: int = Field(description="attention_chunk_size, in tokens.")
-    hybrid_manager: bool = Field(False, description="vLLM's hybrid KV-cache manager is on (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1): blocks outside the current chunk are freed.")
+    hybrid_manager: bool = Field(
+        False,
+        description=(
+            "vLLM's hybrid KV-cache manager is on (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1): "
+            "blocks outside the current chunk are freed."
+        ),
+    )
 
     @property
     def group_key(self) -> tuple:
@@ -184,8 +194,10 @@ class ChunkedLocalKV(FullAttentionKV):
         text, _ = super().describe(layers)
         if self.hybrid_manager:
             return text, f"chunked local attention: a sequence keeps at most about {self.chunk_tokens:,} tokens here"
-        return text, (f"chunked local attention ({self.chunk_tokens:,}-token chunks), kept in full: vLLM disables its "
-                      "hybrid KV-cache manager for chunked-attention models by default")
+        return text, (
+            f"chunked local attention ({self.chunk_tokens:,}-token chunks), kept in full: vLLM disables its "
+            "hybrid KV-cache manager for chunked-attention models by default"
+        )
 
 
 class MambaStateKV(KVSpec):
@@ -213,5 +225,7 @@ class MambaStateKV(KVSpec):
         return True
 
     def describe(self, layers: int) -> tuple[str, str]:
-        return (f"{_layers(layers)} x {self.state_bytes:,} B of recurrent state",
-                "per sequence, whatever its length (Mamba conv + SSM state)")
+        return (
+            f"{_layers(layers)} x {self.state_bytes:,} B of recurrent state",
+            "per sequence, whatever its length (Mamba conv + SSM state)",
+        )

@@ -16,11 +16,11 @@ device (``tests/golden``).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.model.kv import ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, MLAKV, SlidingWindowKV
+from planner.model.kv import MLAKV, ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, SlidingWindowKV
 from planner.model.ops import Op, StepShape, allreduce, elementwise, gemm
 
 
@@ -31,7 +31,9 @@ class ParamGroup(BaseModel):
 
     component: str = Field(description="embedding, attention, mlp, experts, router, mamba, norms or lm_head.")
     sharded_linear: int = Field(0, description="Linear weights split over TP ranks (quantizable), in parameters.")
-    replicated_linear: int = Field(0, description="Linear weights held whole on every rank (quantizable), in parameters.")
+    replicated_linear: int = Field(
+        0, description="Linear weights held whole on every rank (quantizable), in parameters."
+    )
     other: int = Field(0, description="Biases, norms, routers, scales: replicated, activation dtype, in parameters.")
 
     @property
@@ -75,8 +77,16 @@ class Attention(_Block):
     qk_norm: bool = Field(False, description="RMSNorm over head_dim on queries and keys (Qwen3, Gemma3).")
     sinks: bool = Field(False, description="One learned attention-sink logit per head (gpt-oss).")
     window_tokens: int | None = Field(None, description="Sliding-window size in tokens; None for full attention.")
-    chunk_tokens: int | None = Field(None, description="Chunked local attention: tokens attend within chunks of this many tokens (Llama 4 attention_chunk_size); None otherwise.")
-    output_gate: bool = Field(False, description="q_proj also yields a per-head sigmoid gate on the output (Qwen3-Next), doubling its width.")
+    chunk_tokens: int | None = Field(
+        None,
+        description=(
+            "Chunked local attention: tokens attend within chunks of this many tokens (Llama 4 "
+            "attention_chunk_size); None otherwise."
+        ),
+    )
+    output_gate: bool = Field(
+        False, description="q_proj also yields a per-head sigmoid gate on the output (Qwen3-Next), doubling its width."
+    )
 
     def param_groups(self) -> list[ParamGroup]:
         h, H, K, d = self.hidden_size, self.num_heads, self.num_kv_heads, self.head_dim
@@ -106,7 +116,9 @@ class Attention(_Block):
         return max(1, self.num_kv_heads // tp)
 
     def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
-        common = dict(kv_heads=self.kv_heads_per_rank(tp), head_dim=self.head_dim, head_dim_v=self.head_dim, dtype_bytes=kv_bytes)
+        common = dict(
+            kv_heads=self.kv_heads_per_rank(tp), head_dim=self.head_dim, head_dim_v=self.head_dim, dtype_bytes=kv_bytes
+        )
         if self.chunk_tokens is not None:
             return ChunkedLocalKV(chunk_tokens=self.chunk_tokens, **common)
         if self.window_tokens is None:
@@ -170,7 +182,9 @@ class MLA(_Block):
     kind: Literal["mla"] = "mla"
     hidden_size: int = Field(description="Model width h.")
     num_heads: int = Field(description="Query heads H.")
-    q_lora_rank: int | None = Field(description="Rank of the query down-projection; None means a full q_proj (V2-Lite).")
+    q_lora_rank: int | None = Field(
+        description="Rank of the query down-projection; None means a full q_proj (V2-Lite)."
+    )
     kv_lora_rank: int = Field(description="Width of the cached latent (512 for V2/V3).")
     qk_nope_head_dim: int = Field(description="Non-rotary part of each query/key head.")
     qk_rope_head_dim: int = Field(description="Rotary part, shared across heads and cached.")
@@ -225,19 +239,47 @@ class MLA(_Block):
             # Expanded: up-project every context token's latent to per-head K (nope) and V.
             ctx_tokens = B * shape.context_len
             ops.append(gemm(shape, "mla.kv_b_proj", "attention", ctx_tokens, H * (nope + v), r))
-            ops.append(Op(name="mla.score (QK^T)", kind="attention", flops=2.0 * B * H_r * pairs * (nope + rope),
-                          kv_bytes=B * shape.context_len * latent_bytes, activation_bytes=T * H_r * (nope + rope) * shape.act_bytes))
+            ops.append(
+                Op(
+                    name="mla.score (QK^T)",
+                    kind="attention",
+                    flops=2.0 * B * H_r * pairs * (nope + rope),
+                    kv_bytes=B * shape.context_len * latent_bytes,
+                    activation_bytes=T * H_r * (nope + rope) * shape.act_bytes,
+                )
+            )
             ops.append(Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0))
-            ops.append(Op(name="mla.value (PV)", kind="attention", flops=2.0 * B * H_r * pairs * v, kernels=0,
-                          activation_bytes=T * H_r * v * shape.act_bytes))
+            ops.append(
+                Op(
+                    name="mla.value (PV)",
+                    kind="attention",
+                    flops=2.0 * B * H_r * pairs * v,
+                    kernels=0,
+                    activation_bytes=T * H_r * v * shape.act_bytes,
+                )
+            )
         else:
             # Absorbed: queries move into the latent space, attention runs over the cached latent.
             ops.append(gemm(shape, "mla.q_absorb (W_UK)", "attention", T, H * r, nope))
-            ops.append(Op(name="mla.score (QK^T)", kind="attention", flops=2.0 * B * H_r * pairs * (r + rope),
-                          kv_bytes=B * shape.context_len * latent_bytes, activation_bytes=T * H_r * (r + rope) * shape.act_bytes))
+            ops.append(
+                Op(
+                    name="mla.score (QK^T)",
+                    kind="attention",
+                    flops=2.0 * B * H_r * pairs * (r + rope),
+                    kv_bytes=B * shape.context_len * latent_bytes,
+                    activation_bytes=T * H_r * (r + rope) * shape.act_bytes,
+                )
+            )
             ops.append(Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0))
-            ops.append(Op(name="mla.value (PV)", kind="attention", flops=2.0 * B * H_r * pairs * r, kernels=0,
-                          activation_bytes=T * H_r * r * shape.act_bytes))
+            ops.append(
+                Op(
+                    name="mla.value (PV)",
+                    kind="attention",
+                    flops=2.0 * B * H_r * pairs * r,
+                    kernels=0,
+                    activation_bytes=T * H_r * r * shape.act_bytes,
+                )
+            )
             ops.append(gemm(shape, "mla.v_absorb (W_UV)", "attention", T, H * v, r))
         ops.append(gemm(shape, "mla.o_proj", "attention", T, h, H * v))
         return ops
@@ -284,8 +326,13 @@ class Mamba(_Block):
             elementwise(shape, "mamba.conv1d", T * I_r, 2.0 * self.d_conv),
             gemm(shape, "mamba.x_proj", "mamba", T, R + 2 * N, I),
             gemm(shape, "mamba.dt_proj", "mamba", T, I, R),
-            Op(name="mamba.selective_scan", kind="scan", flops=9.0 * T * I_r * N, kv_bytes=2 * state,
-               activation_bytes=4 * T * I_r * shape.act_bytes),
+            Op(
+                name="mamba.selective_scan",
+                kind="scan",
+                flops=9.0 * T * I_r * N,
+                kv_bytes=2 * state,
+                activation_bytes=4 * T * I_r * shape.act_bytes,
+            ),
             gemm(shape, "mamba.out_proj", "mamba", T, h, I),
         ]
 
@@ -344,8 +391,13 @@ class Mamba2(_Block):
         return [
             gemm(shape, "mamba2.in_proj", "mamba", T, in_width, h),
             elementwise(shape, "mamba2.conv1d", T * self.conv_dim / shape.tp, 2.0 * self.d_conv),
-            Op(name="mamba2.ssd_scan", kind="scan", flops=9.0 * T * I / shape.tp * N, kv_bytes=2 * state,
-               activation_bytes=4 * T * I / shape.tp * shape.act_bytes),
+            Op(
+                name="mamba2.ssd_scan",
+                kind="scan",
+                flops=9.0 * T * I / shape.tp * N,
+                kv_bytes=2 * state,
+                activation_bytes=4 * T * I / shape.tp * shape.act_bytes,
+            ),
             gemm(shape, "mamba2.out_proj", "mamba", T, h, I),
         ]
 
@@ -404,13 +456,18 @@ class GatedDeltaNet(_Block):
             gemm(shape, "gdn.in_proj_ba", "mamba", T, 2 * self.num_value_heads, h),
             elementwise(shape, "gdn.conv1d", T * self.conv_dim / shape.tp, 2.0 * self.d_conv),
             # per token and value head: S <- g*S + b*(v - S k) k^T and o = S q, ~6 dk*dv FLOPs
-            Op(name="gdn.delta_rule", kind="scan", flops=6.0 * T * nv_r * self.key_head_dim * self.value_head_dim,
-               kv_bytes=2 * state, activation_bytes=4 * T * self.conv_dim / shape.tp * shape.act_bytes),
+            Op(
+                name="gdn.delta_rule",
+                kind="scan",
+                flops=6.0 * T * nv_r * self.key_head_dim * self.value_head_dim,
+                kv_bytes=2 * state,
+                activation_bytes=4 * T * self.conv_dim / shape.tp * shape.act_bytes,
+            ),
             gemm(shape, "gdn.out_proj", "mamba", T, h, self.value_dim),
         ]
 
 
-Mixer = Annotated[Union[Attention, MLA, Mamba, Mamba2, GatedDeltaNet], Field(discriminator="kind")]
+Mixer = Annotated[Attention | MLA | Mamba | Mamba2 | GatedDeltaNet, Field(discriminator="kind")]
 
 
 # ------------------------------------------------------------------------------------- FFNs
@@ -461,8 +518,12 @@ class MoE(_Block):
 
     @property
     def expert(self) -> DenseMLP:
-        return DenseMLP(hidden_size=self.hidden_size, intermediate_size=self.expert_intermediate_size,
-                        bias=self.expert_bias, component="experts")
+        return DenseMLP(
+            hidden_size=self.hidden_size,
+            intermediate_size=self.expert_intermediate_size,
+            bias=self.expert_bias,
+            component="experts",
+        )
 
     @property
     def shared(self) -> DenseMLP | None:
@@ -479,7 +540,9 @@ class MoE(_Block):
         e = self.expert.param_groups()[0]
         groups = [
             ParamGroup(component="experts", sharded_linear=E * e.sharded_linear, other=E * e.other),
-            ParamGroup(component="router", other=E * h + (E if self.router_bias else 0) + (h if self.shared_gate else 0)),
+            ParamGroup(
+                component="router", other=E * h + (E if self.router_bias else 0) + (h if self.shared_gate else 0)
+            ),
         ]
         if self.shared is not None:
             groups += self.shared.param_groups()
@@ -491,13 +554,25 @@ class MoE(_Block):
         return E * (1.0 - (1.0 - k / E) ** tokens)
 
     def ops(self, shape: StepShape) -> list[Op]:
-        h, I, E, k, T = self.hidden_size, self.expert_intermediate_size, self.num_experts, self.experts_per_token, shape.tokens
+        h, I, E, k, T = (
+            self.hidden_size,
+            self.expert_intermediate_size,
+            self.num_experts,
+            self.experts_per_token,
+            shape.tokens,
+        )
         touched = self.expected_distinct_experts(T)
         expert_weights = shape.wbytes("experts", 3 * h * I / shape.tp) * touched
         routed_tokens = T * k
         ops = [
-            Op(name="moe.router", kind="gemm", flops=2.0 * T * E * h, weight_bytes=E * h * shape.act_bytes,
-               activation_bytes=T * (h + E) * shape.act_bytes, gemm_m_tokens=T),
+            Op(
+                name="moe.router",
+                kind="gemm",
+                flops=2.0 * T * E * h,
+                weight_bytes=E * h * shape.act_bytes,
+                activation_bytes=T * (h + E) * shape.act_bytes,
+                gemm_m_tokens=T,
+            ),
             Op(
                 name=f"moe.experts ({touched:.1f} of {E} touched)",
                 kind="grouped_gemm",
@@ -514,7 +589,7 @@ class MoE(_Block):
         return ops
 
 
-FFN = Annotated[Union[DenseMLP, MoE], Field(discriminator="kind")]
+FFN = Annotated[DenseMLP | MoE, Field(discriminator="kind")]
 
 
 # ------------------------------------------------------------------------------------ layer
@@ -533,7 +608,7 @@ class DecoderLayer(BaseModel):
     def kind(self) -> str:
         """Human label: full_attention, sliding_attention(4096), mla, mamba, plus '+moe'."""
         mixer = self.mixer
-        label = mixer.kind
+        label: str = mixer.kind
         if isinstance(mixer, Attention) and mixer.chunk_tokens is not None:
             label = f"chunked_attention({mixer.chunk_tokens})"
         elif isinstance(mixer, Attention):

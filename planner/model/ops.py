@@ -27,7 +27,9 @@ class Op(BaseModel):
     activation_bytes: float = Field(0.0, ge=0, description="Activation bytes read and written, per rank.")
     kv_bytes: float = Field(0.0, ge=0, description="KV-cache or recurrent-state bytes read and written, per rank.")
     comm_bytes: float = Field(0.0, ge=0, description="Bytes each rank sends in a collective (all-reduce payload).")
-    gemm_m_tokens: int | None = Field(None, description="Rows of the GEMM (tokens), for the shape-dependent efficiency; None if not a GEMM.")
+    gemm_m_tokens: int | None = Field(
+        None, description="Rows of the GEMM (tokens), for the shape-dependent efficiency; None if not a GEMM."
+    )
     compute_dtype: str = Field("bf16", description="Dtype of the math units used: bf16, fp16, fp8, int8, fp4, fp32.")
     kernels: int = Field(1, ge=0, description="Kernel launches this op costs.")
 
@@ -56,7 +58,10 @@ class StepShape(BaseModel):
     state_bytes: float = Field(2.0, description="Bytes per recurrent-state element (Mamba), the model dtype.")
     weight_bits: dict[str, float] = Field(
         default_factory=dict,
-        description="Storage bits per weight of each component (embedding, attention, mlp, experts, mamba, lm_head), scales included.",
+        description=(
+            "Storage bits per weight of each component (embedding, attention, mlp, experts, mamba, lm_head), "
+            "scales included."
+        ),
     )
     compute_dtypes: dict[str, str] = Field(
         default_factory=dict, description="Math dtype of each component's GEMMs (bf16 for weight-only quantization)."

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,7 +45,9 @@ class WeightFormat(BaseModel):
 
     name: str = Field(description="Format label: bf16, fp16, fp32, fp8, int8, int4-g128, mxfp4, nvfp4, nf4 ...")
     bits_per_weight: float = Field(gt=0, description="Storage bits per weight, scales and zero points included.")
-    compute_dtype: str = Field(description="Dtype of the GEMM math: bf16/fp16 for weight-only formats, fp8/int8/fp4 for W8A8/W4A4.")
+    compute_dtype: str = Field(
+        description="Dtype of the GEMM math: bf16/fp16 for weight-only formats, fp8/int8/fp4 for W8A8/W4A4."
+    )
 
 
 def _fmt(name: str, bits: float, compute: str) -> WeightFormat:
@@ -68,8 +70,15 @@ NAMED_FORMATS: dict[str, WeightFormat] = {
 }
 
 DTYPE_ALIASES = {
-    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "e4m3": "fp8",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+    "float8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "e4m3": "fp8",
 }
 
 
@@ -84,12 +93,21 @@ class QuantizationSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    method: str = Field(description="quant_method as written in config.json (awq, gptq, fp8, compressed-tensors, bitsandbytes, mxfp4, modelopt).")
+    method: str = Field(
+        description="quant_method as written in config.json (awq, gptq, fp8, compressed-tensors, bitsandbytes, mxfp4, "
+        "modelopt)."
+    )
     weight_format: WeightFormat = Field(description="Format of the quantized linear weights.")
     components: tuple[str, ...] = Field(description="Components whose linear weights are quantized.")
-    group_size: int | None = Field(None, description="Weights per scale group along the input dimension; None for per-channel/tensor.")
-    kv_cache_dtype: str | None = Field(None, description="KV-cache dtype the checkpoint ships scales for (e.g. fp8), if any.")
-    excluded_modules: tuple[str, ...] = Field((), description="Module patterns left unquantized, as written in the config.")
+    group_size: int | None = Field(
+        None, description="Weights per scale group along the input dimension; None for per-channel/tensor."
+    )
+    kv_cache_dtype: str | None = Field(
+        None, description="KV-cache dtype the checkpoint ships scales for (e.g. fp8), if any."
+    )
+    excluded_modules: tuple[str, ...] = Field(
+        (), description="Module patterns left unquantized, as written in the config."
+    )
 
 
 _COMPONENT_PATTERNS = {
@@ -146,8 +164,10 @@ def _fp8_block(value: Any) -> list[int] | None:
     key = f"{Q}.weight_block_size"
     pair = as_list(key, value, 2)
     if len(pair) != 2:
-        raise ConfigError(f"config.json key {key!r} should be a pair [rows, columns] such as [128, 128], got {value!r}.",
-                          hint="Compare the file with the model's config.json on the Hub.")
+        raise ConfigError(
+            f"config.json key {key!r} should be a pair [rows, columns] such as [128, 128], got {value!r}.",
+            hint="Compare the file with the model's config.json on the Hub.",
+        )
     return [as_int(f"{key}[{i}]", v, 1, MAX_WIDTH, "fp8 scale-block size") for i, v in enumerate(pair)]
 
 
@@ -164,7 +184,9 @@ CT_STRATEGIES = ("tensor", "channel", "group", "block", "token", "tensor_group",
 def _compressed_tensors(cfg: Mapping) -> tuple[WeightFormat, int | None]:
     groups = optional(as_mapping, f"{Q}.config_groups", cfg.get("config_groups")) or {}
     if not groups:
-        raise ConfigError("quantization_config (compressed-tensors) has no config_groups; cannot tell the weight format.")
+        raise ConfigError(
+            "quantization_config (compressed-tensors) has no config_groups; cannot tell the weight format."
+        )
     name, first = next(iter(groups.items()))
     where = f"{Q}.config_groups.{name}"
     first = as_mapping(where, first)
@@ -172,8 +194,11 @@ def _compressed_tensors(cfg: Mapping) -> tuple[WeightFormat, int | None]:
     bits = as_int_in(f"{where}.weights.num_bits", weights.get("num_bits", 8), INT_BITS, "bits per weight")
     kind = as_str(f"{where}.weights.type", weights.get("type", "int"), ("int", "float"))
     strategy = as_str(f"{where}.weights.strategy", weights.get("strategy", "channel"), CT_STRATEGIES)
-    group = as_int(f"{where}.weights.group_size", weights.get("group_size"), 1, MAX_WIDTH, "weights per scale group") \
-        if strategy == "group" else None
+    group = (
+        as_int(f"{where}.weights.group_size", weights.get("group_size"), 1, MAX_WIDTH, "weights per scale group")
+        if strategy == "group"
+        else None
+    )
     acts = optional(as_mapping, f"{where}.input_activations", first.get("input_activations"))
     if kind == "float" and bits == 4:
         return _fmt("nvfp4", 4.5, "fp4"), 16
@@ -189,7 +214,9 @@ def _bitsandbytes(cfg: Mapping) -> tuple[WeightFormat, int | None]:
         return _fmt("int8 (bnb)", 8 + 32 / 4096, "bf16"), None
     double = as_bool(f"{Q}.bnb_4bit_use_double_quant", cfg.get("bnb_4bit_use_double_quant", False))
     bits = 4 + (8 / 64 + 32 / (64 * 256) if double else 32 / 64)
-    return _fmt(as_str(f"{Q}.bnb_4bit_quant_type", cfg.get("bnb_4bit_quant_type", "nf4"), ("nf4", "fp4")), bits, "bf16"), 64
+    return _fmt(
+        as_str(f"{Q}.bnb_4bit_quant_type", cfg.get("bnb_4bit_quant_type", "nf4"), ("nf4", "fp4")), bits, "bf16"
+    ), 64
 
 
 def _mxfp4(cfg: Mapping) -> tuple[WeightFormat, int | None]:
@@ -198,8 +225,11 @@ def _mxfp4(cfg: Mapping) -> tuple[WeightFormat, int | None]:
 
 def _modelopt(cfg: Mapping) -> tuple[WeightFormat, int | None]:
     inner = optional(as_mapping, f"{Q}.quantization", cfg.get("quantization")) or {}
-    algo = optional(as_str, f"{Q}.quantization.quant_algo", inner.get("quant_algo")) \
-        or optional(as_str, f"{Q}.quant_algo", cfg.get("quant_algo")) or "FP8"
+    algo = (
+        optional(as_str, f"{Q}.quantization.quant_algo", inner.get("quant_algo"))
+        or optional(as_str, f"{Q}.quant_algo", cfg.get("quant_algo"))
+        or "FP8"
+    )
     algo = algo.upper()
     if "FP4" in algo:
         return NAMED_FORMATS["nvfp4"], 16
@@ -258,14 +288,18 @@ def parse_quantization(raw: Mapping[str, Any] | None) -> QuantizationSpec | None
     if parser is None:
         raise ConfigError(
             f"quantization_config has quant_method '{method or '(missing)'}', which the planner does not know.",
-            hint=f"Known methods: {', '.join(sorted(PARSERS))}. Remove quantization_config to plan the unquantized model, "
+            hint=f"Known methods: {', '.join(sorted(PARSERS))}. Remove quantization_config to plan the unquantized "
+            f"model, "
             "or use --weight-dtype to say how the weights are stored.",
         )
     fmt, group = parser(raw)
     excluded = _excluded_modules(raw)
-    components = tuple(c for c in DEFAULT_COMPONENTS.get(method, QUANTIZED_BY_DEFAULT) if c not in _excluded_components(excluded))
-    kv = optional(as_mapping, f"{Q}.kv_cache_scheme", raw.get("kv_cache_scheme")) \
-        or optional(as_str, f"{Q}.kv_cache_quant_algo", raw.get("kv_cache_quant_algo"))
+    components = tuple(
+        c for c in DEFAULT_COMPONENTS.get(method, QUANTIZED_BY_DEFAULT) if c not in _excluded_components(excluded)
+    )
+    kv = optional(as_mapping, f"{Q}.kv_cache_scheme", raw.get("kv_cache_scheme")) or optional(
+        as_str, f"{Q}.kv_cache_quant_algo", raw.get("kv_cache_quant_algo")
+    )
     return QuantizationSpec(
         method=method,
         weight_format=fmt,
@@ -298,7 +332,9 @@ def resolve_formats(
     if wd != "auto":
         fmt = NAMED_FORMATS.get(wd)
         if fmt is None:
-            raise ScenarioError(f"unknown --weight-dtype '{weight_dtype}'.", hint=f"Use one of: auto, {', '.join(NAMED_FORMATS)}.")
+            raise ScenarioError(
+                f"unknown --weight-dtype '{weight_dtype}'.", hint=f"Use one of: auto, {', '.join(NAMED_FORMATS)}."
+            )
         if quantization is not None and fmt.bits_per_weight >= 16:
             raise ScenarioError(
                 f"--weight-dtype {weight_dtype} asks for unquantized weights, but the checkpoint is already "
@@ -318,9 +354,14 @@ def resolve_formats(
                 formats[c] = fmt
     for component, name in (overrides or {}).items():
         if component not in COMPONENTS:
-            raise ScenarioError(f"unknown component '{component}' in a precision override.", hint=f"Use one of: {', '.join(COMPONENTS)}.")
+            raise ScenarioError(
+                f"unknown component '{component}' in a precision override.",
+                hint=f"Use one of: {', '.join(COMPONENTS)}.",
+            )
         fmt = NAMED_FORMATS.get(normalize_dtype(name))
         if fmt is None:
-            raise ScenarioError(f"unknown dtype '{name}' for {component}.", hint=f"Use one of: {', '.join(NAMED_FORMATS)}.")
+            raise ScenarioError(
+                f"unknown dtype '{name}' for {component}.", hint=f"Use one of: {', '.join(NAMED_FORMATS)}."
+            )
         formats[component] = fmt
     return formats

@@ -164,7 +164,9 @@ def load_config(
         raise ValueError(f"timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], not {timeout_s!r}")
     model = str(model).strip()
     if not model:
-        raise ModelNotFoundError("No model given.", hint="Pass a Hub repo id, a catalog name or a path to a config.json.")
+        raise ModelNotFoundError(
+            "No model given.", hint="Pass a Hub repo id, a catalog name or a path to a config.json."
+        )
 
     if allow_local:
         local = _load_local(model)
@@ -247,7 +249,9 @@ def loads_bounded(text: str, where: str, *, hint: str, allow_non_finite: bool = 
     finite = not allow_non_finite
     try:
         value = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float if finite else _parse_float_any,
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float if finite else _parse_float_any,
             parse_constant=_NotANumber.constant if finite else float,
         )
     except RecursionError:
@@ -337,8 +341,9 @@ class _NotANumber:
 def _too_long(text: str) -> _NotANumber:
     digits = sum(ch.isdigit() for ch in text)
     limit = f" (a number may have at most {MAX_NUMBER_CHARS} characters)"
-    return _NotANumber(text, f"a number of {len(text):,} characters, a number with {digits:,} digits", limit,
-                       joiner=" holds ")
+    return _NotANumber(
+        text, f"a number of {len(text):,} characters, a number with {digits:,} digits", limit, joiner=" holds "
+    )
 
 
 def _parse_int(text: str) -> int | _NotANumber:
@@ -471,7 +476,7 @@ def _read_index(index_path: str, mtime_ns: int, size: int) -> tuple[CatalogEntry
     try:
         # libyaml's safe loader when PyYAML has it (several times faster), else the pure-Python one
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        raw = yaml.load(Path(index_path).read_text(encoding="utf-8"), Loader=loader)
+        raw = yaml.load(Path(index_path).read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as err:
         raise ConfigError(f"catalog index {index_path} is not valid YAML: {err}") from None
     if raw is None:

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.model.kv import KVSpec
-from planner.model.layers import Attention, DecoderLayer, MLA, MoE, ParamGroup
+from planner.model.layers import MLA, Attention, DecoderLayer, MoE, ParamGroup
 from planner.model.quantization import QuantizationSpec, normalize_dtype
 from planner.units import round_up
 
@@ -57,17 +57,31 @@ class ModelSpec(BaseModel):
     name: str = Field(description="Repo id, catalog name or path the spec was built from.")
     model_type: str = Field(description="config.json model_type (of the text model for multimodal wrappers).")
     family: str = Field(description="Family handler that parsed it, or 'generic' for an unknown model_type.")
-    generic: bool = Field(False, description="True when the spec is a generic-decoder estimate for an unknown model_type.")
+    generic: bool = Field(
+        False, description="True when the spec is a generic-decoder estimate for an unknown model_type."
+    )
     hidden_size: int = Field(gt=0, description="Model width h, in elements.")
     vocab_size: int = Field(gt=0, description="Vocabulary size V, as in config.json (before vLLM's padding to 64).")
-    embedding_dim: int = Field(gt=0, description="Width of the token embedding (OPT's word_embed_proj_dim; otherwise h).")
-    position_embedding_rows: int = Field(0, ge=0, description="Rows of a learned absolute position embedding (GPT-2, OPT); 0 for rotary/ALiBi.")
+    embedding_dim: int = Field(
+        gt=0, description="Width of the token embedding (OPT's word_embed_proj_dim; otherwise h)."
+    )
+    position_embedding_rows: int = Field(
+        0, ge=0, description="Rows of a learned absolute position embedding (GPT-2, OPT); 0 for rotary/ALiBi."
+    )
     tie_word_embeddings: bool = Field(description="lm_head shares the input embedding (counted once).")
-    lm_head_bias: bool = Field(False, description="lm_head carries a bias of vocab_size elements (Phi-MoE's lm_head_bias).")
-    final_norm_params: int = Field(ge=0, description="Parameters of the final norm (h for RMSNorm, 2h for LayerNorm, 0 for none).")
+    lm_head_bias: bool = Field(
+        False, description="lm_head carries a bias of vocab_size elements (Phi-MoE's lm_head_bias)."
+    )
+    final_norm_params: int = Field(
+        ge=0, description="Parameters of the final norm (h for RMSNorm, 2h for LayerNorm, 0 for none)."
+    )
     layers: tuple[DecoderLayer, ...] = Field(description="The decoder layers, in order.")
-    max_position_embeddings: int = Field(gt=0, description="Longest context the config allows, in tokens (vLLM's derived max_model_len).")
-    dtype: str = Field(description="Checkpoint dtype as served: bf16, fp16 (fp32 checkpoints are served in bf16 by vLLM).")
+    max_position_embeddings: int = Field(
+        gt=0, description="Longest context the config allows, in tokens (vLLM's derived max_model_len)."
+    )
+    dtype: str = Field(
+        description="Checkpoint dtype as served: bf16, fp16 (fp32 checkpoints are served in bf16 by vLLM)."
+    )
     config_dtype: str | None = Field(None, description="dtype / torch_dtype as written in config.json, if any.")
     quantization: QuantizationSpec | None = Field(None, description="The checkpoint's quantization, if any.")
     warnings: tuple[str, ...] = Field((), description="Things the parser had to assume, shown to the user.")
@@ -81,7 +95,11 @@ class ModelSpec(BaseModel):
     def model_param_groups(self) -> list[ParamGroup]:
         """Embedding, position embedding, projections, final norm and lm_head (not the layers)."""
         e, h = self.embedding_dim, self.hidden_size
-        groups = [ParamGroup(component="embedding", sharded_linear=self.vocab_size * e, other=self.position_embedding_rows * h)]
+        groups = [
+            ParamGroup(
+                component="embedding", sharded_linear=self.vocab_size * e, other=self.position_embedding_rows * h
+            )
+        ]
         if e != h:  # OPT-350m: project_in / project_out, replicated in vLLM
             groups.append(ParamGroup(component="embedding", replicated_linear=2 * e * h))
         groups.append(ParamGroup(component="norms", other=self.final_norm_params))
@@ -172,7 +190,9 @@ class ModelSpec(BaseModel):
     def attention_layers(self) -> list[Attention | MLA]:
         memo = derived(self)
         if "attention_layers" not in memo:
-            memo["attention_layers"] = tuple(layer.mixer for layer in self.layers if isinstance(layer.mixer, (Attention, MLA)))
+            memo["attention_layers"] = tuple(
+                layer.mixer for layer in self.layers if isinstance(layer.mixer, (Attention, MLA))
+            )
         return list(memo["attention_layers"])
 
     @property

@@ -21,7 +21,7 @@ once with static batches, to show what continuous batching buys on that workload
 from __future__ import annotations
 
 import math
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,16 +34,27 @@ from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.saturation import (
-    carry_load_options, offered_rate_per_s, overload_verdict, queue_growth, replica_saturation,
+    carry_load_options,
+    offered_rate_per_s,
+    overload_verdict,
+    queue_growth,
+    replica_saturation,
 )
 from planner.serve.simulate import SchedulerConfig, SimulationResult, run_engine, summarize
-from planner.serve.workload import FixedLength, LognormalLength, NormalLength, UniformLength, Workload, generate_requests
+from planner.serve.workload import (
+    FixedLength,
+    LognormalLength,
+    NormalLength,
+    UniformLength,
+    Workload,
+    generate_requests,
+)
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 
 
 LENGTH_DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
-LengthSpec = Union[FixedLength, UniformLength, NormalLength, LognormalLength]
+LengthSpec = FixedLength | UniformLength | NormalLength | LognormalLength
 
 
 def length_distribution(kind: str, mean_tokens: float, std_tokens: float = 0.0, name: str = "length") -> LengthSpec:
@@ -55,21 +66,31 @@ def length_distribution(kind: str, mean_tokens: float, std_tokens: float = 0.0, 
     Example: uniform, mean 512, std 100 -> 339 to 685 tokens.
     """
     if kind not in LENGTH_DISTRIBUTIONS:
-        raise ScenarioError(f"unknown length distribution {kind!r}.", hint=f"Use one of {', '.join(LENGTH_DISTRIBUTIONS)}.")
+        raise ScenarioError(
+            f"unknown length distribution {kind!r}.", hint=f"Use one of {', '.join(LENGTH_DISTRIBUTIONS)}."
+        )
     if kind == "fixed":
         if std_tokens:
-            raise ScenarioError(f"{name} spread {std_tokens:g} needs a length distribution, but it is fixed.",
-                                hint="Pick lognormal (or uniform, normal), or set the spread to 0.")
+            raise ScenarioError(
+                f"{name} spread {std_tokens:g} needs a length distribution, but it is fixed.",
+                hint="Pick lognormal (or uniform, normal), or set the spread to 0.",
+            )
         if mean_tokens < 1 or mean_tokens != int(mean_tokens):
-            raise ScenarioError(f"{name} {mean_tokens:g}: a fixed length is a whole number of tokens >= 1.",
-                                hint=f"Use e.g. {max(1, round(mean_tokens))}.")
+            raise ScenarioError(
+                f"{name} {mean_tokens:g}: a fixed length is a whole number of tokens >= 1.",
+                hint=f"Use e.g. {max(1, round(mean_tokens))}.",
+            )
         return FixedLength(tokens=int(mean_tokens))
     if not mean_tokens > 0 or std_tokens < 0:
-        raise ScenarioError(f"{name} mean {mean_tokens:g} with spread {std_tokens:g}: the mean must be > 0 and the "
-                            "spread >= 0.", hint="For example a mean of 512 tokens and a spread of 128.")
+        raise ScenarioError(
+            f"{name} mean {mean_tokens:g} with spread {std_tokens:g}: the mean must be > 0 and the spread >= 0.",
+            hint="For example a mean of 512 tokens and a spread of 128.",
+        )
     if kind == "uniform":
         half = math.sqrt(3.0) * std_tokens
-        return UniformLength(low_tokens=max(1, round(mean_tokens - half)), high_tokens=max(1, round(mean_tokens + half)))
+        return UniformLength(
+            low_tokens=max(1, round(mean_tokens - half)), high_tokens=max(1, round(mean_tokens + half))
+        )
     if kind == "normal":
         return NormalLength(mean_tokens=mean_tokens, std_tokens=std_tokens)
     return LognormalLength(mean_tokens=mean_tokens, std_tokens=std_tokens)
@@ -94,25 +115,30 @@ class ServingResult(SimulationResult):
     scheduler: SchedulerConfig = Field(description="Engine limits the replica ran with (from the memory plan).")
     memory_verdict: str = Field(description="The memory plan's one-line verdict for this scenario.")
     offered_requests_per_s: float | None = Field(
-        None, description="Open-loop rate offered: the Poisson rate or a trace's mean rate, in requests per second; "
-        "None in a closed loop (its load follows the replica)."
+        None,
+        description="Open-loop rate offered: the Poisson rate or a trace's mean rate, in requests per second; "
+        "None in a closed loop (its load follows the replica).",
     )
     saturation_requests_per_s: float | None = Field(
-        None, description="Sustainable rate of this replica for the workload's shape (the knee): its throughput kept "
+        None,
+        description="Sustainable rate of this replica for the workload's shape (the knee): its throughput kept "
         "at full batch, in requests per second; above it the queue grows without bound (planner.serve.saturation). "
-        "None when not computed or unknown."
+        "None when not computed or unknown.",
     )
     overloaded: bool | None = Field(
-        None, description="The offered rate is above the knee, or the run's queue grew (overload_reason says "
-        "which); its percentiles then depend on how long the load lasts. None when neither could be judged."
+        None,
+        description="The offered rate is above the knee, or the run's queue grew (overload_reason says "
+        "which); its percentiles then depend on how long the load lasts. None when neither could be judged.",
     )
     overload_reason: str | None = Field(
-        None, description="Why the run is overloaded, with the numbers (rate above the knee, queue growth or "
-        "both); None when it is not."
+        None,
+        description="Why the run is overloaded, with the numbers (rate above the knee, queue growth or "
+        "both); None when it is not.",
     )
     overload_options: tuple[str, ...] = Field(
-        (), description="What would carry the offered load: ceil(rate / knee) replicas, a larger TP, an fp8 KV "
-        "cache; empty when not overloaded by rate."
+        (),
+        description="What would carry the offered load: ceil(rate / knee) replicas, a larger TP, an fp8 KV "
+        "cache; empty when not overloaded by rate.",
     )
 
 
@@ -151,9 +177,7 @@ def scheduler_config(
     )
 
 
-def planned_replica(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario
-) -> tuple[MemoryPlan, SchedulerConfig]:
+def planned_replica(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[MemoryPlan, SchedulerConfig]:
     """Memory plan and scheduler limits of one replica; ScenarioError when vLLM would not start."""
     plan = plan_memory(model, hw, sc, suggest=False)
     if not plan.fits or plan.num_gpu_blocks < 1:
@@ -189,18 +213,24 @@ def simulate_scenario(
         scheduler = scheduler.model_copy(update={"mode": mode})
     step = step_model or StepTimeModel(model, hw, sc, efficiency)
     run = run_engine(generate_requests(workload), scheduler, step)
-    result = label_result(summarize(run, step_cost_model=type(step).__name__), step, model, hw, sc, scheduler,
-                          plan.reason)
+    result = label_result(
+        summarize(run, step_cost_model=type(step).__name__), step, model, hw, sc, scheduler, plan.reason
+    )
     offered = offered_rate_per_s(workload, run)
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
     knee = replica_saturation(workload, scheduler, step).requests_per_s
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
     above = offered is not None and knee is not None and offered > knee
-    return result.model_copy(update={
-        "offered_requests_per_s": offered, "saturation_requests_per_s": knee, "overloaded": overloaded,
-        "overload_reason": reason, "overload_options": carry_load_options(offered, knee, sc, hw) if above else (),
-    })
+    return result.model_copy(
+        update={
+            "offered_requests_per_s": offered,
+            "saturation_requests_per_s": knee,
+            "overloaded": overloaded,
+            "overload_reason": reason,
+            "overload_options": carry_load_options(offered, knee, sc, hw) if above else (),
+        }
+    )
 
 
 def saturation_requests_per_s(
@@ -235,7 +265,9 @@ def label_result(
     for name in ("ttft_seconds", "e2e_seconds"):
         stats = fields[name]
         if stats is not None and front:
-            fields[name] = stats.model_copy(update={k: getattr(stats, k) + front for k in ("mean", "p50", "p90", "p99")})
+            fields[name] = stats.model_copy(
+                update={k: getattr(stats, k) + front for k in ("mean", "p50", "p90", "p99")}
+            )
     return ServingResult(
         **fields,
         step_time_kind=step.kind,

@@ -95,7 +95,10 @@ def full_batch_requests(scheduler: SchedulerConfig, mean_input_tokens: float, me
 
 
 def capacity_estimate(
-    scheduler: SchedulerConfig, step: StepCost, mean_input_tokens: float, mean_output_tokens: float,
+    scheduler: SchedulerConfig,
+    step: StepCost,
+    mean_input_tokens: float,
+    mean_output_tokens: float,
     hit_rate: float = 0.0,
 ) -> tuple[float, float]:
     """(K0 requests/s, cycle seconds) at full batch, from one step of the steady mix (module docstring, step 1).
@@ -104,13 +107,15 @@ def capacity_estimate(
     exclude the prefix-cache hits; attention pairs are those of whole prompts, p^2 / 2 per request.
     """
     batch = full_batch_requests(scheduler, mean_input_tokens, mean_output_tokens)
-    prompt = float(mean_input_tokens) - float(cached_prefix_tokens(
-        np.asarray([round(mean_input_tokens)]), hit_rate, scheduler.block_size_tokens)[0])
+    prompt = float(mean_input_tokens) - float(
+        cached_prefix_tokens(np.asarray([round(mean_input_tokens)]), hit_rate, scheduler.block_size_tokens)[0]
+    )
     steps = max(mean_output_tokens, batch * (prompt + mean_output_tokens) / scheduler.max_num_batched_tokens, 1.0)
     prefill = batch * prompt / steps
     decodes = batch * mean_output_tokens / steps
     seconds = step.step_seconds(
-        prefill_tokens=round(prefill), prefill_attention_pairs=prefill * (prompt + 1) / 2,
+        prefill_tokens=round(prefill),
+        prefill_attention_pairs=prefill * (prompt + 1) / 2,
         decode_seqs=max(1, round(decodes)),
         decode_kv_tokens=round(decodes * (mean_input_tokens + mean_output_tokens / 2)),
     )
@@ -149,16 +154,17 @@ def saturated_run(
     last_arrival = float(np.nanmax(run.arrival_time_s))
     start = finish[min(conc, len(finish)) - 1]
     in_window = int(np.sum((finish > start) & (finish <= last_arrival)))
-    if last_arrival > start and in_window:
-        rate = in_window / (last_arrival - start)
-    else:
-        rate = len(finish) / float(finish[-1])
+    rate = in_window / (last_arrival - start) if last_arrival > start and in_window else len(finish) / float(finish[-1])
     engine_seconds = float(np.mean(run.finish_time_s[done] - run.first_token_time_s[done]))
     return rate, engine_seconds, conc
 
 
 def measure_saturation(
-    inputs: np.ndarray, outputs: np.ndarray, scheduler: SchedulerConfig, step: StepCost, hit_rate: float = 0.0,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    scheduler: SchedulerConfig,
+    step: StepCost,
+    hit_rate: float = 0.0,
 ) -> Saturation:
     """The knee of a replica for requests drawn in order from ``inputs`` / ``outputs`` (module docstring):
     the closed-form estimate, then one full-batch simulation."""
@@ -169,7 +175,8 @@ def measure_saturation(
     return Saturation(
         requests_per_s=rate if rate > 0 else None,
         estimate_requests_per_s=estimate if 0 < estimate < math.inf else None,
-        full_batch_requests=conc, engine_seconds=engine if rate > 0 else None,
+        full_batch_requests=conc,
+        engine_seconds=engine if rate > 0 else None,
     )
 
 
@@ -226,14 +233,19 @@ def queue_growth(run: EngineRun) -> int | None:
     completed = int(np.sum((run.finish_time_s > middle) & (run.finish_time_s <= last)))
     if arrived < MIN_WINDOW_ARRIVALS:
         return None
-    waiting_at = lambda t: int(run.waiting[max(0, np.searchsorted(run.step_start_s, t, side="right") - 1)])
+
+    def waiting_at(t: float) -> int:
+        return int(run.waiting[max(0, int(np.searchsorted(run.step_start_s, t, side="right")) - 1)])
+
     if completed < KEEP_UP_FRACTION * arrived and waiting_at(last) > waiting_at(middle):
         return arrived - completed
     return 0
 
 
 def overload_verdict(
-    offered_per_s: float | None, knee_per_s: float | None, growth_requests: int | None,
+    offered_per_s: float | None,
+    knee_per_s: float | None,
+    growth_requests: int | None,
 ) -> tuple[bool | None, str | None]:
     """(overloaded, why) from the offered rate, the knee and the run's queue growth; (None, None) when
     neither test can be made."""
@@ -243,7 +255,11 @@ def overload_verdict(
         return None, None
     if not (above or grows):
         return False, None
-    rate = f"{offered_per_s:,.1f} req/s offered is above the {knee_per_s:,.1f} req/s this replica sustains" if above else ""
+    rate = (
+        f"{offered_per_s:,.1f} req/s offered is above the {knee_per_s:,.1f} req/s this replica sustains"
+        if above
+        else ""
+    )
     queue = f"the queue grew by {growth_requests:,} requests over the second half of the arrivals" if grows else ""
     if above and grows:
         return True, f"{rate}, and {queue}"
@@ -266,8 +282,9 @@ def carry_load_options(offered_per_s: float, knee_per_s: float, sc: Scenario, hw
     return tuple(options)
 
 
-def overload_warning(offered_per_s: float | None, knee_per_s: float | None, reason: str | None,
-                     options: tuple[str, ...]) -> str:
+def overload_warning(
+    offered_per_s: float | None, knee_per_s: float | None, reason: str | None, options: tuple[str, ...]
+) -> str:
     """The one warning both faces print: 'Overloaded: 60.0 req/s offered, this replica sustains about 22.6
     req/s. ... To carry the load: 3 replicas (ceil(60.0 / 22.6)), or ...'."""
     if offered_per_s is not None and knee_per_s is not None and offered_per_s > knee_per_s:

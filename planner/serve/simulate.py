@@ -132,9 +132,7 @@ class SchedulerConfig(BaseModel):
         ..., ge=1, description="KV cache capacity from the memory plan, in blocks of block_size_tokens."
     )
     block_size_tokens: int = Field(16, ge=1, description="Tokens per KV block (vLLM --block-size).")
-    max_num_seqs: int = Field(
-        1024, ge=1, description="Most requests running at once, a count (vLLM --max-num-seqs)."
-    )
+    max_num_seqs: int = Field(1024, ge=1, description="Most requests running at once, a count (vLLM --max-num-seqs).")
     max_num_batched_tokens: int = Field(
         8192, ge=1, description="Token budget of one engine step, in tokens (vLLM --max-num-batched-tokens)."
     )
@@ -193,9 +191,7 @@ class Timeline(BaseModel):
     running_requests: tuple[int, ...] = Field(
         ..., description="Unfinished requests admitted to the engine during the step, a count."
     )
-    waiting_requests: tuple[int, ...] = Field(
-        ..., description="Requests queued after the step's admissions, a count."
-    )
+    waiting_requests: tuple[int, ...] = Field(..., description="Requests queued after the step's admissions, a count.")
     kv_utilization: tuple[float, ...] = Field(
         ..., description="KV blocks in use / num_gpu_blocks after the step's allocations (0 to 1)."
     )
@@ -228,9 +224,7 @@ class SimulationResult(BaseModel):
         ..., description="Input + output tokens of completed requests / duration, in tokens per second."
     )
     requests_per_s: float | None = Field(..., description="Completed requests / duration, per second.")
-    duration_seconds: float | None = Field(
-        ..., description="Makespan: first arrival to last finish, in seconds."
-    )
+    duration_seconds: float | None = Field(..., description="Makespan: first arrival to last finish, in seconds.")
     num_requests: int = Field(..., description="Requests offered, a count.")
     num_completed: int = Field(..., description="Requests that finished, a count.")
     num_rejected: int = Field(..., description="Requests refused at arrival, a count (see rejection_reasons).")
@@ -318,34 +312,38 @@ def rejections(
     if scheduler.max_model_len is not None:
         note(
             total > scheduler.max_model_len,
-            lambda k, m: f"{k} request(s) need up to {int(total[m].max())} tokens (prompt + output) but "
-            f"max_model_len={scheduler.max_model_len}; raise max_model_len or shorten them.",
+            lambda k, m: (
+                f"{k} request(s) need up to {int(total[m].max())} tokens (prompt + output) but "
+                f"max_model_len={scheduler.max_model_len}; raise max_model_len or shorten them."
+            ),
         )
     peak_blocks = -(-(total - 1) // bs)
     note(
         peak_blocks > scheduler.num_gpu_blocks,
-        lambda k, m: f"{k} request(s) need up to {int(peak_blocks[m].max())} KV blocks "
-        f"({int(total[m].max()) - 1} tokens) but the cache holds {scheduler.num_gpu_blocks} blocks "
-        f"({scheduler.num_gpu_blocks * bs} tokens); free memory for KV (more GPUs, fp8 KV cache, "
-        f"smaller weights) or shorten them.",
+        lambda k, m: (
+            f"{k} request(s) need up to {int(peak_blocks[m].max())} KV blocks "
+            f"({int(total[m].max()) - 1} tokens) but the cache holds {scheduler.num_gpu_blocks} blocks "
+            f"({scheduler.num_gpu_blocks * bs} tokens); free memory for KV (more GPUs, fp8 KV cache, "
+            f"smaller weights) or shorten them."
+        ),
     )
     if not scheduler.enable_chunked_prefill:
         recompute = total - 1 - cached
         note(
             recompute > scheduler.max_num_batched_tokens,
-            lambda k, m: f"{k} request(s) may need to prefill up to {int(recompute[m].max())} tokens "
-            f"in one step (prompt + output after a preemption) but max_num_batched_tokens="
-            f"{scheduler.max_num_batched_tokens} and chunked prefill is off; enable chunked prefill "
-            f"or raise max_num_batched_tokens.",
+            lambda k, m: (
+                f"{k} request(s) may need to prefill up to {int(recompute[m].max())} tokens "
+                f"in one step (prompt + output after a preemption) but max_num_batched_tokens="
+                f"{scheduler.max_num_batched_tokens} and chunked prefill is off; enable chunked prefill "
+                f"or raise max_num_batched_tokens."
+            ),
         )
     return rejected, tuple(reasons)
 
 
 def run_engine(requests: RequestSet, scheduler: SchedulerConfig, step_cost: StepCost) -> EngineRun:
     """Run the engine over ``requests`` until every one has finished or been refused."""
-    cached = cached_prefix_tokens(
-        requests.input_tokens, requests.prefix_cache_hit_rate, scheduler.block_size_tokens
-    )
+    cached = cached_prefix_tokens(requests.input_tokens, requests.prefix_cache_hit_rate, scheduler.block_size_tokens)
     rejected, reasons = rejections(requests, scheduler, cached)
     engine = _run_static if scheduler.mode == "static" else _run_continuous
     return engine(requests, scheduler, step_cost, cached, rejected, reasons)
@@ -700,8 +698,9 @@ def _run_static(requests, scheduler, step_cost, cached_arr, rejected_arr, reason
                 waiting.append(next_id)
             next_id += 1
 
-    def step(now: float, running: int, used: int, prefill: int, pairs: float, decode: int,
-             kv: int, itl_weight: int) -> float:
+    def step(
+        now: float, running: int, used: int, prefill: int, pairs: float, decode: int, kv: int, itl_weight: int
+    ) -> float:
         dt = step_seconds(
             prefill_tokens=prefill, prefill_attention_pairs=pairs, decode_seqs=decode, decode_kv_tokens=kv
         )
@@ -862,7 +861,7 @@ def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
     if num_completed:
         offered = run.arrival_time_s[~np.isnan(run.arrival_time_s)]
         duration = float(run.finish_time_s[done].max() - offered.min())
-    per_s = (lambda x: x / duration) if duration else (lambda x: None)  # noqa: E731
+    per_s = (lambda x: x / duration) if duration else (lambda x: None)
     in_system = None
     if duration:
         in_system = float(np.dot(run.running + run.waiting, run.step_seconds) / duration)

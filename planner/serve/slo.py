@@ -30,7 +30,8 @@ x weight dtype x KV dtype x max_num_seqs):
 The cheapest candidate that meets the targets wins: by $/hour whenever a feasible candidate has a
 price (the profile's cited on-demand figure, or the user's ``prices``), a candidate without one
 ranked after the priced ones and named in the notes; by GPU count only when none has a price. By
-default a candidate whose lower bound (replicas at saturation) already costs more than the best found is not bisected (``exhaustive=False``); its row says so.
+default a candidate whose lower bound (replicas at saturation) already costs more than the best found is not bisected
+(``exhaustive=False``); its row says so.
 Every probe is also a point of tokens/s per GPU vs tokens/s per user (1 / mean TPOT); the
 non-dominated ones form the Pareto front.
 
@@ -51,7 +52,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.efficiency import Efficiency
 from planner.errors import HardwareProfileError, PlannerError, ScenarioError
-from planner.estimate.cost import gpu_hours_per_million_tokens, kwh_per_million_tokens_upper_bound, usd_per_million_tokens
+from planner.estimate.cost import (
+    gpu_hours_per_million_tokens,
+    kwh_per_million_tokens_upper_bound,
+    usd_per_million_tokens,
+)
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import plan_memory
 from planner.estimate.roofline import PredictionKind
@@ -83,6 +88,8 @@ MIN_REQUESTS_PER_PROBE = 200
 
 Metric = Literal["ttft", "tpot", "e2e"]
 Statistic = Literal["mean", "p50", "p90", "p99"]
+
+
 @dataclass(frozen=True)
 class MetricDef:
     """What the SLO search knows of one latency metric: its label, and its value for a request that
@@ -97,8 +104,11 @@ class MetricDef:
 METRICS: dict[str, MetricDef] = {
     "ttft": MetricDef("TTFT", lambda pre, dec, n_out: pre, "prefill of {n_in:,} tokens alone takes {value}"),
     "tpot": MetricDef("TPOT", lambda pre, dec, n_out: dec, "one decode step of a request alone takes {value}"),
-    "e2e": MetricDef("E2E", lambda pre, dec, n_out: pre + (n_out - 1) * dec,
-                     "a request of {n_in:,} + {n_out:,} tokens alone takes {value}"),
+    "e2e": MetricDef(
+        "E2E",
+        lambda pre, dec, n_out: pre + (n_out - 1) * dec,
+        "a request of {n_in:,} + {n_out:,} tokens alone takes {value}",
+    ),
 }
 assert set(METRICS) == set(get_args(Metric)), "METRICS and Metric must name the same metrics"
 _METRIC_LABEL = {name: m.label for name, m in METRICS.items()}
@@ -180,7 +190,9 @@ class CandidateSpace(BaseModel):
     weight_dtypes: tuple[str, ...] = Field(
         ("auto",), min_length=1, description="Weight precisions to try: auto (the checkpoint's), bf16, fp8, int4, ..."
     )
-    kv_cache_dtypes: tuple[str, ...] = Field(("auto",), min_length=1, description="KV-cache dtypes to try: auto, fp8, ...")
+    kv_cache_dtypes: tuple[str, ...] = Field(
+        ("auto",), min_length=1, description="KV-cache dtypes to try: auto, fp8, ..."
+    )
     max_num_seqs: tuple[int | None, ...] = Field(
         (None,), min_length=1, description="max_num_seqs values to try (requests per step); None: vLLM's default."
     )
@@ -198,10 +210,19 @@ class CandidateSpace(BaseModel):
                     for wd in self.weight_dtypes:
                         for kv in self.kv_cache_dtypes:
                             for mns in self.max_num_seqs:
-                                out.append(self.base.model_copy(update=dict(
-                                    gpu=gpu, tp=tp, pp=pp, num_gpus=None, weight_dtype=wd, kv_cache_dtype=kv,
-                                    max_num_seqs=mns,
-                                )))
+                                out.append(
+                                    self.base.model_copy(
+                                        update=dict(
+                                            gpu=gpu,
+                                            tp=tp,
+                                            pp=pp,
+                                            num_gpus=None,
+                                            weight_dtype=wd,
+                                            kv_cache_dtype=kv,
+                                            max_num_seqs=mns,
+                                        )
+                                    )
+                                )
         return out
 
 
@@ -210,15 +231,21 @@ class SearchSettings(BaseModel):
 
     model_config = _SPEC
     requests_per_probe: int = Field(
-        600, ge=50, description="Requests measured per probe at moderate and high load (a count); light-load "
-        f"probes measure fewer, down to {MIN_REQUESTS_PER_PROBE}."
+        600,
+        ge=50,
+        description="Requests measured per probe at moderate and high load (a count); light-load "
+        f"probes measure fewer, down to {MIN_REQUESTS_PER_PROBE}.",
     )
     rate_tolerance: float = Field(
-        0.03, gt=0, lt=1, description="Bisection stops when (failing - passing rate) / failing rate is below this (unitless)."
+        0.03,
+        gt=0,
+        lt=1,
+        description="Bisection stops when (failing - passing rate) / failing rate is below this (unitless).",
     )
     max_probes: int = Field(12, ge=2, description="Most bisection probes per candidate, a count.")
     exhaustive: bool = Field(
-        False, description="Bisect every feasible candidate, even one whose lower bound already costs more than the best."
+        False,
+        description="Bisect every feasible candidate, even one whose lower bound already costs more than the best.",
     )
 
 
@@ -275,12 +302,14 @@ class CandidateResult(BaseModel):
     reason: str = Field(description="Why, in one line with the numbers.")
     gpus_per_replica: int = Field(description="tp x pp, a count.")
     saturation_requests_per_s: float | None = Field(
-        None, description="Sustainable rate of one replica (the knee): its throughput kept at full batch, in "
-        "requests per second; above it the queue grows without bound (planner.serve.saturation)."
+        None,
+        description="Sustainable rate of one replica (the knee): its throughput kept at full batch, in "
+        "requests per second; above it the queue grows without bound (planner.serve.saturation).",
     )
     overloaded: bool | None = Field(
-        None, description="One replica at the operating point (target / replicas) is above the knee; None when the "
-        "candidate was not costed."
+        None,
+        description="One replica at the operating point (target / replicas) is above the knee; None when the "
+        "candidate was not costed.",
     )
     max_rate_per_replica_per_s: float | None = Field(
         None, description="Largest probed rate that met every target, in requests per second per replica."
@@ -294,8 +323,9 @@ class CandidateResult(BaseModel):
     replicas: int | None = Field(None, description="Replicas for the target rate: ceil(target / max rate per replica).")
     total_gpus: int | None = Field(None, description="replicas x tp x pp (or its lower bound for not-cheaper rows).")
     usd_per_hour: float | None = Field(
-        None, description="total_gpus x the card's price (the user's, else the profile's), in US dollars per hour; "
-        "None when the card has no price."
+        None,
+        description="total_gpus x the card's price (the user's, else the profile's), in US dollars per hour; "
+        "None when the card has no price.",
     )
     operating_point: Probe | None = Field(
         None, description="Simulated latencies of one replica at target / replicas requests per second."
@@ -342,7 +372,9 @@ class SLOPlan(BaseModel):
     slo: SLO = Field(description="The targets.")
     mean_input_tokens: float = Field(description="Mean prompt length of the workload, in tokens.")
     mean_output_tokens: float = Field(description="Mean output length of the workload, in tokens.")
-    recommendation: CandidateResult | None = Field(description="Cheapest candidate that meets the SLO; None if none does.")
+    recommendation: CandidateResult | None = Field(
+        description="Cheapest candidate that meets the SLO; None if none does."
+    )
     saturation_requests_per_s: float | None = Field(
         description="Sustainable rate (knee) of one replica of the recommendation, in requests per second; None "
         "without a recommendation."
@@ -393,7 +425,9 @@ class _Traffic:
             self.rate = (len(drawn) - 1) / span
             unit = (drawn.arrival_time_s - drawn.arrival_time_s[0]) * self.rate
         else:
-            one = workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": count})
+            one = workload.model_copy(
+                update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": count}
+            )
             drawn = generate_requests(one)
             self.rate = arrivals.request_rate_per_s
             unit = drawn.arrival_time_s
@@ -406,7 +440,9 @@ class _Traffic:
         return len(self.inputs)
 
     def at(self, rate: float, count: int) -> RequestSet:
-        return RequestSet(self.unit_arrivals[:count] / rate, self.inputs[:count], self.outputs[:count], None, self.hit_rate)
+        return RequestSet(
+            self.unit_arrivals[:count] / rate, self.inputs[:count], self.outputs[:count], None, self.hit_rate
+        )
 
 
 class _Recording:
@@ -421,8 +457,10 @@ class _Recording:
 
     def step_seconds(self, *, prefill_tokens, prefill_attention_pairs, decode_seqs, decode_kv_tokens) -> float:
         dt = self.step.step_seconds(
-            prefill_tokens=prefill_tokens, prefill_attention_pairs=prefill_attention_pairs,
-            decode_seqs=decode_seqs, decode_kv_tokens=decode_kv_tokens,
+            prefill_tokens=prefill_tokens,
+            prefill_attention_pairs=prefill_attention_pairs,
+            decode_seqs=decode_seqs,
+            decode_kv_tokens=decode_kv_tokens,
         )
         self.mixes.append((prefill_tokens, prefill_attention_pairs, decode_seqs, decode_kv_tokens, dt))
         return dt
@@ -483,12 +521,13 @@ class _Candidate:
         bs = self.scheduler.block_size_tokens
         out = []
         for t in self.slo.targets:
-            n_in = int(round(_statistic(inputs, t.statistic)))
-            n_out = max(2, int(round(_statistic(outputs, t.statistic))))
+            n_in = round(_statistic(inputs, t.statistic))
+            n_out = max(2, round(_statistic(outputs, t.statistic)))
             cached = int(min(self.traffic.hit_rate * n_in, n_in - 1) // bs * bs)
             pre = prefill_seconds(self.step, n_in - cached, budget)
-            dec = self.step.step_seconds(prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=1,
-                                         decode_kv_tokens=n_in + n_out // 2)
+            dec = self.step.step_seconds(
+                prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=1, decode_kv_tokens=n_in + n_out // 2
+            )
             metric = METRICS[t.metric]
             value = metric.alone(pre, dec, n_out)
             out.append((t, value, metric.why.format(n_in=n_in, n_out=n_out, value=fmt_seconds(value))))
@@ -512,7 +551,7 @@ class _Candidate:
             if saturation:
                 light = int(measured * 4 * rate / saturation)
                 measured = max(min(MIN_REQUESTS_PER_PROBE, measured), min(measured, light))
-            warm = min(int(math.ceil(rate * self.warm_seconds)), measured)
+            warm = min(math.ceil(rate * self.warm_seconds), measured)
         count = min(len(traffic), measured + 2 * warm)
         step = recorder or self.step
         run = run_engine(traffic.at(rate, count), self.scheduler, step)
@@ -533,10 +572,16 @@ class _Candidate:
             worst, ratio = self._worst(stats)
             passed = ratio is not None and ratio <= 1.0 and bool(done.all())
         probe = Probe(
-            request_rate_per_s=rate, measured_requests=int(done.sum()), ttft_seconds=stats["ttft"],
-            tpot_seconds=stats["tpot"], e2e_seconds=stats["e2e"],
+            request_rate_per_s=rate,
+            measured_requests=int(done.sum()),
+            ttft_seconds=stats["ttft"],
+            tpot_seconds=stats["tpot"],
+            e2e_seconds=stats["e2e"],
             output_tokens_per_s_per_gpu=rate * float(np.mean(out)) / self.gpus,
-            output_tokens_per_s_per_user=per_user, passed=passed, worst_target=worst, worst_ratio=ratio,
+            output_tokens_per_s_per_user=per_user,
+            passed=passed,
+            worst_target=worst,
+            worst_ratio=ratio,
             preemptions=run.preemptions,
         )
         return probe
@@ -609,9 +654,18 @@ def _label(hw: HardwareProfile | None, sc: Scenario) -> str:
 
 def _row(sc: Scenario, hw: HardwareProfile | None, status: Status, reason: str, **extra) -> CandidateResult:
     return CandidateResult(
-        label=_label(hw, sc), scenario=sc, gpu=sc.gpu, tp=sc.tp, pp=sc.pp, weight_dtype=sc.weight_dtype,
-        kv_cache_dtype=sc.kv_cache_dtype, max_num_seqs=extra.pop("max_num_seqs", None), status=status, reason=reason,
-        gpus_per_replica=sc.tp * sc.pp, **extra,
+        label=_label(hw, sc),
+        scenario=sc,
+        gpu=sc.gpu,
+        tp=sc.tp,
+        pp=sc.pp,
+        weight_dtype=sc.weight_dtype,
+        kv_cache_dtype=sc.kv_cache_dtype,
+        max_num_seqs=extra.pop("max_num_seqs", None),
+        status=status,
+        reason=reason,
+        gpus_per_replica=sc.tp * sc.pp,
+        **extra,
     )
 
 
@@ -672,8 +726,15 @@ def plan_slo(
             continue
         sc = sc.model_copy(update={"gpu": hw.id})
         if sc.tp > hw.gpus_per_node:
-            rows.append(_row(sc, hw, "invalid", f"TP {sc.tp} exceeds the {hw.gpus_per_node} GPUs that share "
-                             f"{hw.name}'s fast link in one node; tensor parallelism stays inside a node."))
+            rows.append(
+                _row(
+                    sc,
+                    hw,
+                    "invalid",
+                    f"TP {sc.tp} exceeds the {hw.gpus_per_node} GPUs that share "
+                    f"{hw.name}'s fast link in one node; tensor parallelism stays inside a node.",
+                )
+            )
             continue
         try:
             plan = plan_memory(model, hw, sc, suggest=False)
@@ -697,8 +758,16 @@ def plan_slo(
         misses = [(t, v, why) for t, v, why in cand.floors() if v > t.seconds]
         if misses:
             t, v, why = max(misses, key=lambda m: m[1] / m[0].seconds)
-            rows.append(_row(sc, hw, "fails-slo", f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any "
-                             f"rate: {why} ({v / t.seconds:.1f}x the target).", **common))
+            rows.append(
+                _row(
+                    sc,
+                    hw,
+                    "fails-slo",
+                    f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any "
+                    f"rate: {why} ({v / t.seconds:.1f}x the target).",
+                    **common,
+                )
+            )
             continue
         saturation = cand.saturate()
         if not saturation > 0:
@@ -719,30 +788,65 @@ def plan_slo(
     best_key: tuple[float, int] | None = None
     for cand, saturation in live:
         hw, sc = cand.hw, cand.sc
-        common = dict(max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=cand.step.kind,
-                      saturation_requests_per_s=saturation)
+        common = dict(
+            max_num_seqs=cand.scheduler.max_num_seqs,
+            step_time_kind=cand.step.kind,
+            saturation_requests_per_s=saturation,
+        )
         lb_cost, lb_gpus = bound((cand, saturation))
         lb_key = (lb_cost if ranked_by == "usd_per_hour" else lb_gpus, lb_gpus)
         prunable = ranked_by == "gpus" or math.isfinite(lb_cost)  # an unpriced card's cost is unknown, not high
         if not settings.exhaustive and best_key is not None and prunable and lb_key > best_key:
-            rows.append(_row(sc, hw, "not-cheaper", (
-                f"not bisected: needs >= {lb_gpus} GPUs" + (f" (${lb_cost:,.2f}/h)" if math.isfinite(lb_cost) else "")
-                + f" even at {UTILIZATION_CAP:.0%} of its saturation"                + "; a cheaper one meets the SLO"), total_gpus=lb_gpus, **common))
+            rows.append(
+                _row(
+                    sc,
+                    hw,
+                    "not-cheaper",
+                    (
+                        f"not bisected: needs >= {lb_gpus} GPUs"
+                        + (f" (${lb_cost:,.2f}/h)" if math.isfinite(lb_cost) else "")
+                        + f" even at {UTILIZATION_CAP:.0%} of its saturation"
+                        + "; a cheaper one meets the SLO"
+                    ),
+                    total_gpus=lb_gpus,
+                    **common,
+                )
+            )
             continue
         best, fail_rate, best_probe, fail_probe = cand.max_rate(saturation)
         probes = tuple(cand.probes)
         if best is None:
-            rows.append(_row(sc, hw, "fails-slo", _infeasible(fail_probe, cand.slo, cand.floors()),
-                             probes=probes, first_failing_rate_per_s=fail_rate,
-                             limiting_target=fail_probe.worst_target, **common))
+            rows.append(
+                _row(
+                    sc,
+                    hw,
+                    "fails-slo",
+                    _infeasible(fail_probe, cand.slo, cand.floors()),
+                    probes=probes,
+                    first_failing_rate_per_s=fail_rate,
+                    limiting_target=fail_probe.worst_target,
+                    **common,
+                )
+            )
             continue
         limiting = "saturation" if fail_probe is best_probe else fail_probe.worst_target
         replicas = math.ceil(target / best - 1e-9)
         row = _costed(cand, target, best, replicas, saturation)
         reason = f"up to {best:.2f} req/s per replica ({_limit(limiting, fail_rate, saturation)})"
-        rows.append(_row(sc, hw, "meets", reason, probes=probes + (row["operating_point"],),
-                         max_rate_per_replica_per_s=best, first_failing_rate_per_s=fail_rate,
-                         limiting_target=limiting, **row, **common))
+        rows.append(
+            _row(
+                sc,
+                hw,
+                "meets",
+                reason,
+                probes=probes + (row["operating_point"],),
+                max_rate_per_replica_per_s=best,
+                first_failing_rate_per_s=fail_rate,
+                limiting_target=limiting,
+                **row,
+                **common,
+            )
+        )
         cost = row["usd_per_hour"] if row["usd_per_hour"] is not None else math.inf
         found = ((cost if ranked_by == "usd_per_hour" else row["total_gpus"]), row["total_gpus"])
         if best_key is None or found < best_key:
@@ -752,17 +856,26 @@ def plan_slo(
     meets = [r for r in ordered if r.status == "meets"]
     recommendation = meets[0] if meets else None
     if not settings.exhaustive and any(r.status == "not-cheaper" for r in rows):
-        notes.append("rows marked not-cheaper were not bisected (lower bound above the best); "
-                     "search exhaustively for their exact rates.")
+        notes.append(
+            "rows marked not-cheaper were not bisected (lower bound above the best); "
+            "search exhaustively for their exact rates."
+        )
     points = [(r.label, p) for r in rows for p in r.probes]
     return SLOPlan(
         step_time_kind=recommendation.step_time_kind if recommendation else None,
-        model_name=model.name, target_rate_per_s=target, slo=slo,
-        mean_input_tokens=float(np.mean(traffic.inputs)), mean_output_tokens=float(np.mean(traffic.outputs)),
-        recommendation=recommendation, ranked_by=ranked_by, candidates=tuple(ordered),
+        model_name=model.name,
+        target_rate_per_s=target,
+        slo=slo,
+        mean_input_tokens=float(np.mean(traffic.inputs)),
+        mean_output_tokens=float(np.mean(traffic.outputs)),
+        recommendation=recommendation,
+        ranked_by=ranked_by,
+        candidates=tuple(ordered),
         saturation_requests_per_s=recommendation.saturation_requests_per_s if recommendation else None,
         overloaded=recommendation.overloaded if recommendation else None,
-        pareto=pareto_front(points), notes=tuple(notes), search_seconds=time.perf_counter() - started,
+        pareto=pareto_front(points),
+        notes=tuple(notes),
+        search_seconds=time.perf_counter() - started,
     )
 
 
@@ -770,19 +883,26 @@ def _ranking(cards: Sequence[HardwareProfile], notes: list[str]) -> Literal["usd
     """usd_per_hour when any feasible card has a price, else gpus; a card without one is named in ``notes``
     with how to give it one (the ranking never falls back to GPU count without saying so)."""
     unpriced = sorted({hw.id for hw in cards if hw.price_per_hour_usd is None})
-    ranked_by: Literal["usd_per_hour", "gpus"] = "usd_per_hour" if len(unpriced) < len({hw.id for hw in cards}) else "gpus"
+    ranked_by: Literal["usd_per_hour", "gpus"] = (
+        "usd_per_hour" if len(unpriced) < len({hw.id for hw in cards}) else "gpus"
+    )
     if unpriced:
         how = missing_price_hint(unpriced)
-        notes.append(f"ranked by GPU count, not cost: {how}" if ranked_by == "gpus" else
-                     f"ranked by $/hour; unpriced candidates come after the priced ones: {how}")
+        notes.append(
+            f"ranked by GPU count, not cost: {how}"
+            if ranked_by == "gpus"
+            else f"ranked by $/hour; unpriced candidates come after the priced ones: {how}"
+        )
     return ranked_by
 
 
 def missing_price_hint(card_ids: Sequence[str]) -> str:
     """'no price for gaudi3, h20: pass --price-per-gpu-hour gaudi3=USD (US dollars per GPU-hour) ...'."""
     pairs = " ".join(f"--price-per-gpu-hour {c}=USD" for c in card_ids)
-    return (f"no price for {', '.join(card_ids)}: pass {pairs} (US dollars per GPU-hour; in the app, the card's "
-            "$/GPU-hour field), or add price_per_hour_usd to its profile.")
+    return (
+        f"no price for {', '.join(card_ids)}: pass {pairs} (US dollars per GPU-hour; in the app, the card's "
+        "$/GPU-hour field), or add price_per_hour_usd to its profile."
+    )
 
 
 def _costed(cand: _Candidate, target: float, best: float, replicas: int, saturation: float) -> dict:
@@ -801,13 +921,19 @@ def _costed(cand: _Candidate, target: float, best: float, replicas: int, saturat
     gh_out = gpu_hours_per_million_tokens(total_gpus, out_per_s, 1 - share)
     tdp = hw.tdp_watts
     return dict(
-        replicas=replicas, total_gpus=total_gpus, usd_per_hour=total_gpus * price if price else None,
+        replicas=replicas,
+        total_gpus=total_gpus,
+        usd_per_hour=total_gpus * price if price else None,
         overloaded=per_replica > saturation,
-        operating_point=op, gpu_hours_per_1m_input_tokens=gh_in, gpu_hours_per_1m_output_tokens=gh_out,
+        operating_point=op,
+        gpu_hours_per_1m_input_tokens=gh_in,
+        gpu_hours_per_1m_output_tokens=gh_out,
         usd_per_1m_input_tokens=usd_per_million_tokens(price, total_gpus, in_per_s, share),
         usd_per_1m_output_tokens=usd_per_million_tokens(price, total_gpus, out_per_s, 1 - share),
         energy_kwh_per_1m_input_tokens_upper_bound=kwh_per_million_tokens_upper_bound(tdp, total_gpus, in_per_s, share),
-        energy_kwh_per_1m_output_tokens_upper_bound=kwh_per_million_tokens_upper_bound(tdp, total_gpus, out_per_s, 1 - share),
+        energy_kwh_per_1m_output_tokens_upper_bound=kwh_per_million_tokens_upper_bound(
+            tdp, total_gpus, out_per_s, 1 - share
+        ),
     )
 
 
@@ -818,14 +944,17 @@ def _limit(limiting: str, fail_rate: float, saturation: float) -> str:
 
 
 def _infeasible(probe: Probe, slo: SLO, floors) -> str:
-    """'P99 TTFT 2.40 s at the lowest rate probed (0.10 req/s), target 1.00 s (2.4x): prefill of ... alone takes ...'."""
+    """'P99 TTFT 2.40 s at the lowest rate probed (0.10 req/s), target 1.00 s (2.4x):
+    prefill of ... alone takes ...'."""
     target = next(t for t in slo.targets if t.label == probe.worst_target)
     value = target.value(probe.stats())
     why = next((w for t, _, w in floors if t.label == target.label), "")
     shown = "no request completed" if value is None else fmt_seconds(value)
     over = "" if value is None else f" ({value / target.seconds:.1f}x)"
-    return (f"{target.label} {shown} at the lowest rate probed ({probe.request_rate_per_s:.3g} req/s), target "
-            f"{fmt_seconds(target.seconds)}{over}: {why}.")
+    return (
+        f"{target.label} {shown} at the lowest rate probed ({probe.request_rate_per_s:.3g} req/s), target "
+        f"{fmt_seconds(target.seconds)}{over}: {why}."
+    )
 
 
 _STATUS_ORDER = {"meets": 0, "not-cheaper": 1, "fails-slo": 2, "does-not-fit": 3, "invalid": 4}
@@ -836,6 +965,7 @@ def _order(rows: Iterable[CandidateResult], ranked_by: str) -> list[CandidateRes
         cost = r.usd_per_hour if r.usd_per_hour is not None else math.inf
         primary = cost if ranked_by == "usd_per_hour" else (r.total_gpus or math.inf)
         return (_STATUS_ORDER[r.status], primary, r.total_gpus or math.inf, -(r.max_rate_per_replica_per_s or 0))
+
     return sorted(rows, key=key)
 
 
@@ -847,11 +977,15 @@ def pareto_front(points: Sequence[tuple[str, Probe]]) -> tuple[ParetoPoint, ...]
     for label, p in pts:
         if p.output_tokens_per_s_per_user > best_user:
             best_user = p.output_tokens_per_s_per_user
-            front.append(ParetoPoint(
-                candidate=label, request_rate_per_s=p.request_rate_per_s,
-                output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu,
-                output_tokens_per_s_per_user=p.output_tokens_per_s_per_user, meets_slo=bool(p.passed),
-            ))
+            front.append(
+                ParetoPoint(
+                    candidate=label,
+                    request_rate_per_s=p.request_rate_per_s,
+                    output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu,
+                    output_tokens_per_s_per_user=p.output_tokens_per_s_per_user,
+                    meets_slo=bool(p.passed),
+                )
+            )
     return tuple(sorted(front, key=lambda f: f.output_tokens_per_s_per_gpu))
 
 
@@ -865,8 +999,10 @@ def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> tuple[_
     traffic = _Traffic(workload, _draws(settings, (sc.max_num_seqs,)))
     plan = plan_memory(model, hw, sc, suggest=False)
     if not plan.fits or plan.num_gpu_blocks < 1:
-        raise ScenarioError(f"{model.name} on {sc.tp * sc.pp} x {hw.name}: {plan.reason}.",
-                            hint="Pick a scenario the Memory page says fits.")
+        raise ScenarioError(
+            f"{model.name} on {sc.tp * sc.pp} x {hw.name}: {plan.reason}.",
+            hint="Pick a scenario the Memory page says fits.",
+        )
     cand = _Candidate(model, hw, sc, plan, step or StepTimeModel(model, hw, sc, efficiency), traffic, slo, settings)
     return cand, cand.saturate()
 
@@ -904,17 +1040,41 @@ def max_rate_per_replica(
 ) -> CandidateResult:
     """The bisection for one scenario: largest rate per replica that meets ``slo`` (no costing)."""
     cand, saturation = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
-    common = dict(max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=cand.step.kind,
-                  saturation_requests_per_s=saturation)
+    common = dict(
+        max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=cand.step.kind, saturation_requests_per_s=saturation
+    )
     misses = [(t, v, why) for t, v, why in cand.floors() if v > t.seconds]
     if misses:
         t, v, why = max(misses, key=lambda m: m[1] / m[0].seconds)
-        return _row(sc, hw, "fails-slo", f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any rate: "
-                    f"{why} ({v / t.seconds:.1f}x the target).", **common)
+        return _row(
+            sc,
+            hw,
+            "fails-slo",
+            f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any rate: "
+            f"{why} ({v / t.seconds:.1f}x the target).",
+            **common,
+        )
     best, fail_rate, best_probe, fail_probe = cand.max_rate(saturation)
     if best is None:
-        return _row(sc, hw, "fails-slo", _infeasible(fail_probe, slo, cand.floors()), probes=tuple(cand.probes),
-                    first_failing_rate_per_s=fail_rate, limiting_target=fail_probe.worst_target, **common)
+        return _row(
+            sc,
+            hw,
+            "fails-slo",
+            _infeasible(fail_probe, slo, cand.floors()),
+            probes=tuple(cand.probes),
+            first_failing_rate_per_s=fail_rate,
+            limiting_target=fail_probe.worst_target,
+            **common,
+        )
     limiting = "saturation" if fail_probe is best_probe else fail_probe.worst_target
-    return _row(sc, hw, "meets", f"up to {best:.2f} req/s per replica ({_limit(limiting, fail_rate, saturation)})", probes=tuple(cand.probes),
-                max_rate_per_replica_per_s=best, first_failing_rate_per_s=fail_rate, limiting_target=limiting, **common)
+    return _row(
+        sc,
+        hw,
+        "meets",
+        f"up to {best:.2f} req/s per replica ({_limit(limiting, fail_rate, saturation)})",
+        probes=tuple(cand.probes),
+        max_rate_per_replica_per_s=best,
+        first_failing_rate_per_s=fail_rate,
+        limiting_target=limiting,
+        **common,
+    )

@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -85,7 +85,10 @@ class NormalLength(BaseModel):
     model_config = _SPEC
     kind: Literal["normal"] = Field("normal", description="Distribution name.")
     mean_tokens: float = Field(
-        ..., gt=0, le=MAX_TOKENS, allow_inf_nan=False,
+        ...,
+        gt=0,
+        le=MAX_TOKENS,
+        allow_inf_nan=False,
         description=f"Mean length before rounding and clipping, in tokens (at most {MAX_TOKENS:,}).",
     )
     std_tokens: float = Field(
@@ -128,7 +131,9 @@ class EmpiricalLength(BaseModel):
     model_config = _SPEC
     kind: Literal["empirical"] = Field("empirical", description="Distribution name.")
     values_tokens: tuple[Annotated[int, Field(ge=1, le=MAX_TOKENS)], ...] = Field(
-        ..., min_length=1, max_length=MAX_REQUESTS,
+        ...,
+        min_length=1,
+        max_length=MAX_REQUESTS,
         description=f"Observed lengths to draw from, in tokens (each 1 to {MAX_TOKENS:,}; at most {MAX_REQUESTS:,}).",
     )
 
@@ -138,7 +143,7 @@ class EmpiricalLength(BaseModel):
 
 
 LengthDistribution = Annotated[
-    Union[FixedLength, UniformLength, NormalLength, LognormalLength, EmpiricalLength],
+    FixedLength | UniformLength | NormalLength | LognormalLength | EmpiricalLength,
     Field(discriminator="kind"),
 ]
 
@@ -163,7 +168,9 @@ class ConcurrencyArrivals(BaseModel):
     model_config = _SPEC
     kind: Literal["concurrency"] = Field("concurrency", description="Arrival process name.")
     concurrency: int = Field(
-        8, ge=1, le=MAX_REQUESTS,
+        8,
+        ge=1,
+        le=MAX_REQUESTS,
         description=f"Requests in flight at once (queued or running), a count from 1 to {MAX_REQUESTS:,}.",
     )
 
@@ -180,9 +187,7 @@ class TraceArrivals(BaseModel):
     )
 
 
-Arrivals = Annotated[
-    Union[PoissonArrivals, ConcurrencyArrivals, TraceArrivals], Field(discriminator="kind")
-]
+Arrivals = Annotated[PoissonArrivals | ConcurrencyArrivals | TraceArrivals, Field(discriminator="kind")]
 
 
 class Workload(BaseModel):

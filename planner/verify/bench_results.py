@@ -119,10 +119,8 @@ DEFINITIONS: dict[BenchFormat, dict[str, str]] = {
 RECOGNISED_FORMATS = (
     "vllm_bench_serve (`vllm bench serve --save-result` JSON: 'mean_ttft_ms', "
     "'request_throughput', 'total_input_tokens', ...)",
-    "guidellm (report with 'benchmarks': [{'config': ..., 'metrics': {'time_to_first_token_ms': "
-    "...}}])",
-    "genai_perf (profile_export_genai_perf.json: 'time_to_first_token': {'unit': 'ms', 'avg': "
-    "...}, 'input_config')",
+    "guidellm (report with 'benchmarks': [{'config': ..., 'metrics': {'time_to_first_token_ms': ...}}])",
+    "genai_perf (profile_export_genai_perf.json: 'time_to_first_token': {'unit': 'ms', 'avg': ...}, 'input_config')",
 )
 
 
@@ -153,9 +151,7 @@ class BenchResult(BaseModel):
 
     format: BenchFormat = Field(description="Which tool's file this came from.")
     model: str | None = Field(default=None, description="Model name the tool sent requests for.")
-    backend: str | None = Field(
-        default=None, description="API or backend the tool drove, as the tool names it."
-    )
+    backend: str | None = Field(default=None, description="API or backend the tool drove, as the tool names it.")
     label: str | None = Field(
         default=None, description="The tool's label for this run (vLLM --label, GuideLLM strategy)."
     )
@@ -176,15 +172,9 @@ class BenchResult(BaseModel):
     num_prompts: Count | None = Field(
         default=None, description="Requests the run sent (successful + failed), requests."
     )
-    completed_requests: Count | None = Field(
-        default=None, description="Requests that finished successfully, requests."
-    )
-    failed_requests: Count | None = Field(
-        default=None, description="Requests that errored, requests."
-    )
-    duration_seconds: Seconds | None = Field(
-        default=None, description="Measured benchmark duration, seconds."
-    )
+    completed_requests: Count | None = Field(default=None, description="Requests that finished successfully, requests.")
+    failed_requests: Count | None = Field(default=None, description="Requests that errored, requests.")
+    duration_seconds: Seconds | None = Field(default=None, description="Measured benchmark duration, seconds.")
     mean_input_tokens: Tokens | None = Field(
         default=None, description="Mean prompt length over successful requests, tokens."
     )
@@ -212,9 +202,7 @@ class BenchResult(BaseModel):
         default_factory=dict,
         description="What each metric in 'metrics' measures in this tool, with its source.",
     )
-    warnings: tuple[str, ...] = Field(
-        default=(), description="Things to know before comparing these numbers."
-    )
+    warnings: tuple[str, ...] = Field(default=(), description="Things to know before comparing these numbers.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,9 +233,7 @@ def load_bench_result(data: BenchInput, *, index: int | None = None) -> BenchRes
     results = load_bench_results(data)
     if index is not None:
         if not -len(results) <= index < len(results):
-            raise ConfigError(
-                f"index {index} is out of range: the file holds {len(results)} benchmark runs."
-            )
+            raise ConfigError(f"index {index} is out of range: the file holds {len(results)} benchmark runs.")
         return results[index]
     if len(results) != 1:
         raise ConfigError(
@@ -263,13 +249,19 @@ def _documents(data: BenchInput, origin: str = "the given data") -> list[tuple[s
         return [(origin, data)]
     looks_like_path = isinstance(data, str) and _looks_like_path(data)
     if isinstance(data, Path) or looks_like_path:
-        text = read_text_file(data, max_bytes=MAX_RESULT_BYTES, what="benchmark result",
-                              hint="Such a file holds per-request arrays: save the run without --save-detailed.")
+        text = read_text_file(
+            data,
+            max_bytes=MAX_RESULT_BYTES,
+            what="benchmark result",
+            hint="Such a file holds per-request arrays: save the run without --save-detailed.",
+        )
         return _documents_from_text(text, origin=str(data))
     if isinstance(data, str):
         if len(data) > MAX_RESULT_BYTES:
-            raise ConfigError(f"the given text is {len(data):,} characters; a benchmark result of at most "
-                              f"{MAX_RESULT_BYTES:,} characters is read.")
+            raise ConfigError(
+                f"the given text is {len(data):,} characters; a benchmark result of at most "
+                f"{MAX_RESULT_BYTES:,} characters is read."
+            )
         return _documents_from_text(check_text(data, "the given text"), origin="the given text")
     if isinstance(data, Sequence):
         documents = [d for d in data if isinstance(d, Mapping)]
@@ -304,9 +296,7 @@ def _documents_from_text(text: str, *, origin: str) -> list[tuple[str, Mapping[s
         try:
             item = loads_json(line, where)
         except json.JSONDecodeError as err:
-            raise ConfigError(
-                f"{origin} is neither JSON nor JSON lines (line {number}: {err.msg})."
-            ) from None
+            raise ConfigError(f"{origin} is neither JSON nor JSON lines (line {number}: {err.msg}).") from None
         if not isinstance(item, Mapping):
             raise ConfigError(f"{origin} line {number} is not a JSON object.")
         documents.append((where, item))
@@ -474,9 +464,11 @@ def _latency_summary(name: str, **fields: Any) -> LatencySummary:
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise BadValue(f"{name} {where} = {first.get('input')!r} s is out of range ({first['msg'].lower()}); "
-                       f"latencies are finite numbers of seconds from 0 to {MAX_SECONDS:g}, after conversion "
-                       "from the tool's unit.") from None
+        raise BadValue(
+            f"{name} {where} = {first.get('input')!r} s is out of range ({first['msg'].lower()}); "
+            f"latencies are finite numbers of seconds from 0 to {MAX_SECONDS:g}, after conversion "
+            "from the tool's unit."
+        ) from None
 
 
 def _percentile_label(number: str) -> str:
@@ -525,9 +517,7 @@ def _is_vllm(d: Mapping[str, Any]) -> bool:
         return True
     if isinstance(d.get("ttfts"), list) and isinstance(d.get("itls"), list):
         return True  # --save-detailed arrays
-    return ("completed" in d and "duration" in d) or (
-        "request_throughput" in d and "output_throughput" in d
-    )
+    return ("completed" in d and "duration" in d) or ("request_throughput" in d and "output_throughput" in d)
 
 
 def _success_mask(d: Mapping[str, Any], n: int) -> list[bool]:
@@ -615,10 +605,7 @@ def _from_vllm(d: Mapping[str, Any]) -> BenchResult:
     for name in filled:
         metrics[name] = from_arrays[name]
     if filled:
-        warnings.append(
-            "computed from the per-request arrays (no summary keys in the file): "
-            + ", ".join(filled)
-        )
+        warnings.append("computed from the per-request arrays (no summary keys in the file): " + ", ".join(filled))
 
     raw_rate = d.get("request_rate")
     rate = _number(raw_rate)
@@ -677,8 +664,17 @@ _GUIDELLM_METRICS = (
     ("request_latency", E2E, 1.0),
 )
 _GUIDELLM_PERCENTILE_NAMES = {
-    "p001": "p0.1", "p01": "p1", "p05": "p5", "p10": "p10", "p25": "p25", "p50": "p50",
-    "p75": "p75", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9",
+    "p001": "p0.1",
+    "p01": "p1",
+    "p05": "p5",
+    "p10": "p10",
+    "p25": "p25",
+    "p50": "p50",
+    "p75": "p75",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+    "p999": "p99.9",
 }
 
 
@@ -722,13 +718,19 @@ def _strategy_fields(strategy: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "synchronous":
         return {"arrival_pattern": "closed_loop", "max_concurrency": 1, "label": kind}
     if kind == "concurrent":
-        return {"arrival_pattern": "closed_loop", "max_concurrency": streams,
-                "label": f"concurrent@{streams}" if streams else kind}
+        return {
+            "arrival_pattern": "closed_loop",
+            "max_concurrency": streams,
+            "label": f"concurrent@{streams}" if streams else kind,
+        }
     if kind == "throughput":
         return {"arrival_pattern": "unlimited", "max_concurrency": streams, "label": kind}
     if kind in ("constant", "poisson"):
-        return {"arrival_pattern": kind, "request_rate_per_s": rate,
-                "label": f"{kind}@{rate:g}" if rate is not None else kind}
+        return {
+            "arrival_pattern": kind,
+            "request_rate_per_s": rate,
+            "label": f"{kind}@{rate:g}" if rate is not None else kind,
+        }
     return {"label": kind or None}
 
 
@@ -750,8 +752,7 @@ def _from_guidellm(bench: Mapping[str, Any], report: Mapping[str, Any]) -> Bench
     warnings: list[str] = []
     if errored or incomplete:
         warnings.append(
-            f"{errored or 0} errored and {incomplete or 0} incomplete requests; latencies cover "
-            "the successful ones"
+            f"{errored or 0} errored and {incomplete or 0} incomplete requests; latencies cover the successful ones"
         )
     duration = _number(bench.get("duration"))
     if duration is None:
@@ -812,8 +813,13 @@ _GENAI_PERF_STATS = {"avg", "min", "max", "std", "unit"}
 def _is_genai_perf(d: Mapping[str, Any]) -> bool:
     return any(
         isinstance(d.get(key), Mapping) and ("avg" in d[key] or "unit" in d[key])
-        for key in ("time_to_first_token", "request_latency", "inter_token_latency",
-                    "output_token_throughput", "request_throughput")
+        for key in (
+            "time_to_first_token",
+            "request_latency",
+            "inter_token_latency",
+            "output_token_throughput",
+            "request_throughput",
+        )
     )
 
 
@@ -854,12 +860,8 @@ def _from_genai_perf(d: Mapping[str, Any]) -> BenchResult:
     model = _text(model)
     service, endpoint = config.get("service_kind"), config.get("endpoint_type")
     backend = "/".join(str(x) for x in (service, endpoint) if x) or None
-    concurrency = _integer(
-        config.get("concurrency") or _dig(config, "perf_analyzer", "stimulus", "concurrency")
-    )
-    rate = _number(
-        config.get("request_rate") or _dig(config, "perf_analyzer", "stimulus", "request_rate")
-    )
+    concurrency = _integer(config.get("concurrency") or _dig(config, "perf_analyzer", "stimulus", "concurrency"))
+    rate = _number(config.get("request_rate") or _dig(config, "perf_analyzer", "stimulus", "request_rate"))
 
     def avg(key: str, *fallbacks: str) -> float | None:
         for name in (key, *fallbacks):

@@ -100,8 +100,12 @@ _BOUND_WORDS = {
     "overhead": "overhead/scheduling-bound",
     "inconclusive": "inconclusive",
 }
-_ROOFLINE_CLASS = {"compute": "compute", "memory": "memory_bandwidth", "interconnect": "interconnect",
-                   "overhead": "overhead"}
+_ROOFLINE_CLASS = {
+    "compute": "compute",
+    "memory": "memory_bandwidth",
+    "interconnect": "interconnect",
+    "overhead": "overhead",
+}
 
 
 def _ms(seconds: float) -> str:
@@ -130,7 +134,9 @@ class Baseline(BaseModel):
     throughput_tokens_per_s: float | None = Field(None, gt=0, description="Output tokens per second of the deployment.")
     requests_per_s: float | None = Field(None, gt=0, description="Completed requests per second.")
     gpu_utilization_pct: float | None = Field(
-        None, ge=0, le=100,
+        None,
+        ge=0,
+        le=100,
         description="GPU utilization, percent: with gpu_utilization_kind 'sm_throughput' the achieved share of peak "
         "FLOP/s (DCGM tensor-pipe active, Nsight SM throughput); with 'busy_time' nvidia-smi's GPU-Util (share of "
         "time any kernel ran).",
@@ -151,18 +157,29 @@ class Baseline(BaseModel):
 
 
 def baseline_from_typed(
-    *, label: str = "baseline", ttft_ms: float | None = None, ttft_p90_ms: float | None = None,
-    ttft_p99_ms: float | None = None, tpot_ms: float | None = None, tpot_p90_ms: float | None = None,
-    tpot_p99_ms: float | None = None, throughput_tokens_per_s: float | None = None,
-    gpu_utilization_pct: float | None = None, gpu_utilization_kind: str = "sm_throughput",
-    memory_bandwidth_utilization_pct: float | None = None, concurrency: int | None = None,
-    input_len: int | None = None, output_len: int | None = None, settings: dict[str, Setting] | None = None,
+    *,
+    label: str = "baseline",
+    ttft_ms: float | None = None,
+    ttft_p90_ms: float | None = None,
+    ttft_p99_ms: float | None = None,
+    tpot_ms: float | None = None,
+    tpot_p90_ms: float | None = None,
+    tpot_p99_ms: float | None = None,
+    throughput_tokens_per_s: float | None = None,
+    gpu_utilization_pct: float | None = None,
+    gpu_utilization_kind: str = "sm_throughput",
+    memory_bandwidth_utilization_pct: float | None = None,
+    concurrency: int | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    settings: dict[str, Setting] | None = None,
 ) -> Baseline:
     """A baseline from numbers typed as people read them (latencies in milliseconds).
 
     None is 'not typed'; a latency, throughput or count of 0 also reads as not typed (none can be 0),
     a utilization of 0% is kept.
     """
+
     def seconds(ms: float | None) -> float | None:
         return ms / 1e3 if ms else None
 
@@ -170,12 +187,21 @@ def baseline_from_typed(
         return value if value else None
 
     return Baseline(
-        label=label, source="typed", ttft_seconds=seconds(ttft_ms), ttft_p90_seconds=seconds(ttft_p90_ms),
-        ttft_p99_seconds=seconds(ttft_p99_ms), tpot_seconds=seconds(tpot_ms), tpot_p90_seconds=seconds(tpot_p90_ms),
-        tpot_p99_seconds=seconds(tpot_p99_ms), throughput_tokens_per_s=given(throughput_tokens_per_s),
-        gpu_utilization_pct=gpu_utilization_pct, gpu_utilization_kind=gpu_utilization_kind,
+        label=label,
+        source="typed",
+        ttft_seconds=seconds(ttft_ms),
+        ttft_p90_seconds=seconds(ttft_p90_ms),
+        ttft_p99_seconds=seconds(ttft_p99_ms),
+        tpot_seconds=seconds(tpot_ms),
+        tpot_p90_seconds=seconds(tpot_p90_ms),
+        tpot_p99_seconds=seconds(tpot_p99_ms),
+        throughput_tokens_per_s=given(throughput_tokens_per_s),
+        gpu_utilization_pct=gpu_utilization_pct,
+        gpu_utilization_kind=gpu_utilization_kind,
         memory_bandwidth_utilization_pct=memory_bandwidth_utilization_pct,
-        concurrency=concurrency or None, input_len=input_len or None, output_len=output_len or None,
+        concurrency=concurrency or None,
+        input_len=input_len or None,
+        output_len=output_len or None,
         settings=dict(settings or {}),
     )
 
@@ -197,6 +223,7 @@ def baseline_from_bench(
     bench: BenchResult, *, label: str | None = None, settings: dict[str, Setting] | None = None
 ) -> Baseline:
     """A baseline from an imported benchmark run (TPOT falls back to the ITL mean when the tool has no TPOT)."""
+
     def stat(metric: str, name: str) -> float | None:
         summary = bench.metrics.get(metric)
         value = None if summary is None else getattr(summary, name)
@@ -204,11 +231,18 @@ def baseline_from_bench(
 
     tpot = stat(TPOT, "mean") or stat(ITL, "mean")
     return Baseline(
-        label=label or bench.label or bench.model or "imported run", source="bench",
-        ttft_seconds=stat(TTFT, "mean"), ttft_p90_seconds=stat(TTFT, "p90"), ttft_p99_seconds=stat(TTFT, "p99"),
-        tpot_seconds=tpot, tpot_p90_seconds=stat(TPOT, "p90"), tpot_p99_seconds=stat(TPOT, "p99"),
-        e2e_seconds=stat(E2E, "mean"), throughput_tokens_per_s=bench.throughput_tokens_per_s or None,
-        requests_per_s=bench.requests_per_s or None, concurrency=bench.max_concurrency,
+        label=label or bench.label or bench.model or "imported run",
+        source="bench",
+        ttft_seconds=stat(TTFT, "mean"),
+        ttft_p90_seconds=stat(TTFT, "p90"),
+        ttft_p99_seconds=stat(TTFT, "p99"),
+        tpot_seconds=tpot,
+        tpot_p90_seconds=stat(TPOT, "p90"),
+        tpot_p99_seconds=stat(TPOT, "p99"),
+        e2e_seconds=stat(E2E, "mean"),
+        throughput_tokens_per_s=bench.throughput_tokens_per_s or None,
+        requests_per_s=bench.requests_per_s or None,
+        concurrency=bench.max_concurrency,
         input_len=None if not bench.mean_input_tokens else max(1, round(bench.mean_input_tokens)),
         output_len=None if not bench.mean_output_tokens else max(1, round(bench.mean_output_tokens)),
         settings=dict(settings or {}),
@@ -222,15 +256,22 @@ def baseline_from_validation(report: Any, *, check_name: str | None = None) -> B
     card's peak FLOP/s and bandwidth; TTFT is the measured prefill forward when there is one.
     ``check_name`` picks the decode check; by default the largest-batch one that ran.
     """
-    checks = [c for c in report.checks if c.benchmark == "layer_forward" and c.status == "ok"
-              and c.measured_seconds and c.name.startswith("model forward")]
+    checks = [
+        c
+        for c in report.checks
+        if c.benchmark == "layer_forward"
+        and c.status == "ok"
+        and c.measured_seconds
+        and c.name.startswith("model forward")
+    ]
     decode = [c for c in checks if c.shape.get("stage") == "decode"]
     if check_name is not None:
         decode = [c for c in checks if c.name == check_name]
     if not decode:
         raise PlannerError(
             "the validation report has no measured whole-model decode forward"
-            + (f" named {check_name!r}" if check_name else "") + ".",
+            + (f" named {check_name!r}" if check_name else "")
+            + ".",
             hint="Run the Validate benchmarks with the layer_forward group (python -m planner validate).",
         )
     best = max(decode, key=lambda c: (int(c.shape.get("batch") or 0), c.name))
@@ -239,7 +280,9 @@ def baseline_from_validation(report: Any, *, check_name: str | None = None) -> B
     scaled = " (scaled model)" if getattr(report.model, "scaled", False) else ""
     pct = lambda x: None if x is None else min(100.0, x * 100.0)  # noqa: E731
     return Baseline(
-        label=f"validation: {best.name}{scaled}", source="validation", tpot_seconds=best.measured_seconds,
+        label=f"validation: {best.name}{scaled}",
+        source="validation",
+        tpot_seconds=best.measured_seconds,
         ttft_seconds=first.measured_seconds if first else None,
         gpu_utilization_pct=pct(best.flops_fraction_of_peak),
         memory_bandwidth_utilization_pct=pct(best.bytes_fraction_of_peak),
@@ -257,9 +300,13 @@ class ScenarioRooflines(BaseModel):
 
     model_config = _SPEC
 
-    decode_bound: Roofline = Field(description="One decode step at the run's batch and mean context, pure roofline bound.")
+    decode_bound: Roofline = Field(
+        description="One decode step at the run's batch and mean context, pure roofline bound."
+    )
     prefill_bound: Roofline = Field(description="One prompt's prefill (batch 1), pure roofline bound.")
-    decode_estimate: Roofline = Field(description="The same decode step with the card's efficiency factors and overheads.")
+    decode_estimate: Roofline = Field(
+        description="The same decode step with the card's efficiency factors and overheads."
+    )
     prefill_estimate: Roofline = Field(description="The same prefill with the card's efficiency factors and overheads.")
     batch: int = Field(description="Decode batch used, requests.")
     input_len: int = Field(description="Prompt length used, tokens.")
@@ -267,7 +314,10 @@ class ScenarioRooflines(BaseModel):
 
 
 def scenario_rooflines(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario, baseline: Baseline | None = None,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    baseline: Baseline | None = None,
     efficiency: Efficiency | None = None,
 ) -> ScenarioRooflines:
     """Rooflines of ``sc`` at the baseline's batch and lengths (else the scenario's workload)."""
@@ -282,7 +332,9 @@ def scenario_rooflines(
         prefill_bound=roofline(model, hw, sc, "prefill", 1, n_in, BOUND),
         decode_estimate=roofline(model, hw, sc, "decode", batch, context, eff),
         prefill_estimate=roofline(model, hw, sc, "prefill", 1, n_in, eff),
-        batch=batch, input_len=n_in, decode_context_tokens=context,
+        batch=batch,
+        input_len=n_in,
+        decode_context_tokens=context,
     )
 
 
@@ -294,8 +346,10 @@ class Evidence(BaseModel):
 
     model_config = _SPEC
 
-    name: str = Field(description="What was looked at: utilization, tpot_vs_bound, ttft_vs_bound, ttft_tail, tpot_tail, "
-                      "implied_bandwidth, implied_compute, consistency.")
+    name: str = Field(
+        description="What was looked at: utilization, tpot_vs_bound, ttft_vs_bound, ttft_tail, tpot_tail, "
+        "implied_bandwidth, implied_compute, consistency."
+    )
     points_to: Bound | None = Field(description="The bound it supports; None for context only.")
     weight: float = Field(ge=0, description="Strength of the vote (0 for context only); unitless.")
     statement: str = Field(description="The observation in words, with its numbers.")
@@ -308,7 +362,9 @@ class Diagnosis(BaseModel):
     model_config = _SPEC
 
     label: str = Field(description="The baseline's label.")
-    bound: Bound = Field(description="compute, memory_bandwidth, interconnect, overhead (incl. scheduling) or inconclusive.")
+    bound: Bound = Field(
+        description="compute, memory_bandwidth, interconnect, overhead (incl. scheduling) or inconclusive."
+    )
     confidence: Literal["clear", "likely", "weak", "none"] = Field(
         description="'clear': strong evidence, no contender; 'likely'; 'weak': close call; 'none': no evidence."
     )
@@ -324,52 +380,118 @@ def _utilization_evidence(b: Baseline) -> list[Evidence]:
     out: list[Evidence] = []
     if b.gpu_utilization_kind == "busy_time":
         if c is not None and c < BUSY_IDLE_PCT:
-            out.append(Evidence(name="utilization", points_to="overhead", weight=1.5,
-                                statement=f"nvidia-smi GPU-Util {c:.0f}%: the GPU is idle {100 - c:.0f}% of the time, "
-                                "waiting on the host (scheduler, Python, tokenization) or on requests"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to="overhead",
+                    weight=1.5,
+                    statement=f"nvidia-smi GPU-Util {c:.0f}%: the GPU is idle {100 - c:.0f}% of the time, "
+                    "waiting on the host (scheduler, Python, tokenization) or on requests",
+                )
+            )
         elif c is not None:
-            out.append(Evidence(name="utilization", points_to=None, weight=0.0,
-                                statement=f"nvidia-smi GPU-Util {c:.0f}% only says a kernel was running; it cannot tell "
-                                "compute from bandwidth (a memory-bound decode also shows ~100%)"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to=None,
+                    weight=0.0,
+                    statement=f"nvidia-smi GPU-Util {c:.0f}% only says a kernel was running; it cannot tell "
+                    "compute from bandwidth (a memory-bound decode also shows ~100%)",
+                )
+            )
         c = None
     if c is not None and m is not None:
         if c >= HIGH_PCT and m >= HIGH_PCT:
             top = "compute" if c >= m else "memory_bandwidth"
-            out.append(Evidence(name="utilization", points_to=top, weight=1.0,
-                                statement=f"compute {c:.0f}% and bandwidth {m:.0f}% are both high: the work sits near the "
-                                f"card's ridge point; {'compute' if top == 'compute' else 'bandwidth'} is slightly ahead"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to=top,
+                    weight=1.0,
+                    statement=f"compute {c:.0f}% and bandwidth {m:.0f}% are both high: the work sits near the "
+                    f"card's ridge point; {'compute' if top == 'compute' else 'bandwidth'} is slightly ahead",
+                )
+            )
         elif c >= HIGH_PCT and c >= m + 15:
-            out.append(Evidence(name="utilization", points_to="compute", weight=2.0,
-                                statement=f"compute at {c:.0f}% of peak, bandwidth at {m:.0f}%: the math units are the ceiling"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to="compute",
+                    weight=2.0,
+                    statement=f"compute at {c:.0f}% of peak, bandwidth at {m:.0f}%: the math units are the ceiling",
+                )
+            )
         elif m >= HIGH_PCT and m >= c + 15:
-            out.append(Evidence(name="utilization", points_to="memory_bandwidth", weight=2.0,
-                                statement=f"bandwidth at {m:.0f}% of peak, compute at {c:.0f}%: streaming weights and KV "
-                                "from HBM is the ceiling"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to="memory_bandwidth",
+                    weight=2.0,
+                    statement=f"bandwidth at {m:.0f}% of peak, compute at {c:.0f}%: streaming weights and KV "
+                    "from HBM is the ceiling",
+                )
+            )
         elif c < LOW_PCT and m < LOW_PCT:
-            out.append(Evidence(name="utilization", points_to="overhead", weight=2.0,
-                                statement=f"compute {c:.0f}% and bandwidth {m:.0f}% are both low: neither ceiling is near, "
-                                "so the GPU waits on the host (scheduling, Python, kernel launches) or on requests"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to="overhead",
+                    weight=2.0,
+                    statement=f"compute {c:.0f}% and bandwidth {m:.0f}% are both low: neither ceiling is near, "
+                    "so the GPU waits on the host (scheduling, Python, kernel launches) or on requests",
+                )
+            )
         else:
             top = "compute" if c >= m else "memory_bandwidth"
-            out.append(Evidence(name="utilization", points_to=top if max(c, m) >= 40 else "overhead", weight=0.5,
-                                statement=f"compute {c:.0f}%, bandwidth {m:.0f}%: in between, no clear ceiling from "
-                                "utilization alone"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to=top if max(c, m) >= 40 else "overhead",
+                    weight=0.5,
+                    statement=f"compute {c:.0f}%, bandwidth {m:.0f}%: in between, no clear ceiling from "
+                    "utilization alone",
+                )
+            )
     elif c is not None:
         if c >= HIGH_PCT:
-            out.append(Evidence(name="utilization", points_to="compute", weight=1.5,
-                                statement=f"compute at {c:.0f}% of peak: the math units are busy"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to="compute",
+                    weight=1.5,
+                    statement=f"compute at {c:.0f}% of peak: the math units are busy",
+                )
+            )
         else:
-            out.append(Evidence(name="utilization", points_to=None, weight=0.0,
-                                statement=f"compute at {c:.0f}%: low, so bandwidth or overhead limits; the bandwidth "
-                                "utilization would tell which"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to=None,
+                    weight=0.0,
+                    statement=f"compute at {c:.0f}%: low, so bandwidth or overhead limits; the bandwidth "
+                    "utilization would tell which",
+                )
+            )
     elif m is not None:
         if m >= HIGH_PCT:
-            out.append(Evidence(name="utilization", points_to="memory_bandwidth", weight=1.5,
-                                statement=f"bandwidth at {m:.0f}% of peak: HBM traffic is the ceiling"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to="memory_bandwidth",
+                    weight=1.5,
+                    statement=f"bandwidth at {m:.0f}% of peak: HBM traffic is the ceiling",
+                )
+            )
         else:
-            out.append(Evidence(name="utilization", points_to=None, weight=0.0,
-                                statement=f"bandwidth at {m:.0f}%: low, so compute or overhead limits; the compute "
-                                "utilization would tell which"))
+            out.append(
+                Evidence(
+                    name="utilization",
+                    points_to=None,
+                    weight=0.0,
+                    statement=f"bandwidth at {m:.0f}%: low, so compute or overhead limits; the compute "
+                    "utilization would tell which",
+                )
+            )
     return out
 
 
@@ -381,56 +503,123 @@ def _roofline_evidence(b: Baseline, r: ScenarioRooflines | Roofline) -> list[Evi
         bound = decode.total_seconds
         ratio = b.tpot_seconds / bound
         cls = _ROOFLINE_CLASS[decode.bound]
-        ceiling = {"compute": "compute", "memory_bandwidth": "memory-bandwidth", "interconnect": "interconnect",
-                   "overhead": "launch"}[cls]
+        ceiling = {
+            "compute": "compute",
+            "memory_bandwidth": "memory-bandwidth",
+            "interconnect": "interconnect",
+            "overhead": "launch",
+        }[cls]
         where = f"one decode step (batch {decode.batch}, context {decode.seq_len:,} tokens, {decode.gpu})"
         head = f"TPOT {_ms(b.tpot_seconds)} is {ratio:.1f}x the {_ms(bound)} {ceiling} bound of {where}"
         if ratio < 0.9:
-            out.append(Evidence(name="consistency", points_to=None, weight=0.0, ratio=ratio,
-                                statement=head + ": faster than the roofline allows, so the scenario does not match the "
-                                "run (batch, TP, dtype or card); check the inputs before trusting the diagnosis"))
+            out.append(
+                Evidence(
+                    name="consistency",
+                    points_to=None,
+                    weight=0.0,
+                    ratio=ratio,
+                    statement=head + ": faster than the roofline allows, so the scenario does not match the "
+                    "run (batch, TP, dtype or card); check the inputs before trusting the diagnosis",
+                )
+            )
         elif ratio <= NEAR_BOUND_RATIO:
-            out.append(Evidence(name="tpot_vs_bound", points_to=cls, weight=2.0, ratio=ratio,
-                                statement=head + f": decode runs near the {ceiling} ceiling"))
+            out.append(
+                Evidence(
+                    name="tpot_vs_bound",
+                    points_to=cls,
+                    weight=2.0,
+                    ratio=ratio,
+                    statement=head + f": decode runs near the {ceiling} ceiling",
+                )
+            )
         elif ratio < FAR_FROM_BOUND_RATIO:
             share = 1 / ratio
-            out.append(Evidence(name="tpot_vs_bound", points_to=cls, weight=1.0, ratio=ratio,
-                                statement=head + f": the ceiling explains {share:.0%} of each step"))
-            out.append(Evidence(name="tpot_vs_bound", points_to="overhead", weight=1.0, ratio=ratio,
-                                statement=f"the other {1 - share:.0%} of each decode step ({_ms(b.tpot_seconds - bound)}) "
-                                "is overhead: kernel launches, scheduling, sampling, Python"))
+            out.append(
+                Evidence(
+                    name="tpot_vs_bound",
+                    points_to=cls,
+                    weight=1.0,
+                    ratio=ratio,
+                    statement=head + f": the ceiling explains {share:.0%} of each step",
+                )
+            )
+            out.append(
+                Evidence(
+                    name="tpot_vs_bound",
+                    points_to="overhead",
+                    weight=1.0,
+                    ratio=ratio,
+                    statement=f"the other {1 - share:.0%} of each decode step ({_ms(b.tpot_seconds - bound)}) "
+                    "is overhead: kernel launches, scheduling, sampling, Python",
+                )
+            )
         else:
-            out.append(Evidence(name="tpot_vs_bound", points_to="overhead", weight=2.5, ratio=ratio,
-                                statement=head + f": {ceiling.replace('-', ' ')} is not the limit, overhead is"))
+            out.append(
+                Evidence(
+                    name="tpot_vs_bound",
+                    points_to="overhead",
+                    weight=2.5,
+                    ratio=ratio,
+                    statement=head + f": {ceiling.replace('-', ' ')} is not the limit, overhead is",
+                )
+            )
         if decode.total_bytes and decode.hbm_bandwidth_bytes_per_s:
             achieved = decode.total_bytes / b.tpot_seconds
-            out.append(Evidence(
-                name="implied_bandwidth", points_to=None, weight=0.0,
-                statement=f"each decode step reads {decode.total_bytes / 1e9:,.2f} GB per GPU; at TPOT "
-                f"{_ms(b.tpot_seconds)} that is {achieved / 1e12:,.2f} TB/s, {achieved / decode.hbm_bandwidth_bytes_per_s:.0%} "
-                f"of the card's {decode.hbm_bandwidth_bytes_per_s / 1e12:,.2f} TB/s"))
+            out.append(
+                Evidence(
+                    name="implied_bandwidth",
+                    points_to=None,
+                    weight=0.0,
+                    statement=f"each decode step reads {decode.total_bytes / 1e9:,.2f} GB per GPU; at TPOT "
+                    f"{_ms(b.tpot_seconds)} that is {achieved / 1e12:,.2f} TB/s, "
+                    f"{achieved / decode.hbm_bandwidth_bytes_per_s:.0%} "
+                    f"of the card's {decode.hbm_bandwidth_bytes_per_s / 1e12:,.2f} TB/s",
+                )
+            )
     if prefill is not None and b.ttft_seconds and prefill.total_seconds > 0:
         bound = prefill.total_seconds
         ratio = b.ttft_seconds / bound
         cls = _ROOFLINE_CLASS[prefill.bound]
-        head = (f"TTFT {_ms(b.ttft_seconds)} is {ratio:.1f}x the {_ms(bound)} {cls.replace('_', ' ')} bound of one "
-                f"{prefill.seq_len:,}-token prompt's prefill")
+        head = (
+            f"TTFT {_ms(b.ttft_seconds)} is {ratio:.1f}x the {_ms(bound)} {cls.replace('_', ' ')} bound of one "
+            f"{prefill.seq_len:,}-token prompt's prefill"
+        )
         if ratio <= NEAR_BOUND_RATIO and ratio >= 0.9:
-            out.append(Evidence(name="ttft_vs_bound", points_to=cls, weight=1.0, ratio=ratio,
-                                statement=head + ": prefill runs near that ceiling"))
+            out.append(
+                Evidence(
+                    name="ttft_vs_bound",
+                    points_to=cls,
+                    weight=1.0,
+                    ratio=ratio,
+                    statement=head + ": prefill runs near that ceiling",
+                )
+            )
         elif ratio >= TTFT_QUEUE_RATIO:
-            out.append(Evidence(name="ttft_vs_bound", points_to="overhead", weight=1.0, ratio=ratio,
-                                statement=head + ": the request mostly waits (queueing behind other prefills, "
-                                "scheduling), it is not computing"))
+            out.append(
+                Evidence(
+                    name="ttft_vs_bound",
+                    points_to="overhead",
+                    weight=1.0,
+                    ratio=ratio,
+                    statement=head + ": the request mostly waits (queueing behind other prefills, "
+                    "scheduling), it is not computing",
+                )
+            )
         elif ratio >= 0.9:
             out.append(Evidence(name="ttft_vs_bound", points_to=cls, weight=0.3, ratio=ratio, statement=head))
         if prefill.total_flops and prefill.peak_flops_per_s and ratio >= 0.9:
             achieved = prefill.total_flops / b.ttft_seconds
-            out.append(Evidence(
-                name="implied_compute", points_to=None, weight=0.0,
-                statement=f"one prefill is {prefill.total_flops / 1e12:,.2f} TFLOP per GPU; at TTFT {_ms(b.ttft_seconds)} "
-                f"that is {achieved / 1e12:,.0f} TFLOP/s, {achieved / prefill.peak_flops_per_s:.0%} of the card's "
-                f"{prefill.peak_flops_per_s / 1e12:,.0f} TFLOP/s"))
+            out.append(
+                Evidence(
+                    name="implied_compute",
+                    points_to=None,
+                    weight=0.0,
+                    statement=f"one prefill is {prefill.total_flops / 1e12:,.2f} TFLOP per GPU; at TTFT "
+                    f"{_ms(b.ttft_seconds)} "
+                    f"that is {achieved / 1e12:,.0f} TFLOP/s, {achieved / prefill.peak_flops_per_s:.0%} of the card's "
+                    f"{prefill.peak_flops_per_s / 1e12:,.0f} TFLOP/s",
+                )
+            )
     return out
 
 
@@ -438,14 +627,28 @@ def _tail_evidence(b: Baseline) -> list[Evidence]:
     out: list[Evidence] = []
     if b.ttft_seconds and b.ttft_p99_seconds and b.ttft_p99_seconds / b.ttft_seconds >= TAIL_RATIO:
         ratio = b.ttft_p99_seconds / b.ttft_seconds
-        out.append(Evidence(name="ttft_tail", points_to="overhead", weight=1.0, ratio=ratio,
-                            statement=f"TTFT P99 {_ms(b.ttft_p99_seconds)} is {ratio:.1f}x the mean {_ms(b.ttft_seconds)}: "
-                            "some requests wait in the queue (scheduling and admission, not a hardware ceiling)"))
+        out.append(
+            Evidence(
+                name="ttft_tail",
+                points_to="overhead",
+                weight=1.0,
+                ratio=ratio,
+                statement=f"TTFT P99 {_ms(b.ttft_p99_seconds)} is {ratio:.1f}x the mean {_ms(b.ttft_seconds)}: "
+                "some requests wait in the queue (scheduling and admission, not a hardware ceiling)",
+            )
+        )
     if b.tpot_seconds and b.tpot_p99_seconds and b.tpot_p99_seconds / b.tpot_seconds >= 2.0:
         ratio = b.tpot_p99_seconds / b.tpot_seconds
-        out.append(Evidence(name="tpot_tail", points_to="overhead", weight=0.7, ratio=ratio,
-                            statement=f"TPOT P99 {_ms(b.tpot_p99_seconds)} is {ratio:.1f}x the mean: some decode steps "
-                            "are stretched by prefills sharing them (token budget, chunked prefill)"))
+        out.append(
+            Evidence(
+                name="tpot_tail",
+                points_to="overhead",
+                weight=0.7,
+                ratio=ratio,
+                statement=f"TPOT P99 {_ms(b.tpot_p99_seconds)} is {ratio:.1f}x the mean: some decode steps "
+                "are stretched by prefills sharing them (token budget, chunked prefill)",
+            )
+        )
     return out
 
 
@@ -472,8 +675,12 @@ def classify(baseline: Baseline, roofline_of_scenario: ScenarioRooflines | Roofl
     if not scores:
         bound: Bound = "inconclusive"
         confidence = "none"
-        hint = ("type TPOT (and the batch it ran at) to compare with the roofline, or the compute and bandwidth "
-                "utilizations" if roofline_of_scenario is not None or not evidence else "")
+        hint = (
+            "type TPOT (and the batch it ran at) to compare with the roofline, or the compute and bandwidth "
+            "utilizations"
+            if roofline_of_scenario is not None or not evidence
+            else ""
+        )
         summary = f"{baseline.label}: not enough evidence to classify" + (f"; {hint}" if hint else "") + "."
         if evidence:
             summary += " " + evidence[0].statement[0].upper() + evidence[0].statement[1:] + "."
@@ -487,12 +694,22 @@ def classify(baseline: Baseline, roofline_of_scenario: ScenarioRooflines | Roofl
         summary = f"{baseline.label} is {_BOUND_WORDS[bound]} ({confidence}): " + "; ".join(reasons) + "."
     ids = list(_SYMPTOMS_BY_BOUND[bound])
     names = {e.name for e in evidence}
-    for name, symptom in (("ttft_tail", "mixed_traffic"), ("ttft_tail", "prefill_starved"), ("tpot_tail", "decode_stalls")):
+    for name, symptom in (
+        ("ttft_tail", "mixed_traffic"),
+        ("ttft_tail", "prefill_starved"),
+        ("tpot_tail", "decode_stalls"),
+    ):
         if name in names and symptom not in ids:
             ids.append(symptom)
     return Diagnosis(
-        label=baseline.label, bound=bound, confidence=confidence, summary=summary, evidence=evidence,
-        scores=scores, symptom_ids=ids, roofline_kind="bound" if roofline_of_scenario is not None else None,
+        label=baseline.label,
+        bound=bound,
+        confidence=confidence,
+        summary=summary,
+        evidence=evidence,
+        scores=scores,
+        symptom_ids=ids,
+        roofline_kind="bound" if roofline_of_scenario is not None else None,
     )
 
 
@@ -530,19 +747,38 @@ def where_time_goes(r: Roofline, top: int = 8) -> TimeBreakdown:
     """The roofline's ops ranked by time (op time x layer count), with shares by kind and by bound."""
     total = r.total_seconds or 1.0
     ranked = sorted(r.layers, key=lambda op: -op.total_seconds)
-    ops = [OpShare(name=op.name, kind=op.kind, bound=op.bound, count=op.count, seconds=op.total_seconds,
-                   share_pct=op.total_seconds / total * 100.0) for op in ranked[:top]]
+    ops = [
+        OpShare(
+            name=op.name,
+            kind=op.kind,
+            bound=op.bound,
+            count=op.count,
+            seconds=op.total_seconds,
+            share_pct=op.total_seconds / total * 100.0,
+        )
+        for op in ranked[:top]
+    ]
     by_kind: dict[str, float] = {}
     for op in r.layers:
         by_kind[op.kind] = by_kind.get(op.kind, 0.0) + op.total_seconds / total * 100.0
     by_bound = {k: v / total * 100.0 for k, v in r.seconds_by_bound.items()}
     kinds = sorted(by_kind.items(), key=lambda kv: -kv[1])
     parts = ", ".join(f"{share:.0f}% {kind}" for kind, share in kinds[:3])
-    summary = (f"{r.stage} step (batch {r.batch}, {r.seq_len:,} tokens) takes {_ms(r.total_seconds)} ({r.kind}): {parts}; "
-               f"largest op {ranked[0].name} ({ranked[0].total_seconds / total:.0%}, {ranked[0].bound}-bound)"
-               if ranked else f"{r.stage} step has no ops")
-    return TimeBreakdown(stage=r.stage, kind=r.kind, total_seconds=r.total_seconds, top_ops=ops,
-                         by_kind=dict(kinds), by_bound=by_bound, summary=summary)
+    summary = (
+        f"{r.stage} step (batch {r.batch}, {r.seq_len:,} tokens) takes {_ms(r.total_seconds)} ({r.kind}): {parts}; "
+        f"largest op {ranked[0].name} ({ranked[0].total_seconds / total:.0%}, {ranked[0].bound}-bound)"
+        if ranked
+        else f"{r.stage} step has no ops"
+    )
+    return TimeBreakdown(
+        stage=r.stage,
+        kind=r.kind,
+        total_seconds=r.total_seconds,
+        top_ops=ops,
+        by_kind=dict(kinds),
+        by_bound=by_bound,
+        summary=summary,
+    )
 
 
 # -------------------------------------------------------------------------------- compare
@@ -571,26 +807,40 @@ class Comparison(BaseModel):
 
     baseline: str = Field(description="Label of the baseline.")
     changed: str = Field(description="Label of the changed run.")
-    changed_settings: dict[str, dict[str, Setting]] = Field(description="Settings that differ: name -> {'before', 'after'}.")
-    attributable: bool = Field(description="True when exactly one setting changed, so the effect can be attributed to it.")
+    changed_settings: dict[str, dict[str, Setting]] = Field(
+        description="Settings that differ: name -> {'before', 'after'}."
+    )
+    attributable: bool = Field(
+        description="True when exactly one setting changed, so the effect can be attributed to it."
+    )
     rows: list[MetricChange] = Field(description="Every metric both runs have.")
     summary: str = Field(description="What changed and what moved, in one or two sentences.")
     noise_pct: float = Field(description="Changes below this were called noise, percent.")
 
 
 _COMPARED: dict[str, tuple[str, int]] = {
-    "ttft_seconds": ("seconds", -1), "ttft_p90_seconds": ("seconds", -1), "ttft_p99_seconds": ("seconds", -1),
-    "tpot_seconds": ("seconds", -1), "tpot_p90_seconds": ("seconds", -1), "tpot_p99_seconds": ("seconds", -1),
-    "e2e_seconds": ("seconds", -1), "throughput_tokens_per_s": ("tokens/s", 1), "requests_per_s": ("requests/s", 1),
-    "gpu_utilization_pct": ("percent", 0), "memory_bandwidth_utilization_pct": ("percent", 0),
+    "ttft_seconds": ("seconds", -1),
+    "ttft_p90_seconds": ("seconds", -1),
+    "ttft_p99_seconds": ("seconds", -1),
+    "tpot_seconds": ("seconds", -1),
+    "tpot_p90_seconds": ("seconds", -1),
+    "tpot_p99_seconds": ("seconds", -1),
+    "e2e_seconds": ("seconds", -1),
+    "throughput_tokens_per_s": ("tokens/s", 1),
+    "requests_per_s": ("requests/s", 1),
+    "gpu_utilization_pct": ("percent", 0),
+    "memory_bandwidth_utilization_pct": ("percent", 0),
 }
 
 
 def compare(baseline: Baseline, changed: Baseline, *, noise_pct: float = NOISE_PCT) -> Comparison:
     """What moved between two runs and by how much; whether one setting (and only one) changed."""
     keys = dict.fromkeys([*baseline.settings, *changed.settings])
-    diff = {k: {"before": baseline.settings.get(k), "after": changed.settings.get(k)}
-            for k in keys if baseline.settings.get(k) != changed.settings.get(k)}
+    diff = {
+        k: {"before": baseline.settings.get(k), "after": changed.settings.get(k)}
+        for k in keys
+        if baseline.settings.get(k) != changed.settings.get(k)
+    }
     rows: list[MetricChange] = []
     for metric, (unit, better_sign) in _COMPARED.items():
         before, after = getattr(baseline, metric), getattr(changed, metric)
@@ -603,27 +853,41 @@ def compare(baseline: Baseline, changed: Baseline, *, noise_pct: float = NOISE_P
             verdict = "changed"
         else:
             verdict = "better" if change * better_sign > 0 else "worse"
-        rows.append(MetricChange(metric=metric, unit=unit, before=before, after=after, change_pct=change, verdict=verdict))
+        rows.append(
+            MetricChange(metric=metric, unit=unit, before=before, after=after, change_pct=change, verdict=verdict)
+        )
     if not diff:
         what = "no setting recorded as changed, so any difference is run-to-run noise or an unrecorded change"
     elif len(diff) == 1:
         name, values = next(iter(diff.items()))
         what = f"{name}: {values['before']} -> {values['after']}"
     else:
-        what = (f"{len(diff)} settings changed ({', '.join(diff)}): the effect cannot be attributed to one; change one "
-                "at a time")
+        what = (
+            f"{len(diff)} settings changed ({', '.join(diff)}): the effect cannot be attributed to one; change one "
+            "at a time"
+        )
     moved = [r for r in rows if r.verdict in ("better", "worse", "changed")]
     moved.sort(key=lambda r: (r.verdict == "changed", -abs(r.change_pct)))  # latency and throughput first
     if moved:
-        parts = [f"{r.metric.removesuffix('_seconds').removesuffix('_pct').replace('_', ' ')} {_fmt(r.before, r.unit)} -> "
-                 f"{_fmt(r.after, r.unit)} ({r.change_pct:+.1f}%, {r.verdict})" for r in moved[:4]]
+        parts = [
+            f"{r.metric.removesuffix('_seconds').removesuffix('_pct').replace('_', ' ')} {_fmt(r.before, r.unit)} -> "
+            f"{_fmt(r.after, r.unit)} ({r.change_pct:+.1f}%, {r.verdict})"
+            for r in moved[:4]
+        ]
         movement = "; ".join(parts)
     elif rows:
         movement = f"nothing moved by more than {noise_pct:g}%"
     else:
         movement = "the two runs share no metric to compare"
-    return Comparison(baseline=baseline.label, changed=changed.label, changed_settings=diff,
-                      attributable=len(diff) == 1, rows=rows, summary=f"{what}. {movement}.", noise_pct=noise_pct)
+    return Comparison(
+        baseline=baseline.label,
+        changed=changed.label,
+        changed_settings=diff,
+        attributable=len(diff) == 1,
+        rows=rows,
+        summary=f"{what}. {movement}.",
+        noise_pct=noise_pct,
+    )
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -646,8 +910,9 @@ class Symptom(BaseModel):
     symptom: str = Field(description="What one sees in the metrics or the log.")
     likely_cause: str = Field(description="Why it happens.")
     fix: str = Field(description="What to try, named as vLLM's flags name it.")
-    scenario_change: dict[str, Setting] = Field(description="Scenario field updates that test the fix; empty when the "
-                                                "scenario already has it.")
+    scenario_change: dict[str, Setting] = Field(
+        description="Scenario field updates that test the fix; empty when the scenario already has it."
+    )
     change_label: str = Field(description="The change in words, e.g. 'kv_cache_dtype: auto -> fp8'.")
     applies_to: tuple[str, ...] = Field(description="Bounds (classify) this symptom belongs to.")
     how_to_test: str = Field(description="What to measure before and after.")
@@ -660,7 +925,8 @@ def _label(sc: Scenario, change: dict[str, Setting]) -> str:
 
 
 def symptom_table(sc: Scenario | None = None) -> list[Symptom]:
-    """Common symptoms -> causes -> fixes, each with the change to ``sc`` (default: a default Scenario) that tests it."""
+    """Common symptoms -> causes -> fixes, each with the change to ``sc``
+    (default: a default Scenario) that tests it."""
     sc = sc or Scenario()
     budget = sc.max_num_batched_tokens or 8192
 
@@ -668,53 +934,104 @@ def symptom_table(sc: Scenario | None = None) -> list[Symptom]:
         return {k: v for k, v in updates.items() if getattr(sc, k) != v}
 
     rows = [
-        ("kv_cache_full", "Requests queue or get preempted at moderate load; the startup log shows a low "
-         "'Maximum concurrency'; KV cache usage near 100%",
-         "The KV cache holds too few tokens for the concurrency x context served",
-         "FP8 KV cache (--kv-cache-dtype fp8): half the bytes per cached token, about twice the concurrency",
-         changed(kv_cache_dtype="fp8"), ("memory_bandwidth",),
-         "max concurrency and preemptions before/after; check output quality on your evals"),
-        ("weights_dominate", "TPOT high even at batch 1; decode memory-bandwidth-bound; weights fill most of the GPU",
-         "Every decode step streams all the weights from HBM",
-         "Quantize weights (FP8, or an AWQ/GPTQ INT4 checkpoint): fewer bytes per step, and more room for KV",
-         changed(weight_dtype="fp8"), ("memory_bandwidth",), "TPOT at low batch; quality on your evals"),
-        ("more_tp", "TPOT above the target at low batch although decode is bandwidth-bound; the model barely fits",
-         "One GPU's bandwidth has to stream the whole model every step",
-         "More tensor parallelism (--tensor-parallel-size): each GPU streams 1/TP of the weights, bandwidth adds up",
-         changed(tp=sc.tp * 2, num_gpus=None), ("memory_bandwidth",), "TPOT and cost per token (more GPUs)"),
-        ("eager_overhead", "TPOT several times the roofline bound at small batch; GPU busy under ~70%; the run used "
-         "--enforce-eager", "Kernel-launch and Python overhead between small kernels dominates short decode steps",
-         "CUDA graphs (drop --enforce-eager): one launch replays the whole decode step",
-         changed(engine="cuda-graphs"), ("overhead",), "TPOT at batch 1-32; startup time (graph capture)"),
-        ("prefill_starved", "TTFT high and rising with load while TPOT is fine; long prompts take many engine steps",
-         "The per-step token budget is small, so a prompt is prefilled in many chunks and waits behind others",
-         f"Larger --max-num-batched-tokens (e.g. {budget * 2:,}): more prompt tokens per step",
-         changed(max_num_batched_tokens=budget * 2), ("overhead", "compute"),
-         "TTFT P50/P99 under load; TPOT P99 (larger prefill chunks stretch decode steps)"),
-        ("decode_stalls", "ITL/TPOT P99 spikes when long prompts arrive",
-         "Whole-prompt prefills share steps with decodes and stall them (chunked prefill off, or a large token budget)",
-         "Chunked prefill (--enable-chunked-prefill) with a moderate --max-num-batched-tokens (2048-8192)",
-         changed(enable_chunked_prefill=True) or changed(max_num_batched_tokens=2048), ("overhead",),
-         "TPOT/ITL P99; TTFT (smaller chunks delay prefills a little)"),
-        ("mixed_traffic", "Interactive P99 TTFT/ITL degrade whenever batch or offline jobs run",
-         "Offline requests fill the batch: each step carries many sequences and long prefills, so interactive "
-         "requests wait and decode slower",
-         "Separate online and offline deployments: a latency-tuned replica with a small --max-num-seqs for "
-         "interactive traffic, a throughput-tuned one (large batch) for offline jobs",
-         changed(max_num_seqs=64), ("overhead",), "interactive P99 TTFT and TPOT on the latency-tuned replica"),
-        ("compute_bound_prefill", "TTFT close to the prefill's compute bound; compute utilization above ~60%",
-         "Prefill is compute-bound: the tensor cores are the ceiling at this precision",
-         "FP8 weights and activations (--quantization fp8) on cards with FP8 tensor cores: about twice the "
-         "BF16 FLOP/s; or more TP for long prompts",
-         changed(weight_dtype="fp8"), ("compute",), "TTFT at low load; quality on your evals"),
-        ("allreduce_bound", "TPOT barely improves (or worsens) with more TP; cards linked by PCIe",
-         "Each layer's all-reduce over a slow link costs more than the compute it saves",
-         "Less TP and more replicas (data parallelism), or cards with NVLink",
-         changed(tp=max(1, sc.tp // 2)), ("interconnect",), "TPOT and throughput per GPU"),
+        (
+            "kv_cache_full",
+            "Requests queue or get preempted at moderate load; the startup log shows a low "
+            "'Maximum concurrency'; KV cache usage near 100%",
+            "The KV cache holds too few tokens for the concurrency x context served",
+            "FP8 KV cache (--kv-cache-dtype fp8): half the bytes per cached token, about twice the concurrency",
+            changed(kv_cache_dtype="fp8"),
+            ("memory_bandwidth",),
+            "max concurrency and preemptions before/after; check output quality on your evals",
+        ),
+        (
+            "weights_dominate",
+            "TPOT high even at batch 1; decode memory-bandwidth-bound; weights fill most of the GPU",
+            "Every decode step streams all the weights from HBM",
+            "Quantize weights (FP8, or an AWQ/GPTQ INT4 checkpoint): fewer bytes per step, and more room for KV",
+            changed(weight_dtype="fp8"),
+            ("memory_bandwidth",),
+            "TPOT at low batch; quality on your evals",
+        ),
+        (
+            "more_tp",
+            "TPOT above the target at low batch although decode is bandwidth-bound; the model barely fits",
+            "One GPU's bandwidth has to stream the whole model every step",
+            "More tensor parallelism (--tensor-parallel-size): each GPU streams 1/TP of the weights, bandwidth adds up",
+            changed(tp=sc.tp * 2, num_gpus=None),
+            ("memory_bandwidth",),
+            "TPOT and cost per token (more GPUs)",
+        ),
+        (
+            "eager_overhead",
+            "TPOT several times the roofline bound at small batch; GPU busy under ~70%; the run used --enforce-eager",
+            "Kernel-launch and Python overhead between small kernels dominates short decode steps",
+            "CUDA graphs (drop --enforce-eager): one launch replays the whole decode step",
+            changed(engine="cuda-graphs"),
+            ("overhead",),
+            "TPOT at batch 1-32; startup time (graph capture)",
+        ),
+        (
+            "prefill_starved",
+            "TTFT high and rising with load while TPOT is fine; long prompts take many engine steps",
+            "The per-step token budget is small, so a prompt is prefilled in many chunks and waits behind others",
+            f"Larger --max-num-batched-tokens (e.g. {budget * 2:,}): more prompt tokens per step",
+            changed(max_num_batched_tokens=budget * 2),
+            ("overhead", "compute"),
+            "TTFT P50/P99 under load; TPOT P99 (larger prefill chunks stretch decode steps)",
+        ),
+        (
+            "decode_stalls",
+            "ITL/TPOT P99 spikes when long prompts arrive",
+            "Whole-prompt prefills share steps with decodes and stall them (chunked prefill off, or a large token "
+            "budget)",
+            "Chunked prefill (--enable-chunked-prefill) with a moderate --max-num-batched-tokens (2048-8192)",
+            changed(enable_chunked_prefill=True) or changed(max_num_batched_tokens=2048),
+            ("overhead",),
+            "TPOT/ITL P99; TTFT (smaller chunks delay prefills a little)",
+        ),
+        (
+            "mixed_traffic",
+            "Interactive P99 TTFT/ITL degrade whenever batch or offline jobs run",
+            "Offline requests fill the batch: each step carries many sequences and long prefills, so interactive "
+            "requests wait and decode slower",
+            "Separate online and offline deployments: a latency-tuned replica with a small --max-num-seqs for "
+            "interactive traffic, a throughput-tuned one (large batch) for offline jobs",
+            changed(max_num_seqs=64),
+            ("overhead",),
+            "interactive P99 TTFT and TPOT on the latency-tuned replica",
+        ),
+        (
+            "compute_bound_prefill",
+            "TTFT close to the prefill's compute bound; compute utilization above ~60%",
+            "Prefill is compute-bound: the tensor cores are the ceiling at this precision",
+            "FP8 weights and activations (--quantization fp8) on cards with FP8 tensor cores: about twice the "
+            "BF16 FLOP/s; or more TP for long prompts",
+            changed(weight_dtype="fp8"),
+            ("compute",),
+            "TTFT at low load; quality on your evals",
+        ),
+        (
+            "allreduce_bound",
+            "TPOT barely improves (or worsens) with more TP; cards linked by PCIe",
+            "Each layer's all-reduce over a slow link costs more than the compute it saves",
+            "Less TP and more replicas (data parallelism), or cards with NVLink",
+            changed(tp=max(1, sc.tp // 2)),
+            ("interconnect",),
+            "TPOT and throughput per GPU",
+        ),
     ]
     return [
-        Symptom(id=i, symptom=s, likely_cause=c, fix=f, scenario_change=ch, change_label=_label(sc, ch),
-                applies_to=a, how_to_test=t)
+        Symptom(
+            id=i,
+            symptom=s,
+            likely_cause=c,
+            fix=f,
+            scenario_change=ch,
+            change_label=_label(sc, ch),
+            applies_to=a,
+            how_to_test=t,
+        )
         for i, s, c, f, ch, a, t in rows
     ]
 
@@ -727,7 +1044,8 @@ def apply_change(sc: Scenario, change: dict[str, Setting]) -> Scenario:
         problem = err.errors()[0]
         raise ScenarioError(
             f"the change {change} gives an invalid scenario: {'.'.join(str(p) for p in problem['loc'])} "
-            f"{problem['msg']}.", hint="Pick another fix from the table.",
+            f"{problem['msg']}.",
+            hint="Pick another fix from the table.",
         ) from None
 
 
@@ -755,8 +1073,15 @@ def what_if(model: ModelSpec, hw: HardwareProfile, sc: Scenario, change: dict[st
         after_plan = plan_memory(model, hw, after_sc, suggest=False)
         after_lat = estimate_latency(model, hw, after_sc, check_memory=False)
     except PlannerError as err:
-        return WhatIf(change=change, change_label=label, fits_before=before_plan.fits, fits_after=None, rows=[],
-                      kind=before_lat.kind, error=str(err))
+        return WhatIf(
+            change=change,
+            change_label=label,
+            fits_before=before_plan.fits,
+            fits_after=None,
+            rows=[],
+            kind=before_lat.kind,
+            error=str(err),
+        )
     figures = (
         ("max_concurrency", "requests", before_plan.max_concurrency, after_plan.max_concurrency),
         ("kv_cache_tokens", "tokens", before_plan.kv_cache_tokens, after_plan.kv_cache_tokens),
@@ -764,8 +1089,16 @@ def what_if(model: ModelSpec, hw: HardwareProfile, sc: Scenario, change: dict[st
         ("tpot_seconds", "seconds", before_lat.tpot_seconds, after_lat.tpot_seconds),
         ("throughput_tokens_per_s", "tokens/s", before_lat.throughput_tokens_per_s, after_lat.throughput_tokens_per_s),
     )
-    rows = [{"name": n, "unit": u, "before": b, "after": a,
-             "change_pct": None if not b else (a - b) / b * 100.0} for n, u, b, a in figures]
-    return WhatIf(change=change, change_label=label, fits_before=before_plan.fits, fits_after=after_plan.fits,
-                  rows=rows, kind=before_lat.kind, error=None)
-
+    rows = [
+        {"name": n, "unit": u, "before": b, "after": a, "change_pct": None if not b else (a - b) / b * 100.0}
+        for n, u, b, a in figures
+    ]
+    return WhatIf(
+        change=change,
+        change_label=label,
+        fits_before=before_plan.fits,
+        fits_after=after_plan.fits,
+        rows=rows,
+        kind=before_lat.kind,
+        error=None,
+    )

@@ -63,7 +63,9 @@ class HistoryEntry(BaseModel):
     unit: str = Field(description="Unit of predicted and measured: seconds, tokens/s, bytes, blocks, ...")
     predicted: float = Field(description="The planner's value, in unit.")
     measured: float = Field(description="The measured (or engine-reported) value, in unit.")
-    error_pct: float | None = Field(description="(predicted - measured) / measured x 100, percent; None if measured is 0.")
+    error_pct: float | None = Field(
+        description="(predicted - measured) / measured x 100, percent; None if measured is 0."
+    )
     predicted_by: str = Field(description="What produced the prediction (simulator, static estimate, memory plan).")
 
 
@@ -72,11 +74,15 @@ class AccuracyRow(BaseModel):
 
     model_config = _SPEC
 
-    key: dict[str, str] = Field(description="The group: e.g. {'metric': 'tpot_seconds', 'statistic': 'p50'} or {'month': '2025-06'}.")
+    key: dict[str, str] = Field(
+        description="The group: e.g. {'metric': 'tpot_seconds', 'statistic': 'p50'} or {'month': '2025-06'}."
+    )
     count: int = Field(description="Entries with an error, a count.")
     median_abs_error_pct: float | None = Field(description="Median |error_pct|, percent.")
     p90_abs_error_pct: float | None = Field(description="90th percentile of |error_pct| (nearest rank), percent.")
-    mean_error_pct: float | None = Field(description="Mean signed error_pct: bias, positive when the planner predicts too much.")
+    mean_error_pct: float | None = Field(
+        description="Mean signed error_pct: bias, positive when the planner predicts too much."
+    )
     first_date: str | None = Field(description="Earliest entry, ISO 8601.")
     last_date: str | None = Field(description="Latest entry, ISO 8601.")
 
@@ -102,7 +108,7 @@ def history_path() -> Path:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
 
 def entries_from_score(score: Score, *, date: str | None = None, label: str | None = None) -> list[HistoryEntry]:
@@ -110,9 +116,18 @@ def entries_from_score(score: Score, *, date: str | None = None, label: str | No
     when = date or _now()
     return [
         HistoryEntry(
-            date=when, model=score.model, card=score.card, engine_version=score.engine_version, source="score",
-            label=label or score.bench_label, metric=row.metric, statistic=row.statistic, unit=row.unit,
-            predicted=row.predicted, measured=row.measured, error_pct=row.error_pct,
+            date=when,
+            model=score.model,
+            card=score.card,
+            engine_version=score.engine_version,
+            source="score",
+            label=label or score.bench_label,
+            metric=row.metric,
+            statistic=row.statistic,
+            unit=row.unit,
+            predicted=row.predicted,
+            measured=row.measured,
+            error_pct=row.error_pct,
             predicted_by=score.prediction_label,
         )
         for row in score.metrics
@@ -127,9 +142,19 @@ def entries_from_reconciliation(
     when = date or _now()
     return [
         HistoryEntry(
-            date=when, model=rec.model, card=rec.card, engine_version=rec.engine_version, source="reconcile",
-            label=label, metric=term.name, statistic="value", unit=term.unit, predicted=term.predicted,
-            measured=term.reported, error_pct=term.difference_pct, predicted_by=f"memory plan ({term.predicted_kind})",
+            date=when,
+            model=rec.model,
+            card=rec.card,
+            engine_version=rec.engine_version,
+            source="reconcile",
+            label=label,
+            metric=term.name,
+            statistic="value",
+            unit=term.unit,
+            predicted=term.predicted,
+            measured=term.reported,
+            error_pct=term.difference_pct,
+            predicted_by=f"memory plan ({term.predicted_kind})",
         )
         for term in rec.terms
         if term.predicted is not None and term.reported is not None
@@ -174,11 +199,13 @@ def _row(key: dict[str, str], group: list[HistoryEntry]) -> AccuracyRow:
     absolute = [abs(x) for x in errors]
     dates = sorted(e.date for e in group)
     return AccuracyRow(
-        key=key, count=len(errors),
+        key=key,
+        count=len(errors),
         median_abs_error_pct=statistics.median(absolute) if absolute else None,
         p90_abs_error_pct=_nearest_rank(absolute, 90) if absolute else None,
         mean_error_pct=statistics.fmean(errors) if errors else None,
-        first_date=dates[0] if dates else None, last_date=dates[-1] if dates else None,
+        first_date=dates[0] if dates else None,
+        last_date=dates[-1] if dates else None,
     )
 
 
@@ -199,7 +226,9 @@ def summarize(
         entries, skipped = read_history(path)
         shown_path = str(Path(path).expanduser() if path is not None else history_path())
     return AccuracySummary(
-        path=shown_path, entries=len(entries), skipped_lines=skipped,
+        path=shown_path,
+        entries=len(entries),
+        skipped_lines=skipped,
         by_metric=_grouped(entries, lambda e: {"metric": e.metric, "statistic": e.statistic}),
         by_month=_grouped(entries, lambda e: {"month": e.date[:7]}),
         by_card=_grouped(entries, lambda e: {"card": e.card}),

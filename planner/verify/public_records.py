@@ -27,19 +27,20 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Union
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
 from planner.errors import PlannerError
+from planner.estimate import step
 from planner.estimate.defaults import FITTED
 from planner.estimate.latency import StepTimeModel, first_token_seconds
 from planner.estimate.memory import plan_memory, resolve
-from planner.estimate import step
 from planner.estimate.roofline import MAX_GEMM_ROWS, bind, engine_of, layer_groups, model_ops, step_shape, uses_graphs
 from planner.hardware import HardwareProfile, get_profile
 from planner.model.families import build_spec
@@ -172,14 +173,20 @@ class ModelMatch:
 #: re-uploads share their base model's architecture; a ``note`` says when the catalog entry is an
 #: architecture-identical stand-in. ``repo_id=None``: not in the catalog (the reason says so).
 MODEL_TABLE: tuple[ModelMatch, ...] = (
-    ModelMatch(r"405b", "meta-llama/Llama-3.1-405B",
-               "stand-in: -Instruct, -FP8 and Hermes-3-Llama-3.1-405B keep Llama-3.1-405B's shapes"),
+    ModelMatch(
+        r"405b",
+        "meta-llama/Llama-3.1-405B",
+        "stand-in: -Instruct, -FP8 and Hermes-3-Llama-3.1-405B keep Llama-3.1-405B's shapes",
+    ),
     ModelMatch(r"llama-3\.1-8b", "meta-llama/Llama-3.1-8B"),
     ModelMatch(r"llama-3\.1-70b", "meta-llama/Llama-3.1-70B"),
     ModelMatch(r"llama-3\.3-70b", "meta-llama/Llama-3.3-70B-Instruct"),
     ModelMatch(r"(^|/)(meta-)?llama-3-8b", "meta-llama/Meta-Llama-3-8B"),
-    ModelMatch(r"(^|/)(meta-)?llama-3-70b", "meta-llama/Llama-3.1-70B",
-               "stand-in: Llama-3-70B has Llama-3.1-70B's shapes (80 x 8192, GQA 64/8, FFN 28672, vocab 128256)"),
+    ModelMatch(
+        r"(^|/)(meta-)?llama-3-70b",
+        "meta-llama/Llama-3.1-70B",
+        "stand-in: Llama-3-70B has Llama-3.1-70B's shapes (80 x 8192, GQA 64/8, FFN 28672, vocab 128256)",
+    ),
     ModelMatch(r"llama-2-7b", "meta-llama/Llama-2-7b-hf"),
     ModelMatch(r"llama-2-13b", "meta-llama/Llama-2-13b-hf"),
     ModelMatch(r"llama-2-70b", "meta-llama/Llama-2-70b-hf"),
@@ -190,13 +197,19 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ModelMatch(r"yi-34b", "01-ai/Yi-34B"),
     ModelMatch(r"mistral-7b-instruct-v0\.3", "mistralai/Mistral-7B-Instruct-v0.3"),
     ModelMatch(r"^mistral-7b$", "mistralai/Mistral-7B-v0.1"),
-    ModelMatch(r"mistral-nemo", "mistralai/Mistral-Nemo-Base-2407",
-               "stand-in: Mistral-Nemo-Instruct-2407 is the base model's architecture"),
+    ModelMatch(
+        r"mistral-nemo",
+        "mistralai/Mistral-Nemo-Base-2407",
+        "stand-in: Mistral-Nemo-Instruct-2407 is the base model's architecture",
+    ),
     ModelMatch(r"mistral-large", None, "Mistral-Large-Instruct-2407"),
     ModelMatch(r"mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1"),
     ModelMatch(r"mixtral-8x22b-instruct", "mistralai/Mixtral-8x22B-Instruct-v0.1"),
-    ModelMatch(r"mixtral-8x22b", "mistralai/Mixtral-8x22B-Instruct-v0.1",
-               "stand-in: the base Mixtral-8x22B-v0.1 differs only in vocabulary (32000 vs 32768 tokens)"),
+    ModelMatch(
+        r"mixtral-8x22b",
+        "mistralai/Mixtral-8x22B-Instruct-v0.1",
+        "stand-in: the base Mixtral-8x22B-v0.1 differs only in vocabulary (32000 vs 32768 tokens)",
+    ),
     ModelMatch(r"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"),
     ModelMatch(r"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"),
     ModelMatch(r"deepseek-r1", "deepseek-ai/DeepSeek-R1", "stand-in: DeepSeek-R1-0528 keeps R1's architecture"),
@@ -213,7 +226,9 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ModelMatch(r"qwen3-8b", "Qwen/Qwen3-8B", "-FP8 and -AWQ re-uploads keep Qwen3-8B's shapes"),
     ModelMatch(r"qwen3-14b", None, "Qwen3-14B"),
     ModelMatch(r"qwen3-32b", "Qwen/Qwen3-32B", "-FP8 and -AWQ re-uploads keep Qwen3-32B's shapes"),
-    ModelMatch(r"qwen2\.5-72b", "Qwen/Qwen2.5-72B", "stand-in: Qwen2.5-72B-Instruct keeps the base model's architecture"),
+    ModelMatch(
+        r"qwen2\.5-72b", "Qwen/Qwen2.5-72B", "stand-in: Qwen2.5-72B-Instruct keeps the base model's architecture"
+    ),
     ModelMatch(r"glm-4\.5-air", "zai-org/GLM-4.5-Air", "-FP8 re-upload keeps GLM-4.5-Air's shapes"),
     ModelMatch(r"glm-4\.6", None, "GLM-4.6 (355B)"),
     ModelMatch(r"deepseek-v3\.2", None, "DeepSeek-V3.2 (DeepSeek Sparse Attention; the catalog has V3 only)"),
@@ -276,14 +291,14 @@ def match_precision(record: PublicRecord) -> tuple[str, str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def catalog_model(repo_id: str) -> ModelSpec:
     """The catalog's spec of ``repo_id`` (never the network)."""
     loaded = load_config(repo_id, prefer="catalog")
     return build_spec(loaded.config, repo_id)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _profile(profile_id: str) -> HardwareProfile:
     return get_profile(profile_id)
 
@@ -315,7 +330,8 @@ class StepOps:
         self.engine = engine_of(sc)
         self.graphs = uses_graphs(sc, self.engine, stage, batch)  # type: ignore[arg-type]
         self.piecewise = stage == "prefill" and step.piecewise_graphs(
-            self.engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, self.engine.max_cuda_graph_batch)
+            self.engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, self.engine.max_cuda_graph_batch
+        )
         run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if self.graphs else batch
         shape = step_shape(model, res, stage, run_batch, seq_len)  # type: ignore[arg-type]
         self.hw, self.tp, self.batch, self.run_batch = hw, res.tp, batch, run_batch
@@ -334,8 +350,10 @@ class StepOps:
     def seconds(self, eff: Efficiency) -> float:
         if self._memo is not None and self._memo[0] is eff:
             return self._memo[1]
-        bound = [(count, bind(op, self.hw, eff, self.tp, self.in_graph(op), self.engine, self.run_batch))
-                 for op, count in self.rows]
+        bound = [
+            (count, bind(op, self.hw, eff, self.tp, self.in_graph(op), self.engine, self.run_batch))
+            for op, count in self.rows
+        ]
         gpu = float(step.gpu_step_seconds(sum(c * b[0] for c, b in bound), sum(c * b[4] for c, b in bound)))
         return float(step.combine_step(gpu, step.host_seconds(eff, self.batch), self.engine.async_scheduling))
 
@@ -351,8 +369,9 @@ class StepOpsBatch:
 
     def __init__(self, works: list[StepOps]):
         self.works = works
-        cols: dict[str, list[float]] = {k: [] for k in ("kind", "flops", "bytes", "m", "peak", "bw", "comm", "kernels",
-                                                         "graphs", "count", "seqs")}
+        cols: dict[str, list[float]] = {
+            k: [] for k in ("kind", "flops", "bytes", "m", "peak", "bw", "comm", "kernels", "graphs", "count", "seqs")
+        }
         owner: list[int] = []
         for w, work in enumerate(works):
             hw = work.hw
@@ -363,7 +382,8 @@ class StepOpsBatch:
                 cols["bytes"].append(op.bytes)
                 cols["m"].append(MAX_GEMM_ROWS if op.gemm_m_tokens is None else max(op.gemm_m_tokens, 1))
                 cols["peak"].append(hw.peak_flops_per_s.get(dtype, math.inf) if op.kind != "allreduce" else math.inf)
-                cols["bw"].append(hw.hbm_bandwidth_bytes_per_s)
+                # a card without a bandwidth gives None, which the float column turns into nan
+                cols["bw"].append(hw.hbm_bandwidth_bytes_per_s)  # type: ignore[arg-type]
                 cols["comm"].append(op.comm_bytes)
                 cols["kernels"].append(op.kernels)
                 cols["graphs"].append(1.0 if work.in_graph(op) else 0.0)
@@ -372,24 +392,33 @@ class StepOpsBatch:
                 owner.append(w)
         self.a = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
         self.owner = np.asarray(owner, dtype=np.int64)
-        self.reduce_rows = [np.nonzero((self.owner == w) & (self.a["kind"] == step.KIND_CODES["allreduce"]))[0]
-                            for w in range(len(works))]
+        self.reduce_rows = [
+            np.nonzero((self.owner == w) & (self.a["kind"] == step.KIND_CODES["allreduce"]))[0]
+            for w in range(len(works))
+        ]
 
     def prime(self, eff: Efficiency) -> np.ndarray:
         a = self.a
         launch = step.launch_seconds(eff, a["kernels"], a["graphs"] > 0)
         floor = step.kernel_floor_seconds(eff, a["kernels"]) + step.attention_floor_seconds(
-            eff, a["kind"], a["kernels"], a["seqs"])
+            eff, a["kind"], a["kernels"], a["seqs"]
+        )
         t, _, _ = step.op_seconds(eff, a["kind"], a["flops"], a["bytes"], a["m"], a["peak"], a["bw"], floor)
         for work, rows in zip(self.works, self.reduce_rows):
             if len(rows):
-                t[rows] = np.maximum(step.allreduce_seconds(eff, a["comm"][rows], work.tp, work.link,
-                                                            work.engine.custom_allreduce), floor[rows])
+                t[rows] = np.maximum(
+                    step.allreduce_seconds(eff, a["comm"][rows], work.tp, work.link, work.engine.custom_allreduce),
+                    floor[rows],
+                )
         kernels = np.bincount(self.owner, weights=t * a["count"], minlength=len(self.works))
         launches = np.bincount(self.owner, weights=launch * a["count"], minlength=len(self.works))
         gpu = step.gpu_step_seconds(kernels, launches)
-        steps = np.asarray([float(step.combine_step(g, step.host_seconds(eff, w.batch), w.engine.async_scheduling))
-                            for g, w in zip(gpu, self.works)])
+        steps = np.asarray(
+            [
+                float(step.combine_step(g, step.host_seconds(eff, w.batch), w.engine.async_scheduling))
+                for g, w in zip(gpu, self.works)
+            ]
+        )
         for work, value in zip(self.works, steps):
             work._memo = (eff, float(value))
         return steps
@@ -414,9 +443,15 @@ class StaticBatch:
 
     def __post_init__(self) -> None:
         res = resolve(self.model, self.hw, self.sc)
-        self.steps = cdiv(self.batch * self.input_len, res.max_num_batched_tokens) if self.sc.enable_chunked_prefill else self.batch
+        self.steps = (
+            cdiv(self.batch * self.input_len, res.max_num_batched_tokens)
+            if self.sc.enable_chunked_prefill
+            else self.batch
+        )
         self._prefill = StepOps(self.model, self.hw, self.sc, "prefill", self.batch, self.input_len)
-        self._decode = StepOps(self.model, self.hw, self.sc, "decode", self.batch, self.input_len + max(1, self.output_len // 2))
+        self._decode = StepOps(
+            self.model, self.hw, self.sc, "decode", self.batch, self.input_len + max(1, self.output_len // 2)
+        )
 
     def ttft_seconds(self, eff: Efficiency) -> float:
         return first_token_seconds(self._prefill.seconds(eff), self.steps, self.batch, eff, self._prefill.engine)
@@ -490,7 +525,9 @@ class ServingRun:
 
 #: Serving metric -> (value from a SimulationResult and the replica count) in the record's unit.
 SERVING_METRICS: dict[str, Callable[[Any, int], float | None]] = {
-    "output_throughput_total": lambda r, n: None if r.throughput_tokens_per_s is None else r.throughput_tokens_per_s * n,
+    "output_throughput_total": lambda r, n: (
+        None if r.throughput_tokens_per_s is None else r.throughput_tokens_per_s * n
+    ),
     "request_throughput": lambda r, n: None if r.requests_per_s is None else r.requests_per_s * n,
     "median_itl": lambda r, n: None if r.itl_seconds is None else r.itl_seconds.p50 * 1e3,
     "median_tpot": lambda r, n: None if r.tpot_seconds is None else r.tpot_seconds.p50 * 1e3,
@@ -534,21 +571,30 @@ class MemoryPrediction:
         return self.value
 
 
-Prediction = Union[ThroughputPrediction, TTFTPrediction, OpsPrediction, ServingPrediction, MemoryPrediction]
+Prediction = ThroughputPrediction | TTFTPrediction | OpsPrediction | ServingPrediction | MemoryPrediction
 
 
 def step_ops(predictions: list[Any]) -> list[StepOps]:
     """Every ``StepOps`` the static-batch predictions read (for ``StepOpsBatch``)."""
     out: list[StepOps] = []
     for p in predictions:
-        batches = p.batches if isinstance(p, ThroughputPrediction) else [p.batch] if isinstance(p, TTFTPrediction) else []
+        batches = (
+            p.batches if isinstance(p, ThroughputPrediction) else [p.batch] if isinstance(p, TTFTPrediction) else []
+        )
         for b in batches:
             out += [b._prefill, b._decode]
     return out
 
+
 ReasonKind = Literal[
-    "model not in catalog", "GPU not profiled", "GPU not stated", "flagged INCOMPLETE/AMBIGUOUS",
-    "parallelism not modelled", "condition not given", "metric not modelled", "planner refused",
+    "model not in catalog",
+    "GPU not profiled",
+    "GPU not stated",
+    "flagged INCOMPLETE/AMBIGUOUS",
+    "parallelism not modelled",
+    "condition not given",
+    "metric not modelled",
+    "planner refused",
 ]
 
 
@@ -606,17 +652,23 @@ def _parallelism(record: PublicRecord) -> tuple[int, int]:
     notes = record.notes
     par = re.search(r"Parallelism: ([A-Z0-9,]+)", notes)
     if par and par.group(1).startswith("DEP"):
-        raise Unexpressible("parallelism not modelled",
-                            f"{par.group(1)}: attention data parallel + expert parallel over {tp} GPUs is not modelled")
+        raise Unexpressible(
+            "parallelism not modelled",
+            f"{par.group(1)}: attention data parallel + expert parallel over {tp} GPUs is not modelled",
+        )
     if "attention DP enabled" in notes:
-        raise Unexpressible("parallelism not modelled", "attention data parallel (TensorRT-LLM MoE options file) is not modelled")
+        raise Unexpressible(
+            "parallelism not modelled", "attention data parallel (TensorRT-LLM MoE options file) is not modelled"
+        )
     pp = 1
     if par:
         found = re.search(r"PP(\d+)", par.group(1))
         pp = int(found.group(1)) if found else 1
     if pp > 1:
-        raise Unexpressible("parallelism not modelled",
-                            f"pipeline parallel PP{pp}: the static-batch latency model has no pipeline schedule")
+        raise Unexpressible(
+            "parallelism not modelled",
+            f"pipeline parallel PP{pp}: the static-batch latency model has no pipeline schedule",
+        )
     return tp, pp
 
 
@@ -647,8 +699,10 @@ def _precision(record: PublicRecord) -> tuple[str, str]:
 def _lengths(record: PublicRecord) -> tuple[int, int]:
     n_in, n_out = _int(record.input_len), _int(record.output_len)
     if n_in is None or n_out is None:
-        raise Unexpressible("condition not given",
-                            f"lengths not given as numbers (input {record.input_len!r}, output {record.output_len!r})")
+        raise Unexpressible(
+            "condition not given",
+            f"lengths not given as numbers (input {record.input_len!r}, output {record.output_len!r})",
+        )
     return n_in, n_out
 
 
@@ -675,24 +729,40 @@ def _scenario(record: PublicRecord, model: ModelSpec, hw: HardwareProfile, **ext
     tp, pp = _parallelism(record)
     weight_dtype, kv_dtype = _precision(record)
     extra.setdefault("engine_version", engine_spec(record.engine))
-    return Scenario(gpu=hw.id, tp=tp, pp=pp, num_gpus=max(record.n_gpus, tp * pp), weight_dtype=weight_dtype,
-                    kv_cache_dtype=kv_dtype, **extra)
+    return Scenario(
+        gpu=hw.id,
+        tp=tp,
+        pp=pp,
+        num_gpus=max(record.n_gpus, tp * pp),
+        weight_dtype=weight_dtype,
+        kv_cache_dtype=kv_dtype,
+        **extra,
+    )
 
 
 def _max_throughput(record: PublicRecord, model: ModelSpec, hw: HardwareProfile, per_gpu: bool) -> ThroughputPrediction:
     """Offline max throughput: the best static batch among the largest that fit the KV cache."""
     n_in, n_out = _lengths(record)
     max_len = min(n_in + n_out, model.max_position_embeddings)
-    sc = _scenario(record, model, hw, max_model_len=max_len, gpu_memory_utilization=TRTLLM_MEMORY_FRACTION,
-                   max_num_batched_tokens=8192, enable_chunked_prefill=True)
+    sc = _scenario(
+        record,
+        model,
+        hw,
+        max_model_len=max_len,
+        gpu_memory_utilization=TRTLLM_MEMORY_FRACTION,
+        max_num_batched_tokens=8192,
+        enable_chunked_prefill=True,
+    )
     plan = plan_memory(model, hw, sc, suggest=False)
     fit = min(plan.kv_cache_tokens // (n_in + n_out), MAX_THROUGHPUT_BATCH_CAP)
     if not plan.fits or fit < 1:
         raise Unexpressible("planner refused", f"the planner says it does not start: {plan.reason}")
     sizes = sorted({max(1, fit // 2**i) for i in range(MAX_THROUGHPUT_CANDIDATES)}, reverse=True)
     batches = [StaticBatch(model, hw, sc, b, n_in, n_out) for b in sizes]
-    how = (f"best static batch of {sizes} (KV cache holds {plan.kv_cache_tokens:,} tokens = {fit:,} requests "
-           f"of {n_in}+{n_out}) on {sc.tp * sc.pp} x {hw.id}")
+    how = (
+        f"best static batch of {sizes} (KV cache holds {plan.kv_cache_tokens:,} tokens = {fit:,} requests "
+        f"of {n_in}+{n_out}) on {sc.tp * sc.pp} x {hw.id}"
+    )
     return ThroughputPrediction(batches=batches, per_gpu=per_gpu, how=how)
 
 
@@ -706,8 +776,14 @@ def _static_batch(record: PublicRecord, model: ModelSpec, hw: HardwareProfile) -
     if n_in is None:
         raise Unexpressible("condition not given", f"input length not given ({record.input_len!r})")
     n_out = n_out if n_out is not None else 1
-    sc = _scenario(record, model, hw, max_model_len=min(n_in + n_out, model.max_position_embeddings),
-                   max_num_batched_tokens=max(batch * n_in, 1), enable_chunked_prefill=True)
+    sc = _scenario(
+        record,
+        model,
+        hw,
+        max_model_len=min(n_in + n_out, model.max_position_embeddings),
+        max_num_batched_tokens=max(batch * n_in, 1),
+        enable_chunked_prefill=True,
+    )
     return StaticBatch(model, hw, sc, batch, n_in, n_out)
 
 
@@ -722,20 +798,33 @@ def _express_throughput(record: PublicRecord, family: str) -> Prediction:
     if _int(record.output_len) is None:
         raise Unexpressible("condition not given", f"output length not given ({record.output_len!r})")
     batch = _static_batch(record, model, hw)
-    return ThroughputPrediction(batches=[batch], per_gpu=per_gpu,
-                                how=f"static batch {batch.batch} x {batch.input_len}+{batch.output_len} on {batch.sc.tp} x {hw.id}")
+    return ThroughputPrediction(
+        batches=[batch],
+        per_gpu=per_gpu,
+        how=f"static batch {batch.batch} x {batch.input_len}+{batch.output_len} on {batch.sc.tp} x {hw.id}",
+    )
 
 
 def _express_ttft(record: PublicRecord, family: str) -> Prediction:
     _match, model = _model(record)
     hw = _card(record)
     batch = _static_batch(record, model, hw)
-    return TTFTPrediction(batch=batch, how=f"prefill of {batch.batch} x {batch.input_len} tokens on {batch.sc.tp} x {hw.id}")
+    return TTFTPrediction(
+        batch=batch, how=f"prefill of {batch.batch} x {batch.input_len} tokens on {batch.sc.tp} x {hw.id}"
+    )
 
 
 #: Ops of Vidur's mlp.csv row: attn_pre_proj (q, k, v), attn_post_proj (o), mlp_up_proj
 #: (gate+up), mlp_act, mlp_down_proj.
-VIDUR_LINEAR_OPS = ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.o_proj", "mlp.gate_up_proj", "mlp.act", "mlp.down_proj")
+VIDUR_LINEAR_OPS = (
+    "attn.q_proj",
+    "attn.k_proj",
+    "attn.v_proj",
+    "attn.o_proj",
+    "mlp.gate_up_proj",
+    "mlp.act",
+    "mlp.down_proj",
+)
 
 
 def _express_linear_ops(record: PublicRecord, family: str) -> Prediction:
@@ -767,11 +856,15 @@ def _sharegpt_workload(arrivals: Any, num_requests: int) -> Any:
     from planner.serve import LognormalLength, Workload
 
     return Workload(
-        arrivals=arrivals, num_requests=num_requests, seed=SERVING_SEED,
-        input_tokens=LognormalLength(mean_tokens=SHAREGPT_INPUT_MEAN_TOKENS,
-                                     std_tokens=SHAREGPT_STD_OVER_MEAN * SHAREGPT_INPUT_MEAN_TOKENS),
-        output_tokens=LognormalLength(mean_tokens=SHAREGPT_OUTPUT_MEAN_TOKENS,
-                                      std_tokens=SHAREGPT_STD_OVER_MEAN * SHAREGPT_OUTPUT_MEAN_TOKENS),
+        arrivals=arrivals,
+        num_requests=num_requests,
+        seed=SERVING_SEED,
+        input_tokens=LognormalLength(
+            mean_tokens=SHAREGPT_INPUT_MEAN_TOKENS, std_tokens=SHAREGPT_STD_OVER_MEAN * SHAREGPT_INPUT_MEAN_TOKENS
+        ),
+        output_tokens=LognormalLength(
+            mean_tokens=SHAREGPT_OUTPUT_MEAN_TOKENS, std_tokens=SHAREGPT_STD_OVER_MEAN * SHAREGPT_OUTPUT_MEAN_TOKENS
+        ),
     )
 
 
@@ -805,10 +898,12 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
     if record.metric not in SERVING_METRICS:
         raise Unexpressible("metric not modelled", f"serving metric '{record.metric}' is not simulated")
     if "num-scheduler-steps 10" in record.engine and record.metric in ("median_itl", "median_ttft"):
-        raise Unexpressible("metric not modelled",
-                            "multi-step scheduling (--num-scheduler-steps 10) runs 10 decode steps per schedule: "
-                            "tokens arrive in bursts and new requests wait for the run to end; the simulator "
-                            "schedules every step")
+        raise Unexpressible(
+            "metric not modelled",
+            "multi-step scheduling (--num-scheduler-steps 10) runs 10 decode steps per schedule: "
+            "tokens arrive in bursts and new requests wait for the run to end; the simulator "
+            "schedules every step",
+        )
     _match, model = _model(record)
     hw = _card(record)
     cond = _serving_conditions(record)
@@ -826,10 +921,16 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
         raise Unexpressible("condition not given", f"request rate not given ({qps!r})")
     chunked = "chunked prefill on" in record.engine or "SGLang" in record.engine
     max_len = min(cond.get("max_model_len", 4096), model.max_position_embeddings)
-    sc = _scenario(record, model, hw, max_model_len=max_len,
-                   gpu_memory_utilization=cond.get("gpu_memory_utilization", 0.9),
-                   max_num_seqs=cond.get("max_num_seqs", 256), enable_chunked_prefill=chunked,
-                   max_num_batched_tokens=None if chunked else max(max_len, 2048))
+    sc = _scenario(
+        record,
+        model,
+        hw,
+        max_model_len=max_len,
+        gpu_memory_utilization=cond.get("gpu_memory_utilization", 0.9),
+        max_num_seqs=cond.get("max_num_seqs", 256),
+        enable_chunked_prefill=chunked,
+        max_num_batched_tokens=None if chunked else max(max_len, 2048),
+    )
     plan = plan_memory(model, hw, sc, suggest=False)
     if not plan.fits:
         raise Unexpressible("planner refused", f"the planner says it does not start: {plan.reason}")
@@ -838,14 +939,24 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
     key = (model.name, hw.id, sc.model_dump_json(), n, str(qps))
     run = _RUNS.get(key)
     if run is None:
-        scheduler = SchedulerConfig(num_gpu_blocks=plan.num_gpu_blocks, block_size_tokens=res.block_size,
-                                    max_num_seqs=res.max_num_seqs, max_num_batched_tokens=res.max_num_batched_tokens,
-                                    enable_chunked_prefill=chunked, max_model_len=max_len)
-        per_replica = ConcurrencyArrivals(concurrency=max(1, n // replicas)) if isinstance(arrivals, ConcurrencyArrivals) else (
-            PoissonArrivals(request_rate_per_s=arrivals.request_rate_per_s / replicas))
+        scheduler = SchedulerConfig(
+            num_gpu_blocks=plan.num_gpu_blocks,
+            block_size_tokens=res.block_size,
+            max_num_seqs=res.max_num_seqs,
+            max_num_batched_tokens=res.max_num_batched_tokens,
+            enable_chunked_prefill=chunked,
+            max_model_len=max_len,
+        )
+        per_replica = (
+            ConcurrencyArrivals(concurrency=max(1, n // replicas))
+            if isinstance(arrivals, ConcurrencyArrivals)
+            else (PoissonArrivals(request_rate_per_s=arrivals.request_rate_per_s / replicas))
+        )
         run = _RUNS[key] = ServingRun(model, hw, sc, _sharegpt_workload(per_replica, max(1, n // replicas)), scheduler)
-    how = (f"simulated {n} ShareGPT-like requests ({'all at once' if str(qps) == 'inf' else f'{qps} req/s'}) on "
-           f"{sc.tp} x {hw.id}, {plan.num_gpu_blocks:,} KV blocks, max_num_seqs {res.max_num_seqs}")
+    how = (
+        f"simulated {n} ShareGPT-like requests ({'all at once' if str(qps) == 'inf' else f'{qps} req/s'}) on "
+        f"{sc.tp} x {hw.id}, {plan.num_gpu_blocks:,} KV blocks, max_num_seqs {res.max_num_seqs}"
+    )
     return ServingPrediction(run=run, metric=record.metric, replicas=replicas, how=how)
 
 
@@ -855,7 +966,7 @@ def _express_memory(record: PublicRecord, family: str) -> Prediction:
     weights_only = record.metric == "model_weights_gib"
     _match, model = _model(record)
     if weights_only:  # weights per rank do not depend on the card: any profile carries the plan
-        known, profile = match_gpu(record.gpu)
+        _known, profile = match_gpu(record.gpu)
         hw = _profile(profile or "h100-sxm")
     else:
         hw = _card(record)
@@ -875,8 +986,10 @@ def _express_memory(record: PublicRecord, family: str) -> Prediction:
     sc = _scenario(record, model, hw, enable_chunked_prefill=not v0, **conditions)
     plan = plan_memory(model, hw, sc, suggest=False)
     value = MEMORY_METRICS[record.metric](plan)
-    return MemoryPrediction(value=float(value), how=f"memory plan of TP{sc.tp} on {hw.id}"
-                            + (" (weights only: card-independent)" if weights_only else ""))
+    return MemoryPrediction(
+        value=float(value),
+        how=f"memory plan of TP{sc.tp} on {hw.id}" + (" (weights only: card-independent)" if weights_only else ""),
+    )
 
 
 #: Metric -> how to express it (startup metrics and serving metrics are picked by family).
@@ -917,17 +1030,35 @@ def express(record: PublicRecord) -> Expressed | Unexpressed:
     match = match_model(record.model)
     try:
         if expresser is None:
-            raise Unexpressible("metric not modelled", f"metric '{record.metric}' ({record.unit}) has no planner counterpart")
+            raise Unexpressible(
+                "metric not modelled", f"metric '{record.metric}' ({record.unit}) has no planner counterpart"
+            )
         _check_flags(record, needs_card=record.metric != "model_weights_gib")
         prediction = expresser(record, family)
     except Unexpressible as why:
-        return Unexpressed(index=record.index, family=family, model=record.model, gpu=record.gpu, metric=record.metric,
-                           reason_kind=why.kind, reason=why.reason)
+        return Unexpressed(
+            index=record.index,
+            family=family,
+            model=record.model,
+            gpu=record.gpu,
+            metric=record.metric,
+            reason_kind=why.kind,
+            reason=why.reason,
+        )
     except PlannerError as err:
-        return Unexpressed(index=record.index, family=family, model=record.model, gpu=record.gpu, metric=record.metric,
-                           reason_kind="planner refused", reason=str(err))
+        return Unexpressed(
+            index=record.index,
+            family=family,
+            model=record.model,
+            gpu=record.gpu,
+            metric=record.metric,
+            reason_kind="planner refused",
+            reason=str(err),
+        )
     _known, gpu_id = match_gpu(record.gpu)
-    return Expressed(record=record, family=family, repo_id=match.repo_id if match else None, gpu_id=gpu_id, prediction=prediction)
+    return Expressed(
+        record=record, family=family, repo_id=match.repo_id if match else None, gpu_id=gpu_id, prediction=prediction
+    )
 
 
 def express_all(records: list[PublicRecord]) -> tuple[list[Expressed], list[Unexpressed]]:
@@ -953,9 +1084,13 @@ class RecordResult(BaseModel):
     catalog_model: str | None = Field(description="Catalog repo id the prediction uses (None for collectives).")
     gpu: str = Field(description="Card as published.")
     measured: float = Field(description="Published value, in ``unit``.")
-    predicted: float | None = Field(description="Planner prediction, in ``unit``; None when the simulation produced none.")
+    predicted: float | None = Field(
+        description="Planner prediction, in ``unit``; None when the simulation produced none."
+    )
     unit: str = Field(description="Unit of both values.")
-    error_pct: float | None = Field(description="(predicted - measured) / measured x 100; negative means under-predicted.")
+    error_pct: float | None = Field(
+        description="(predicted - measured) / measured x 100; negative means under-predicted."
+    )
     how: str = Field(description="The scenario the planner predicted, in words.")
 
 
@@ -984,7 +1119,9 @@ class AccuracyReport(BaseModel):
     total_records: int = Field(description="Records considered (expressed + unexpressed).")
     expressed: int = Field(description="Records expressed as predictions.")
     unexpressed_count: int = Field(description="Records the planner cannot express.")
-    median_abs_error_pct: float | None = Field(description="Median |error| over every expressed record with a prediction, %.")
+    median_abs_error_pct: float | None = Field(
+        description="Median |error| over every expressed record with a prediction, %."
+    )
     p90_abs_error_pct: float | None = Field(description="P90 |error| over the same records, %.")
     summaries: list[MetricSummary] = Field(description="Per source family and metric.")
     reasons: dict[str, int] = Field(description="Unexpressed records counted by reason category.")
@@ -1023,9 +1160,21 @@ def results_for(expressed: list[Expressed], eff: Efficiency) -> list[RecordResul
         value = e.predict(eff)
         predicted = value if math.isfinite(value) else None
         r = e.record
-        out.append(RecordResult(index=r.index, family=e.family, metric=r.metric, model=r.model, catalog_model=e.repo_id,
-                                gpu=r.gpu, measured=r.value, predicted=predicted, unit=r.unit,
-                                error_pct=error_pct(predicted, r.value), how=e.prediction.how))
+        out.append(
+            RecordResult(
+                index=r.index,
+                family=e.family,
+                metric=r.metric,
+                model=r.model,
+                catalog_model=e.repo_id,
+                gpu=r.gpu,
+                measured=r.value,
+                predicted=predicted,
+                unit=r.unit,
+                error_pct=error_pct(predicted, r.value),
+                how=e.prediction.how,
+            )
+        )
     return out
 
 
@@ -1039,10 +1188,17 @@ def summarize(results: list[RecordResult], worst: int = 5) -> list[MetricSummary
         errs = np.array([r.error_pct for r in rows])
         abs_errs = np.abs(errs)
         order = np.argsort(-abs_errs)[:worst]
-        out.append(MetricSummary(family=family, metric=metric, count=len(rows),
-                                 median_abs_error_pct=float(np.median(abs_errs)),
-                                 p90_abs_error_pct=float(np.percentile(abs_errs, 90)),
-                                 median_error_pct=float(np.median(errs)), worst=[rows[i] for i in order]))
+        out.append(
+            MetricSummary(
+                family=family,
+                metric=metric,
+                count=len(rows),
+                median_abs_error_pct=float(np.median(abs_errs)),
+                p90_abs_error_pct=float(np.percentile(abs_errs, 90)),
+                median_error_pct=float(np.median(errs)),
+                worst=[rows[i] for i in order],
+            )
+        )
     return out
 
 
@@ -1053,7 +1209,9 @@ def _count(items: list[str]) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def evaluate(records: list[PublicRecord] | None = None, efficiency: Efficiency | None = None, fast: bool = False) -> AccuracyReport:
+def evaluate(
+    records: list[PublicRecord] | None = None, efficiency: Efficiency | None = None, fast: bool = False
+) -> AccuracyReport:
     """Express every record (or the fast subset), predict the expressed ones with ``efficiency``
     (default: the fitted factors) and report the errors and the unexpressed records."""
     eff = efficiency or FITTED
@@ -1063,13 +1221,23 @@ def evaluate(records: list[PublicRecord] | None = None, efficiency: Efficiency |
     expressed, unexpressed = express_all(records)
     results = results_for(expressed, eff)
     errs = np.array([abs(r.error_pct) for r in results if r.error_pct is not None])
-    missing_models = _count([u.reason.split(" is not in")[0] for u in unexpressed if u.reason_kind == "model not in catalog"])
+    missing_models = _count(
+        [u.reason.split(" is not in")[0] for u in unexpressed if u.reason_kind == "model not in catalog"]
+    )
     missing_gpus = _count([u.gpu for u in unexpressed if u.reason_kind == "GPU not profiled"])
     return AccuracyReport(
-        kind=eff.kind, efficiency_source=eff.source, fast=fast, total_records=len(records), expressed=len(expressed),
+        kind=eff.kind,
+        efficiency_source=eff.source,
+        fast=fast,
+        total_records=len(records),
+        expressed=len(expressed),
         unexpressed_count=len(unexpressed),
         median_abs_error_pct=float(np.median(errs)) if errs.size else None,
         p90_abs_error_pct=float(np.percentile(errs, 90)) if errs.size else None,
-        summaries=summarize(results), reasons=_count([u.reason_kind for u in unexpressed]),
-        missing_models=missing_models, missing_gpus=missing_gpus, results=results, unexpressed=unexpressed,
+        summaries=summarize(results),
+        reasons=_count([u.reason_kind for u in unexpressed]),
+        missing_models=missing_models,
+        missing_gpus=missing_gpus,
+        results=results,
+        unexpressed=unexpressed,
     )

@@ -17,7 +17,6 @@ says what is accepted, never as a UnicodeDecodeError, RecursionError or ValueErr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,14 @@ from planner.model.sources import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, loads_bounde
 from planner.units import fmt_bytes
 
 __all__ = [
-    "MAX_JSON_DEPTH", "MAX_LOG_BYTES", "MAX_NUMBER_CHARS", "MAX_RESULT_BYTES", "check_text", "decode_text",
-    "loads_json", "read_text_file",
+    "MAX_JSON_DEPTH",
+    "MAX_LOG_BYTES",
+    "MAX_NUMBER_CHARS",
+    "MAX_RESULT_BYTES",
+    "check_text",
+    "decode_text",
+    "loads_json",
+    "read_text_file",
 ]
 
 MAX_LOG_BYTES = 64 * 2**20
@@ -40,8 +45,13 @@ _SNIFF_BYTES = 512
 _REPLACEMENT = "\ufffd"
 
 
-def read_text_file(path: str | Path, *, max_bytes: int, what: str,
-                   hint: str = "Pass the part from the server's start, e.g. `head -c 5M server.log > start.log`.") -> str:
+def read_text_file(
+    path: str | Path,
+    *,
+    max_bytes: int,
+    what: str,
+    hint: str = "Pass the part from the server's start, e.g. `head -c 5M server.log > start.log`.",
+) -> str:
     """The file at ``path`` as text (``decode_text``), refused above ``max_bytes``.
 
     ``what`` names the kind of file in messages ('vLLM log', 'benchmark result'); ``hint`` says
@@ -77,13 +87,18 @@ def decode_text(data: bytes, origin: str) -> str:
         try:
             text = body.decode(encoding)
         except UnicodeDecodeError as err:
-            raise ConfigError(f"{origin} looks like {encoding.upper()} text but does not decode as it (byte offset "
-                              f"{err.start}): {err.reason}.", hint="Save it as UTF-8.") from None
+            raise ConfigError(
+                f"{origin} looks like {encoding.upper()} text but does not decode as it (byte offset "
+                f"{err.start}): {err.reason}.",
+                hint="Save it as UTF-8.",
+            ) from None
         return check_text(text, origin)
     nul = data.find(b"\x00")
     if nul >= 0:
-        raise ConfigError(f"{origin} is binary (a NUL byte at offset {nul:,}), not a text file; a UTF-8 or UTF-16 "
-                          "text file is read.", hint="Pass the log or JSON file itself, not an archive or a database.")
+        raise ConfigError(
+            f"{origin} is binary (a NUL byte at offset {nul:,}), not a text file; a UTF-8 or UTF-16 text file is read.",
+            hint="Pass the log or JSON file itself, not an archive or a database.",
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -122,15 +137,18 @@ def check_text(text: str, origin: str) -> str:
             f"{origin} holds a NUL character at position {nul:,}: "
             + ("it looks like UTF-16 text read as UTF-8" if looks_utf16 else "it is binary, not text")
             + "; UTF-8 text is read.",
-            hint="Save the file as UTF-8 (e.g. `iconv -f utf-16 -t utf-8`)" if looks_utf16 else
-            "Pass the log or JSON file itself.",
+            hint="Save the file as UTF-8 (e.g. `iconv -f utf-16 -t utf-8`)"
+            if looks_utf16
+            else "Pass the log or JSON file itself.",
         )
     sample = text[:65536]
     bad = sample.count(_REPLACEMENT)
     if bad >= 16 and bad > len(sample) // 10:
-        raise ConfigError(f"{origin} is mostly undecodable bytes ({bad:,} replacement characters in its first "
-                          f"{len(sample):,}): it is binary or not UTF-8; UTF-8 text is read.",
-                          hint="Pass the log or JSON file itself, saved as UTF-8.")
+        raise ConfigError(
+            f"{origin} is mostly undecodable bytes ({bad:,} replacement characters in its first "
+            f"{len(sample):,}): it is binary or not UTF-8; UTF-8 text is read.",
+            hint="Pass the log or JSON file itself, saved as UTF-8.",
+        )
     return text
 
 

@@ -65,7 +65,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
 from planner.estimate.memory import KV_DTYPES, MemoryPlan, Resolved, plan_memory
 from planner.hardware import (
-    CALIBRATED_SUFFIX, HardwareProfile, get_profile, load_profiles, profile_from_detected, user_dir,
+    CALIBRATED_SUFFIX,
+    HardwareProfile,
+    get_profile,
+    load_profiles,
+    profile_from_detected,
+    user_dir,
 )
 from planner.model.families import build_spec
 from planner.model.quantization import normalize_dtype
@@ -91,12 +96,23 @@ __all__ = [
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 
 TermName = Literal[
-    "weights", "non_torch", "activation_peak", "cuda_graphs",
-    "kv_cache_memory", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency",
+    "weights",
+    "non_torch",
+    "activation_peak",
+    "cuda_graphs",
+    "kv_cache_memory",
+    "num_gpu_blocks",
+    "kv_cache_tokens",
+    "max_concurrency",
 ]
 TERM_UNITS: dict[str, str] = {
-    "weights": "bytes", "non_torch": "bytes", "activation_peak": "bytes", "cuda_graphs": "bytes",
-    "kv_cache_memory": "bytes", "num_gpu_blocks": "blocks", "kv_cache_tokens": "tokens",
+    "weights": "bytes",
+    "non_torch": "bytes",
+    "activation_peak": "bytes",
+    "cuda_graphs": "bytes",
+    "kv_cache_memory": "bytes",
+    "num_gpu_blocks": "blocks",
+    "kv_cache_tokens": "tokens",
     "max_concurrency": "requests",
 }
 CARD_MEMORY_TOLERANCE = 0.005
@@ -120,10 +136,14 @@ class ReconcileTerm(BaseModel):
 
     model_config = _SPEC
 
-    name: TermName = Field(description="Which figure: weights, non_torch, activation_peak, cuda_graphs, kv_cache_memory, "
-                           "num_gpu_blocks, kv_cache_tokens, max_concurrency.")
+    name: TermName = Field(
+        description="Which figure: weights, non_torch, activation_peak, cuda_graphs, kv_cache_memory, "
+        "num_gpu_blocks, kv_cache_tokens, max_concurrency."
+    )
     unit: str = Field(description="Unit of predicted and reported: bytes (per GPU), blocks, tokens or requests.")
-    predicted: int | float | None = Field(description="The planner's value for the scenario read from the log, in unit.")
+    predicted: int | float | None = Field(
+        description="The planner's value for the scenario read from the log, in unit."
+    )
     reported: int | float | None = Field(description="What vLLM printed, in unit; None when the log does not say.")
     difference_pct: float | None = Field(
         description="(predicted - reported) / |reported| x 100, percent; positive: the planner predicts more. "
@@ -145,11 +165,17 @@ class Reconciliation(BaseModel):
     model_source: str = Field(description="Where its config.json came from (catalog entry, Hub URL, file).")
     card: str = Field(description="Hardware profile id used, e.g. 'l40s' or 'detected-gpu-with-23.58-gib'.")
     card_name: str = Field(description="The card's name.")
-    card_how: str = Field(description="How the card was chosen: given, matched by the printed total memory, or detected.")
-    engine: Literal["V0", "V1"] | None = Field(description="vLLM engine generation the log was read as; None if unknown.")
+    card_how: str = Field(
+        description="How the card was chosen: given, matched by the printed total memory, or detected."
+    )
+    engine: Literal["V0", "V1"] | None = Field(
+        description="vLLM engine generation the log was read as; None if unknown."
+    )
     engine_version: str | None = Field(description="vLLM version the log printed; None when it does not say.")
     scenario: Scenario = Field(description="The scenario as read from the log, with the overrides applied.")
-    resolved: Resolved = Field(description="That scenario with vLLM's defaults filled in (block size, token budget, ...).")
+    resolved: Resolved = Field(
+        description="That scenario with vLLM's defaults filled in (block size, token budget, ...)."
+    )
     terms: list[ReconcileTerm] = Field(description="Predicted vs reported, one row per term.")
     kv_gap_by_term: dict[str, int] = Field(
         description="Bytes each term adds to the KV-budget gap (planner minus vLLM), per GPU: requested memory counts "
@@ -159,8 +185,10 @@ class Reconciliation(BaseModel):
     memory_verdict: str = Field(description="The memory plan's one-line verdict for this scenario.")
     summary: str = Field(description="One line: how close the plan is and where the largest gap comes from.")
     read_from_log: dict[str, Any] = Field(description="Scenario fields the log stated, as read (before overrides).")
-    overridden: dict[str, Any] = Field(description="Scenario fields given as overrides that the log stated differently "
-                                       "or not at all: field -> {'log': value, 'given': value}.")
+    overridden: dict[str, Any] = Field(
+        description="Scenario fields given as overrides that the log stated differently "
+        "or not at all: field -> {'log': value, 'given': value}."
+    )
     assumptions: list[str] = Field(description="Fields the log did not state, and the default used instead.")
     warnings: list[str] = Field(description="The log parser's warnings and anything else to know.")
     calibration_used: str | None = Field(
@@ -177,8 +205,12 @@ class OverheadCalibration(BaseModel):
     card: str = Field(description="Hardware profile id the log was matched to.")
     engine_version: str = Field(description="vLLM version as printed ('unknown' when the log did not say).")
     tp: int = Field(ge=1, description="Tensor-parallel size the overheads were measured at.")
-    non_torch_memory_bytes: int | None = Field(None, ge=0, description="CUDA context, NCCL, cuBLAS memory per GPU, bytes.")
-    activation_peak_bytes: int | None = Field(None, ge=0, description="Activation peak of vLLM's profiling run per GPU, bytes.")
+    non_torch_memory_bytes: int | None = Field(
+        None, ge=0, description="CUDA context, NCCL, cuBLAS memory per GPU, bytes."
+    )
+    activation_peak_bytes: int | None = Field(
+        None, ge=0, description="Activation peak of vLLM's profiling run per GPU, bytes."
+    )
     activation_ratio: float | None = Field(
         None, gt=0, description="Measured activation peak / the planner's formula for the same scenario; unitless."
     )
@@ -186,7 +218,9 @@ class OverheadCalibration(BaseModel):
         None, ge=0, description="CUDA-graph pool per GPU, bytes (a printed negative value is stored as 0)."
     )
     model: str = Field(description="Model the log served (the overheads depend on it a little).")
-    max_num_batched_tokens: int = Field(ge=1, description="Token budget of the profiling run the activation was measured at.")
+    max_num_batched_tokens: int = Field(
+        ge=1, description="Token budget of the profiling run the activation was measured at."
+    )
     adopted_at: str = Field(description="When it was adopted, ISO 8601 UTC.")
     source: str = Field(description="Where it came from: the log file, or 'pasted log'.")
 
@@ -245,13 +279,17 @@ def card_from_memory(total_memory_bytes: int) -> tuple[HardwareProfile, str]:
         candidates.sort(key=lambda c: (c[0], c[1]))
         best = candidates[0][2]
         others = [c[1] for c in candidates[1:]]
-        how = (f"matched by the printed total memory {printed} to {best.id} ({best.memory_bytes / GiB:.2f} GiB)"
-               + (f"; also within 0.5%: {', '.join(others)}" if others else "")
-               + "; planned with the printed total. Pass --gpu to name the card.")
+        how = (
+            f"matched by the printed total memory {printed} to {best.id} ({best.memory_bytes / GiB:.2f} GiB)"
+            + (f"; also within 0.5%: {', '.join(others)}" if others else "")
+            + "; planned with the printed total. Pass --gpu to name the card."
+        )
         return best.model_copy(update={"memory_bytes": total_memory_bytes}), how
     detected = profile_from_detected(f"GPU with {printed}", total_memory_bytes)
-    how = (f"no hardware profile has {printed} (within 0.5%); a detected profile with that memory is used "
-           "(bandwidth and FLOP/s unknown, which a memory plan does not need)")
+    how = (
+        f"no hardware profile has {printed} (within 0.5%); a detected profile with that memory is used "
+        "(bandwidth and FLOP/s unknown, which a memory plan does not need)"
+    )
     return detected, how
 
 
@@ -264,7 +302,10 @@ def _kv_dtype(raw: str | None) -> tuple[str | None, str | None]:
         name = "fp8"
     if name in KV_DTYPES:
         return name, None
-    return None, f"kv_cache_dtype {raw!r} from the log is not one the planner models ({', '.join(KV_DTYPES)}); auto used"
+    return (
+        None,
+        f"kv_cache_dtype {raw!r} from the log is not one the planner models ({', '.join(KV_DTYPES)}); auto used",
+    )
 
 
 _MAX_MODEL_NAME_CHARS = 4096
@@ -278,7 +319,8 @@ def _load_model(name: str, token: str | None = None) -> tuple[ModelSpec, str, li
     longest = max(len(part) for part in name.split("/"))
     if len(name) > _MAX_MODEL_NAME_CHARS or longest > _MAX_NAME_PART_CHARS or not name.isprintable():
         raise ScenarioError(
-            f"the log's model name is {len(name):,} characters{'' if name.isprintable() else ' with control characters'} "
+            f"the log's model name is {len(name):,} "
+            f"characters{'' if name.isprintable() else ' with control characters'} "
             f"({name[:60]!r}...); a name or path of printable characters, at most {_MAX_NAME_PART_CHARS} between two "
             f"slashes and {_MAX_MODEL_NAME_CHARS:,} in all, is read.",
             hint="Pass MODEL: a catalog name, a Hub repo id or a path to its config.json.",
@@ -293,13 +335,18 @@ def _load_model(name: str, token: str | None = None) -> tuple[ModelSpec, str, li
                     loaded = load_config(base, prefer="catalog")
                 except ModelNotFoundError:
                     continue
-                note = (f"the log's model {name} could not be loaded ({first.message}); planned with the catalog's "
-                        f"{loaded.name}, whose config.json has the same architecture (an {suffix.lstrip('-')} "
-                        "variant is fine-tuned from it). Pass MODEL to choose another.")
+                note = (
+                    f"the log's model {name} could not be loaded ({first.message}); planned with the catalog's "
+                    f"{loaded.name}, whose config.json has the same architecture (an {suffix.lstrip('-')} "
+                    "variant is fine-tuned from it). Pass MODEL to choose another."
+                )
                 spec = build_spec(loaded.config, loaded.name)
                 return spec, loaded.source, [note, *loaded.warnings]
-        raise type(first)(first.message, hint=(first.hint or "") + " Or pass MODEL: a catalog name, a Hub repo id or "
-                          "a path to the config.json of the model the log served.") from None
+        raise type(first)(
+            first.message,
+            hint=(first.hint or "") + " Or pass MODEL: a catalog name, a Hub repo id or "
+            "a path to the config.json of the model the log served.",
+        ) from None
     spec = build_spec(loaded.config, loaded.name)
     return spec, loaded.source, list(loaded.warnings)
 
@@ -323,7 +370,7 @@ def scenario_from_report(
         read["tp"] = report.tensor_parallel_size
     else:
         workers = len([w for w in report.per_worker if w.model_weights_bytes is not None])
-        extra = (f"; {workers} worker processes printed weights, so TP may be larger: pass --tp" if workers > 1 else "")
+        extra = f"; {workers} worker processes printed weights, so TP may be larger: pass --tp" if workers > 1 else ""
         notes.append("tensor_parallel_size not in the log; 1 assumed" + extra)
     if report.pipeline_parallel_size is not None:
         read["pp"] = report.pipeline_parallel_size
@@ -341,9 +388,11 @@ def scenario_from_report(
         version = _version_tuple(report.vllm_version)
         if generation == "V0" or (version is not None and version[:2] < (0, 33)):
             defaults["gpu_memory_utilization"] = OLD_UTILIZATION_DEFAULT
-        notes.append("gpu_memory_utilization not in the log; vLLM's default of that release "
-                     f"({defaults.get('gpu_memory_utilization', Scenario.model_fields['gpu_memory_utilization'].default)}) "
-                     "assumed")
+        notes.append(
+            "gpu_memory_utilization not in the log; vLLM's default of that release "
+            f"({defaults.get('gpu_memory_utilization', Scenario.model_fields['gpu_memory_utilization'].default)}) "
+            "assumed"
+        )
     if report.block_size is not None:
         read["block_size"] = report.block_size
     else:
@@ -367,8 +416,10 @@ def scenario_from_report(
         defaults["enable_chunked_prefill"] = chunked
         defaults["max_num_seqs"] = V0_MAX_NUM_SEQS
         defaults["cuda_graph_memory_bytes"] = 0
-        notes.append("V0 engine: the KV cache was sized before CUDA graphs were captured, so the graph pool is not "
-                     "subtracted from it (planned as 0)")
+        notes.append(
+            "V0 engine: the KV cache was sized before CUDA graphs were captured, so the graph pool is not "
+            "subtracted from it (planned as 0)"
+        )
         if report.max_num_batched_tokens is None:
             notes.append(
                 f"V0 engine: chunked prefill {'on' if chunked else 'off'} (V0 enabled it only above "
@@ -387,8 +438,10 @@ def _weight_dtype(report: VllmStartupReport, model: ModelSpec, notes: list[str])
     if method and model.quantization is None:
         if method == "fp8":
             return "fp8"
-        notes.append(f"the log says quantization={report.quantization} but {model.name}'s config.json has no "
-                     "quantization_config; planned unquantized (pass --weight-dtype)")
+        notes.append(
+            f"the log says quantization={report.quantization} but {model.name}'s config.json has no "
+            "quantization_config; planned unquantized (pass --weight-dtype)"
+        )
         return None
     if method or report.dtype is None or model.quantization is not None:
         return None
@@ -451,7 +504,8 @@ def reconcile(
         off = abs(hw.memory_bytes - report.total_gpu_memory_bytes) / report.total_gpu_memory_bytes
         if off > CARD_MEMORY_TOLERANCE:
             warnings.append(
-                f"{hw.id} has {hw.memory_bytes / GiB:.2f} GiB but the log printed {report.total_gpu_memory_bytes / GiB:.2f} "
+                f"{hw.id} has {hw.memory_bytes / GiB:.2f} GiB but the log printed "
+                f"{report.total_gpu_memory_bytes / GiB:.2f} "
                 "GiB; planned with the card's own total"
             )
     if hw is None:
@@ -467,9 +521,7 @@ def reconcile(
     assumptions += notes
     fields = {**defaults, **read}
     overridden = {
-        key: {"log": read.get(key), "given": value}
-        for key, value in overrides.items()
-        if read.get(key) != value
+        key: {"log": read.get(key), "given": value} for key, value in overrides.items() if read.get(key) != value
     }
     fields.update(overrides)
     fields["gpu"] = hw.id
@@ -482,23 +534,41 @@ def reconcile(
                     fields[key] = value
             calibration_used = f"{cal.card} / vLLM {cal.engine_version} / tp {cal.tp} (adopted {cal.adopted_at})"
         else:
-            warnings.append(f"no adopted calibration for {hw.id} and vLLM {report.vllm_version or 'unknown'}; "
-                            "planner estimates used")
+            warnings.append(
+                f"no adopted calibration for {hw.id} and vLLM {report.vllm_version or 'unknown'}; "
+                "planner estimates used"
+            )
     try:
         sc = Scenario(**fields)
     except ValidationError as err:
-        raise ScenarioError(f"the log's settings do not form a valid scenario: {err.errors()[0]['msg']} "
-                            f"(fields {sorted(fields)})", hint="Override the offending value on the command line.") from None
+        raise ScenarioError(
+            f"the log's settings do not form a valid scenario: {err.errors()[0]['msg']} (fields {sorted(fields)})",
+            hint="Override the offending value on the command line.",
+        ) from None
     plan = plan_memory(spec, hw, sc, suggest=False)
     overhead_kind = "calibrated" if calibration_used else "estimate"
     terms = _terms(report, plan, sc, overrides, overhead_kind)
     gap = _kv_gap(report, plan)
     generation, _ = engine_generation(report)
     return Reconciliation(
-        model=spec.name, model_source=model_source, card=hw.id, card_name=hw.name, card_how=card_how,
-        engine=generation, engine_version=report.vllm_version, scenario=sc, resolved=plan.resolved, terms=terms, kv_gap_by_term=gap,
-        memory_verdict=plan.reason, summary=_summary(terms, gap, plan), read_from_log=read, overridden=overridden,
-        assumptions=assumptions, warnings=warnings, calibration_used=calibration_used,
+        model=spec.name,
+        model_source=model_source,
+        card=hw.id,
+        card_name=hw.name,
+        card_how=card_how,
+        engine=generation,
+        engine_version=report.vllm_version,
+        scenario=sc,
+        resolved=plan.resolved,
+        terms=terms,
+        kv_gap_by_term=gap,
+        memory_verdict=plan.reason,
+        summary=_summary(terms, gap, plan),
+        read_from_log=read,
+        overridden=overridden,
+        assumptions=assumptions,
+        warnings=warnings,
+        calibration_used=calibration_used,
         workers=max(1, len(report.per_worker)),
     )
 
@@ -507,16 +577,22 @@ def _reported_activation(report: VllmStartupReport) -> tuple[int | None, str]:
     if report.activation_peak_bytes is not None:
         return report.activation_peak_bytes, "printed activation / torch peak increase"
     if report.peak_torch_memory_bytes is not None and report.model_weights_bytes is not None:
-        return (report.peak_torch_memory_bytes - report.model_weights_bytes,
-                "derived: peak_torch_memory - weights (V0 0.6.4 prints the absolute torch peak)")
+        return (
+            report.peak_torch_memory_bytes - report.model_weights_bytes,
+            "derived: peak_torch_memory - weights (V0 0.6.4 prints the absolute torch peak)",
+        )
     return None, "not printed"
 
 
-def _terms(report: VllmStartupReport, plan: MemoryPlan, sc: Scenario, overrides: dict[str, Any],
-           overhead_kind: str) -> list[ReconcileTerm]:
+def _terms(
+    report: VllmStartupReport, plan: MemoryPlan, sc: Scenario, overrides: dict[str, Any], overhead_kind: str
+) -> list[ReconcileTerm]:
     activation, activation_how = _reported_activation(report)
-    graphs_how = "printed 'Graph capturing finished ..., took X GiB'" if report.cuda_graph_bytes is not None else (
-        "not printed" if sc.engine != "eager" else "not printed (eager: no graphs)")
+    graphs_how = (
+        "printed 'Graph capturing finished ..., took X GiB'"
+        if report.cuda_graph_bytes is not None
+        else ("not printed" if sc.engine != "eager" else "not printed (eager: no graphs)")
+    )
     if report.cuda_graph_bytes is not None and report.cuda_graph_bytes <= 0:
         graphs_how += " (zero or negative: allocator noise, not compared)"
 
@@ -524,31 +600,73 @@ def _terms(report: VllmStartupReport, plan: MemoryPlan, sc: Scenario, overrides:
         return "given" if any(f in overrides for f in fields) else overhead_kind
 
     rows = [
-        ("weights", plan.weight_bytes_per_gpu, report.model_weights_bytes, "exact",
-         "printed model weights / model loading" if report.model_weights_bytes is not None else "not printed"),
-        ("non_torch", plan.non_torch_bytes_per_gpu, report.non_torch_memory_bytes, kind("non_torch_memory_bytes"),
-         "printed non_torch_memory" if report.non_torch_memory_bytes is not None else "not printed"),
+        (
+            "weights",
+            plan.weight_bytes_per_gpu,
+            report.model_weights_bytes,
+            "exact",
+            "printed model weights / model loading" if report.model_weights_bytes is not None else "not printed",
+        ),
+        (
+            "non_torch",
+            plan.non_torch_bytes_per_gpu,
+            report.non_torch_memory_bytes,
+            kind("non_torch_memory_bytes"),
+            "printed non_torch_memory" if report.non_torch_memory_bytes is not None else "not printed",
+        ),
         ("activation_peak", plan.activation_bytes_per_gpu, activation, "estimate", activation_how),
-        ("cuda_graphs", plan.cuda_graph_bytes_per_gpu, report.cuda_graph_bytes, kind("cuda_graph_memory_bytes", "engine"),
-         graphs_how),
-        ("kv_cache_memory", plan.kv_cache_bytes_per_gpu, report.kv_cache_memory_bytes, overhead_kind,
-         "printed available KV cache memory" if report.kv_cache_memory_bytes is not None else "not printed"),
-        ("num_gpu_blocks", plan.num_gpu_blocks, report.num_gpu_blocks, overhead_kind,
-         "printed '# GPU blocks'" if report.num_gpu_blocks is not None else "not printed"),
-        ("kv_cache_tokens", plan.kv_cache_tokens, report.kv_cache_tokens, overhead_kind,
-         "printed KV cache size in tokens" if report.kv_cache_tokens is not None else "not printed (not derived)"),
-        ("max_concurrency", plan.max_concurrency, report.max_concurrency, overhead_kind,
-         f"printed for {report.max_concurrency_tokens_per_request:,} tokens per request"
-         if report.max_concurrency is not None and report.max_concurrency_tokens_per_request else
-         ("printed" if report.max_concurrency is not None else "not printed")),
+        (
+            "cuda_graphs",
+            plan.cuda_graph_bytes_per_gpu,
+            report.cuda_graph_bytes,
+            kind("cuda_graph_memory_bytes", "engine"),
+            graphs_how,
+        ),
+        (
+            "kv_cache_memory",
+            plan.kv_cache_bytes_per_gpu,
+            report.kv_cache_memory_bytes,
+            overhead_kind,
+            "printed available KV cache memory" if report.kv_cache_memory_bytes is not None else "not printed",
+        ),
+        (
+            "num_gpu_blocks",
+            plan.num_gpu_blocks,
+            report.num_gpu_blocks,
+            overhead_kind,
+            "printed '# GPU blocks'" if report.num_gpu_blocks is not None else "not printed",
+        ),
+        (
+            "kv_cache_tokens",
+            plan.kv_cache_tokens,
+            report.kv_cache_tokens,
+            overhead_kind,
+            "printed KV cache size in tokens" if report.kv_cache_tokens is not None else "not printed (not derived)",
+        ),
+        (
+            "max_concurrency",
+            plan.max_concurrency,
+            report.max_concurrency,
+            overhead_kind,
+            f"printed for {report.max_concurrency_tokens_per_request:,} tokens per request"
+            if report.max_concurrency is not None and report.max_concurrency_tokens_per_request
+            else ("printed" if report.max_concurrency is not None else "not printed"),
+        ),
     ]
     out = []
     for name, predicted, reported, predicted_kind, how in rows:
         compared = reported if not (name == "cuda_graphs" and reported is not None and reported <= 0) else None
-        out.append(ReconcileTerm(
-            name=name, unit=TERM_UNITS[name], predicted=predicted, reported=reported,
-            difference_pct=_pct(predicted, compared), predicted_kind=predicted_kind, reported_how=how,
-        ))
+        out.append(
+            ReconcileTerm(
+                name=name,
+                unit=TERM_UNITS[name],
+                predicted=predicted,
+                reported=reported,
+                difference_pct=_pct(predicted, compared),
+                predicted_kind=predicted_kind,
+                reported_how=how,
+            )
+        )
     return out
 
 
@@ -567,8 +685,11 @@ def _kv_gap(report: VllmStartupReport, plan: MemoryPlan) -> dict[str, int]:
         ("weights", plan.weight_bytes_per_gpu, report.model_weights_bytes),
         ("non_torch", plan.non_torch_bytes_per_gpu, report.non_torch_memory_bytes),
         ("activation_peak", plan.activation_bytes_per_gpu, _reported_activation(report)[0]),
-        ("cuda_graphs", plan.cuda_graph_bytes_per_gpu,
-         None if report.cuda_graph_bytes is None else max(report.cuda_graph_bytes, 0)),
+        (
+            "cuda_graphs",
+            plan.cuda_graph_bytes_per_gpu,
+            None if report.cuda_graph_bytes is None else max(report.cuda_graph_bytes, 0),
+        ),
     )
     for name, predicted, reported in pairs:
         if reported is not None:
@@ -588,12 +709,16 @@ def _summary(terms: list[ReconcileTerm], gap: dict[str, int], plan: MemoryPlan) 
     if gap and "not_itemized" in gap:
         total = sum(gap.values())
         name, value = max(gap.items(), key=lambda kv: abs(kv[1]))
-        line += (f". The planner's KV budget is {total / GiB:+.2f} GiB off; the largest share, {value / GiB:+.2f} GiB, "
-                 f"comes from {name.replace('_', ' ')}")
+        line += (
+            f". The planner's KV budget is {total / GiB:+.2f} GiB off; the largest share, {value / GiB:+.2f} GiB, "
+            f"comes from {name.replace('_', ' ')}"
+        )
         graphs = plan.cuda_graph_bytes_per_gpu
         if name == "not_itemized" and graphs and abs(-value - graphs) <= 0.3 * graphs:
-            line += (f", about the planner's CUDA-graph pool ({graphs / GiB:.2f} GiB): this vLLM did not take graph "
-                     "memory from the KV budget")
+            line += (
+                f", about the planner's CUDA-graph pool ({graphs / GiB:.2f} GiB): this vLLM did not take graph "
+                "memory from the KV budget"
+            )
     return line
 
 
@@ -636,14 +761,16 @@ def measured_overheads(rec: Reconciliation, source: str = "pasted log") -> Overh
     if activation and predicted_activation:
         ratio = round(activation / predicted_activation, 4)
     return OverheadCalibration(
-        card=rec.card, engine_version=rec.engine_version or "unknown", tp=rec.scenario.tp,
+        card=rec.card,
+        engine_version=rec.engine_version or "unknown",
+        tp=rec.scenario.tp,
         non_torch_memory_bytes=None if non_torch is None else int(max(non_torch, 0)),
         activation_peak_bytes=None if activation is None else int(max(activation, 0)),
         activation_ratio=ratio,
         cuda_graph_memory_bytes=None if graphs is None else int(max(graphs, 0)),
         model=rec.model,
         max_num_batched_tokens=rec.resolved.max_num_batched_tokens,
-        adopted_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        adopted_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         source=source,
     )
 
@@ -657,8 +784,11 @@ def adopt_overheads(
     """
     entry = measured_overheads(rec, source)
     target = Path(path).expanduser() if path is not None else overheads_path()
-    entries = [e for e in _read_entries(target)
-               if (e.card, e.engine_version, e.tp) != (entry.card, entry.engine_version, entry.tp)]
+    entries = [
+        e
+        for e in _read_entries(target)
+        if (e.card, e.engine_version, e.tp) != (entry.card, entry.engine_version, entry.tp)
+    ]
     entries.append(entry)
     target.parent.mkdir(parents=True, exist_ok=True)
     header = (
@@ -681,13 +811,16 @@ def load_overheads(
     Version: the exact string first, then the latest adopted entry of the same major.minor.
     TP: the same TP first, then the same class (1 vs > 1); with ``tp=None`` any TP, single-GPU first.
     """
-    entries = [e for e in _read_entries(Path(path).expanduser() if path is not None else overheads_path())
-               if e.card == card]
+    entries = [
+        e for e in _read_entries(Path(path).expanduser() if path is not None else overheads_path()) if e.card == card
+    ]
     if not entries:
         return None
     wanted = _version_tuple(engine_version)
     exact = [e for e in entries if e.engine_version == engine_version]
-    same_minor = [e for e in entries if wanted is not None and (_version_tuple(e.engine_version) or ())[:2] == wanted[:2]]
+    same_minor = [
+        e for e in entries if wanted is not None and (_version_tuple(e.engine_version) or ())[:2] == wanted[:2]
+    ]
     for pool in (exact, same_minor):
         if tp is None:
             ranked = sorted(pool, key=lambda e: (e.tp != 1, _newest_first(e.adopted_at)))

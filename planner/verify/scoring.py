@@ -90,16 +90,21 @@ class MetricScore(BaseModel):
 
     model_config = _SPEC
 
-    metric: str = Field(description="ttft_seconds, tpot_seconds, itl_seconds, e2e_seconds, "
-                        "tpot_incl_first_token_seconds, throughput_tokens_per_s, total_throughput_tokens_per_s, "
-                        "requests_per_s.")
+    metric: str = Field(
+        description="ttft_seconds, tpot_seconds, itl_seconds, e2e_seconds, "
+        "tpot_incl_first_token_seconds, throughput_tokens_per_s, total_throughput_tokens_per_s, "
+        "requests_per_s."
+    )
     statistic: Statistic = Field(description="mean, p50, p90, p99, or 'value' for a throughput.")
     unit: str = Field(description="seconds, tokens/s or requests/s.")
     predicted: float | None = Field(description="The planner's prediction, in unit; None when it has none.")
     measured: float | None = Field(description="What the benchmark measured, in unit; None when the file lacks it.")
-    error_pct: float | None = Field(description="(predicted - measured) / measured x 100, percent; None when either "
-                                    "is unknown.")
-    predicted_how: str = Field(description="Which predicted quantity was compared (and why, when it is not the same name).")
+    error_pct: float | None = Field(
+        description="(predicted - measured) / measured x 100, percent; None when either is unknown."
+    )
+    predicted_how: str = Field(
+        description="Which predicted quantity was compared (and why, when it is not the same name)."
+    )
 
 
 class Score(BaseModel):
@@ -109,7 +114,9 @@ class Score(BaseModel):
 
     model: str = Field(description="Model the prediction is for.")
     card: str = Field(description="Hardware profile id the prediction is for.")
-    engine_version: str | None = Field(description="vLLM (or other engine) version of the run, when given; None: unknown.")
+    engine_version: str | None = Field(
+        description="vLLM (or other engine) version of the run, when given; None: unknown."
+    )
     bench_format: str = Field(description="Which tool wrote the result: vllm_bench_serve, guidellm, genai_perf.")
     bench_label: str | None = Field(description="The run's label (GuideLLM strategy, vLLM --label); None if none.")
     predicted_by: Literal["simulator", "static_estimate"] = Field(
@@ -124,8 +131,12 @@ class Score(BaseModel):
     workload: dict[str, Any] = Field(description="What was predicted: arrivals, requests, lengths (tokens), replicas.")
     metrics: list[MetricScore] = Field(description="Per metric and statistic: predicted, measured, error_pct.")
     median_abs_error_pct: float | None = Field(description="Median |error_pct| over the compared rows, percent.")
-    definitions: dict[str, str] = Field(description="Per metric: what the tool measured and what the planner predicted.")
-    overridden: dict[str, Any] = Field(description="Run fields replaced by the caller: field -> {'file': ..., 'given': ...}.")
+    definitions: dict[str, str] = Field(
+        description="Per metric: what the tool measured and what the planner predicted."
+    )
+    overridden: dict[str, Any] = Field(
+        description="Run fields replaced by the caller: field -> {'file': ..., 'given': ...}."
+    )
     notes: list[str] = Field(description="What to know before trusting the comparison.")
 
 
@@ -143,8 +154,14 @@ def bench_with_overrides(bench: BenchResult, **given: Any) -> tuple[BenchResult,
     or a concurrency given here also sets the matching ``arrival_pattern``.
     """
     updates = {k: v for k, v in given.items() if v is not None}
-    unknown = set(updates) - {"request_rate_per_s", "max_concurrency", "mean_input_tokens", "mean_output_tokens",
-                              "num_prompts", "model"}
+    unknown = set(updates) - {
+        "request_rate_per_s",
+        "max_concurrency",
+        "mean_input_tokens",
+        "mean_output_tokens",
+        "num_prompts",
+        "model",
+    }
     if unknown:
         raise TypeError(f"bench_with_overrides got unknown fields {sorted(unknown)}")
     overridden = {k: {"file": getattr(bench, k), "given": v} for k, v in updates.items() if getattr(bench, k) != v}
@@ -157,8 +174,10 @@ def bench_with_overrides(bench: BenchResult, **given: Any) -> tuple[BenchResult,
     except ValidationError as err:
         first = err.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"{name} = {first.get('input')!r} is out of range for a benchmark run ({first['msg'].lower()}).",
-                          hint=f"Give {name} as a finite number >= 0 (a request rate > 0).") from None
+        raise ConfigError(
+            f"{name} = {first.get('input')!r} is out of range for a benchmark run ({first['msg'].lower()}).",
+            hint=f"Give {name} as a finite number >= 0 (a request rate > 0).",
+        ) from None
     return replaced, overridden
 
 
@@ -188,7 +207,9 @@ def serving_workload(
         if pattern in ("gamma", "constant"):
             notes.append(f"the run's arrivals were {pattern}; simulated as Poisson at the same mean rate")
         if bench.max_concurrency is not None:
-            notes.append(f"the run also capped concurrency at {bench.max_concurrency}; the simulator applies the rate only")
+            notes.append(
+                f"the run also capped concurrency at {bench.max_concurrency}; the simulator applies the rate only"
+            )
     elif bench.max_concurrency is not None and pattern in ("closed_loop", "unlimited", None):
         arrivals = ConcurrencyArrivals(concurrency=max(1, math.ceil(bench.max_concurrency / replicas)))
     elif pattern == "unlimited":
@@ -200,12 +221,17 @@ def serving_workload(
         notes.append(f"{replicas} replicas: each simulated with 1/{replicas} of the load; throughput x {replicas}")
     notes.append("prompt and answer lengths fixed at the run's means; a spread of lengths widens the real P99s")
     workload = ServeWorkload(
-        arrivals=arrivals, num_requests=per_replica,
-        input_tokens=FixedLength(tokens=input_tokens), output_tokens=FixedLength(tokens=output_tokens),
+        arrivals=arrivals,
+        num_requests=per_replica,
+        input_tokens=FixedLength(tokens=input_tokens),
+        output_tokens=FixedLength(tokens=output_tokens),
     )
     described = {
-        "arrivals": arrivals.model_dump(), "num_requests_per_replica": per_replica, "input_tokens": input_tokens,
-        "output_tokens": output_tokens, "replicas": replicas,
+        "arrivals": arrivals.model_dump(),
+        "num_requests_per_replica": per_replica,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "replicas": replicas,
     }
     return workload, described, notes
 
@@ -234,7 +260,9 @@ def score(
     Raises ``ScenarioError`` when the deployment would not start (the memory plan's verdict).
     """
     if engine_version:  # the run's engine version picks the engine profile that times its steps
-        sc = sc.model_copy(update={"engine_version": engine_version if "@" in engine_version else f"vllm@{engine_version}"})
+        sc = sc.model_copy(
+            update={"engine_version": engine_version if "@" in engine_version else f"vllm@{engine_version}"}
+        )
         Scenario.model_validate(sc.model_dump())  # an unknown version is refused with the known ranges
     workload, described, notes = serving_workload(bench, sc, max_requests=max_requests)
     notes = list(bench.warnings) + notes
@@ -248,30 +276,54 @@ def score(
         by, label, kind = "simulator", result.label, result.step_time_kind
     else:
         batch = bench.max_concurrency or 1
-        estimate = estimate_latency(model, hw, sc, batch_size=batch, input_len=described["input_tokens"],
-                                    output_len=described["output_tokens"], efficiency=efficiency)
-        notes.append(f"the run has no request rate or concurrency; predicted as a static batch of {batch} "
-                     "(no queueing, means only)")
+        estimate = estimate_latency(
+            model,
+            hw,
+            sc,
+            batch_size=batch,
+            input_len=described["input_tokens"],
+            output_len=described["output_tokens"],
+            efficiency=efficiency,
+        )
+        notes.append(
+            f"the run has no request rate or concurrency; predicted as a static batch of {batch} "
+            "(no queueing, means only)"
+        )
         predicted = _from_estimate(estimate)
         by, label, kind = "static_estimate", f"static-batch latency ({estimate.kind})", estimate.kind
         described = {**described, "batch_size": batch}
     rows = _rows(bench, predicted, by, described["output_tokens"], notes)
     errors = [abs(r.error_pct) for r in rows if r.error_pct is not None]
     return Score(
-        model=model.name, card=hw.id, engine_version=engine_version, bench_format=bench.format,
-        bench_label=bench.label, predicted_by=by, prediction_label=label, prediction_kind=kind, scenario=sc,
-        workload=described, metrics=rows, median_abs_error_pct=statistics.median(errors) if errors else None,
-        definitions=_definitions(bench, by, rows), overridden=overridden or {}, notes=notes,
+        model=model.name,
+        card=hw.id,
+        engine_version=engine_version,
+        bench_format=bench.format,
+        bench_label=bench.label,
+        predicted_by=by,
+        prediction_label=label,
+        prediction_kind=kind,
+        scenario=sc,
+        workload=described,
+        metrics=rows,
+        median_abs_error_pct=statistics.median(errors) if errors else None,
+        definitions=_definitions(bench, by, rows),
+        overridden=overridden or {},
+        notes=notes,
     )
 
 
 def _from_simulation(result, replicas: int) -> dict[str, Any]:
     """Predicted quantities by name: latency stats objects (mean/p50/p90/p99) and throughputs."""
+
     def times(value: float | None) -> float | None:
         return None if value is None else value * replicas
 
     return {
-        TTFT: result.ttft_seconds, TPOT: result.tpot_seconds, ITL: result.itl_seconds, E2E: result.e2e_seconds,
+        TTFT: result.ttft_seconds,
+        TPOT: result.tpot_seconds,
+        ITL: result.itl_seconds,
+        E2E: result.e2e_seconds,
         "throughput_tokens_per_s": times(result.throughput_tokens_per_s),
         "total_throughput_tokens_per_s": times(result.total_throughput_tokens_per_s),
         "requests_per_s": times(result.requests_per_s),
@@ -279,13 +331,15 @@ def _from_simulation(result, replicas: int) -> dict[str, Any]:
 
 
 def _from_estimate(estimate) -> dict[str, Any]:
-    means = {TTFT: estimate.ttft_seconds, TPOT: estimate.tpot_seconds, ITL: estimate.tpot_seconds,
-             E2E: estimate.e2e_seconds}
+    means = {
+        TTFT: estimate.ttft_seconds,
+        TPOT: estimate.tpot_seconds,
+        ITL: estimate.tpot_seconds,
+        E2E: estimate.e2e_seconds,
+    }
     out: dict[str, Any] = {name: {"mean": value} for name, value in means.items()}
     out["throughput_tokens_per_s"] = estimate.throughput_tokens_per_s
-    out["total_throughput_tokens_per_s"] = (
-        estimate.requests_per_s * (estimate.input_len + estimate.output_len)
-    )
+    out["total_throughput_tokens_per_s"] = estimate.requests_per_s * (estimate.input_len + estimate.output_len)
     out["requests_per_s"] = estimate.requests_per_s
     return out
 
@@ -303,7 +357,9 @@ def _non_streaming(bench: BenchResult) -> bool:
     return bench.format == "genai_perf" and ttft is not None and e2e is not None and ttft.mean == e2e.mean
 
 
-def _rows(bench: BenchResult, predicted: dict[str, Any], by: str, output_tokens: int, notes: list[str]) -> list[MetricScore]:
+def _rows(
+    bench: BenchResult, predicted: dict[str, Any], by: str, output_tokens: int, notes: list[str]
+) -> list[MetricScore]:
     rows: list[MetricScore] = []
     source = "simulated" if by == "simulator" else "static-batch estimate"
     non_streaming = _non_streaming(bench)
@@ -327,21 +383,41 @@ def _rows(bench: BenchResult, predicted: dict[str, Any], by: str, output_tokens:
                 how = f"{source} {E2E} {statistic} / {output_tokens} output tokens (includes the first token)"
             elif metric == ITL and bench.format == "guidellm" and statistic != "mean":
                 guess = _stat(predicted[TPOT], statistic)
-                how = (f"{source} {TPOT} {statistic}: GuideLLM's ITL percentiles are of per-request averages, "
-                       "as TPOT's are")
+                how = (
+                    f"{source} {TPOT} {statistic}: GuideLLM's ITL percentiles are of per-request averages, "
+                    "as TPOT's are"
+                )
             else:
                 guess = _stat(predicted[metric], statistic)
             if guess is None and by == "static_estimate" and statistic != "mean" and not non_streaming:
                 how = "static-batch estimate has no distribution (means only)"
-            rows.append(MetricScore(metric=metric, statistic=statistic, unit="seconds", predicted=guess, measured=value,
-                                    error_pct=_pct(guess, value), predicted_how=how))
+            rows.append(
+                MetricScore(
+                    metric=metric,
+                    statistic=statistic,
+                    unit="seconds",
+                    predicted=guess,
+                    measured=value,
+                    error_pct=_pct(guess, value),
+                    predicted_how=how,
+                )
+            )
     for metric, unit in THROUGHPUT_METRICS:
         value = getattr(bench, metric)
         if value is None:
             continue
         guess = predicted.get(metric)
-        rows.append(MetricScore(metric=metric, statistic="value", unit=unit, predicted=guess, measured=value,
-                                error_pct=_pct(guess, value), predicted_how=f"{source} {metric}"))
+        rows.append(
+            MetricScore(
+                metric=metric,
+                statistic="value",
+                unit=unit,
+                predicted=guess,
+                measured=value,
+                error_pct=_pct(guess, value),
+                predicted_how=f"{source} {metric}",
+            )
+        )
     return rows
 
 

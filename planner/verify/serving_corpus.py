@@ -108,7 +108,9 @@ class ServingRecord(BaseModel):
     workload: str = Field(description="Dataset and requested lengths, in words.")
     input_len: float | None = Field(description="Mean prompt tokens per successful request; None: unknown.")
     output_len: float | None = Field(description="Mean output tokens per successful request; None: unknown.")
-    request_rate: float | str | None = Field(description="Requests/s, 'inf' (all at t = 0), or None under a concurrency cap.")
+    request_rate: float | str | None = Field(
+        description="Requests/s, 'inf' (all at t = 0), or None under a concurrency cap."
+    )
     max_concurrency: int | None = Field(description="Client's --max-concurrency; None: not capped.")
     num_prompts: int | None = Field(description="Requests sent.")
     metric: str = Field(description="What was measured (vllm bench serve's names).")
@@ -120,9 +122,11 @@ def load_records(path: str | Path | None = None, file: str | None = None) -> lis
     """Records of one file (default: the modern file in ``reference_dir()``)."""
     path = Path(path) if path is not None else reference_dir() / MODERN_FILE
     if not path.is_file():
-        raise PlannerError(f"the serving measurements file {path} does not exist.",
-                           hint="Check out the shared reference folder beside the repository (../shared/reference), "
-                           f"or set PLANNER_REFERENCE_DIR to the folder holding {MODERN_FILE}.")
+        raise PlannerError(
+            f"the serving measurements file {path} does not exist.",
+            hint="Check out the shared reference folder beside the repository (../shared/reference), "
+            f"or set PLANNER_REFERENCE_DIR to the folder holding {MODERN_FILE}.",
+        )
     label = file or path.name
     rows = json.loads(path.read_text(encoding="utf-8"))
     return [ServingRecord(file=label, index=i, **row) for i, row in enumerate(rows)]
@@ -174,18 +178,34 @@ class ServingDefaults:
 
 #: Engine family -> serving defaults. None: the planner's vLLM defaults (``default_batch_limits``).
 ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
-    "vllm": ServingDefaults(0.9, None, None, source="vLLM 0.10-0.13: gpu_memory_utilization 0.9; max_num_seqs / "
-                            "max_num_batched_tokens by card (engines.md section 5)"),
-    "sglang": ServingDefaults(SGLANG_MEM_FRACTION, 4096, 8192, needs_full_context=False,
-                              source="SGLang 0.5: mem_fraction_static ~0.88 (as public_records), chunked_prefill_size "
-                              "8192 on 80 GB cards, max_running_requests derived from the KV pool (capped here at "
-                              "4096; believed, not checked); it sizes a token pool and starts even when one "
-                              "full-context request would not fit"),
-    "trtllm": ServingDefaults(None, 2048, 8192, kv_fraction_of_free=0.9, needs_full_context=False,
-                              source="trtllm-serve 1.x: max_batch_size 2048 (BuildConfig default), max_num_tokens "
-                              "8192, kv_cache_free_gpu_memory_fraction 0.9 of the memory left after weights "
-                              "(believed, not checked); it sizes the KV pool and starts even when one full-context "
-                              "request would not fit"),
+    "vllm": ServingDefaults(
+        0.9,
+        None,
+        None,
+        source="vLLM 0.10-0.13: gpu_memory_utilization 0.9; max_num_seqs / "
+        "max_num_batched_tokens by card (engines.md section 5)",
+    ),
+    "sglang": ServingDefaults(
+        SGLANG_MEM_FRACTION,
+        4096,
+        8192,
+        needs_full_context=False,
+        source="SGLang 0.5: mem_fraction_static ~0.88 (as public_records), chunked_prefill_size "
+        "8192 on 80 GB cards, max_running_requests derived from the KV pool (capped here at "
+        "4096; believed, not checked); it sizes a token pool and starts even when one "
+        "full-context request would not fit",
+    ),
+    "trtllm": ServingDefaults(
+        None,
+        2048,
+        8192,
+        kv_fraction_of_free=0.9,
+        needs_full_context=False,
+        source="trtllm-serve 1.x: max_batch_size 2048 (BuildConfig default), max_num_tokens "
+        "8192, kv_cache_free_gpu_memory_fraction 0.9 of the memory left after weights "
+        "(believed, not checked); it sizes the KV pool and starts even when one full-context "
+        "request would not fit",
+    ),
 }
 
 #: Serving-command flag -> Scenario field and type (vLLM's and trtllm-serve's spellings).
@@ -240,8 +260,25 @@ def record_check(record: ServingRecord) -> None:
 
 def run_key(record: ServingRecord) -> tuple:
     """Records with equal keys come from one run: every condition equal, only metric and value differ."""
-    fields = ("file", "source", "model", "gpu", "n_gpus", "tp", "pp", "ep_dp", "quant", "engine", "engine_flags",
-              "workload", "input_len", "output_len", "request_rate", "max_concurrency", "num_prompts")
+    fields = (
+        "file",
+        "source",
+        "model",
+        "gpu",
+        "n_gpus",
+        "tp",
+        "pp",
+        "ep_dp",
+        "quant",
+        "engine",
+        "engine_flags",
+        "workload",
+        "input_len",
+        "output_len",
+        "request_rate",
+        "max_concurrency",
+        "num_prompts",
+    )
     return tuple(getattr(record, f) for f in fields)
 
 
@@ -273,7 +310,7 @@ def engine_version(record: ServingRecord) -> str:
     name = ENGINE_NAMES[found.group(1)]
     if name == "vllm" and "--async-scheduling" in serving_command(record):
         return "vllm-v1-async"
-    version = re.search(r"(\d+\.\d+(?:\.\d+)?)", record.engine[found.end():])
+    version = re.search(r"(\d+\.\d+(?:\.\d+)?)", record.engine[found.end() :])
     return f"{name}@{version.group(1)}" if version else name
 
 
@@ -313,11 +350,15 @@ def _model(record: ServingRecord) -> ModelSpec:
 
 def _parallelism(record: ServingRecord) -> int:
     if record.ep_dp is not None:
-        raise Unexpressible("parallelism not modelled", f"{record.ep_dp}: expert / attention-data parallel is not modelled")
+        raise Unexpressible(
+            "parallelism not modelled", f"{record.ep_dp}: expert / attention-data parallel is not modelled"
+        )
     if record.pp > 1:
         raise Unexpressible("parallelism not modelled", f"pipeline parallel PP{record.pp} is not simulated")
     if record.n_gpus != record.tp:
-        raise Unexpressible("parallelism not modelled", f"{record.n_gpus} GPUs at TP{record.tp}: data parallel is not modelled")
+        raise Unexpressible(
+            "parallelism not modelled", f"{record.n_gpus} GPUs at TP{record.tp}: data parallel is not modelled"
+        )
     return record.tp
 
 
@@ -334,8 +375,9 @@ def _weight_dtype(record: ServingRecord) -> str:
 def _lengths(record: ServingRecord) -> tuple[Any, Any]:
     """(input, output) length distributions: ShareGPT log-normal around the means, else fixed."""
     if record.input_len is None or record.output_len is None:
-        raise Unexpressible("condition not given",
-                            f"lengths not given (input {record.input_len!r}, output {record.output_len!r})")
+        raise Unexpressible(
+            "condition not given", f"lengths not given (input {record.input_len!r}, output {record.output_len!r})"
+        )
     fixed_out = "--sharegpt-output-len" in record.engine_flags
 
     def spread(mean: float, fixed: bool) -> Any:
@@ -354,20 +396,32 @@ def _arrivals(record: ServingRecord) -> tuple[Any, int, str, str]:
         raise Unexpressible("condition not given", "number of prompts not given")
     if record.max_concurrency is not None:
         k = min(n, MAX_PACED_REQUESTS)
-        return (ConcurrencyArrivals(concurrency=record.max_concurrency), k, "concurrency",
-                f"{k} requests at concurrency {record.max_concurrency}")
+        return (
+            ConcurrencyArrivals(concurrency=record.max_concurrency),
+            k,
+            "concurrency",
+            f"{k} requests at concurrency {record.max_concurrency}",
+        )
     if isinstance(record.request_rate, (int, float)):
         k = min(n, MAX_PACED_REQUESTS)
-        return (PoissonArrivals(request_rate_per_s=float(record.request_rate)), k, "rate",
-                f"{k} requests at {record.request_rate} req/s")
+        return (
+            PoissonArrivals(request_rate_per_s=float(record.request_rate)),
+            k,
+            "rate",
+            f"{k} requests at {record.request_rate} req/s",
+        )
     if record.request_rate == "inf":
         if n > MAX_BURST_REQUESTS:
-            raise Unexpressible("condition not given", f"a burst of {n} prompts is above the {MAX_BURST_REQUESTS} simulated")
+            raise Unexpressible(
+                "condition not given", f"a burst of {n} prompts is above the {MAX_BURST_REQUESTS} simulated"
+            )
         return ConcurrencyArrivals(concurrency=n), n, "burst", f"burst of {n} requests at t=0"
     raise Unexpressible("condition not given", f"load not understood (rate {record.request_rate!r})")
 
 
-def _memory_settings(profile: EngineProfile, model: ModelSpec, hw: HardwareProfile, base: dict[str, Any]) -> dict[str, Any]:
+def _memory_settings(
+    profile: EngineProfile, model: ModelSpec, hw: HardwareProfile, base: dict[str, Any]
+) -> dict[str, Any]:
     """gpu_memory_utilization, max_num_seqs and max_num_batched_tokens from the engine's defaults, where
     the command did not set them. TensorRT-LLM gives the KV cache a fraction of the memory left after the
     weights: utilization = w + f x (1 - w), with w the weights' share of the card (from the memory plan)."""
@@ -391,8 +445,14 @@ def express_run(record: ServingRecord) -> RunPlan:
     tp = _parallelism(record)
     spec = engine_version(record)
     profile, _ = resolve_engine(spec)
-    base = {"gpu": hw.id, "tp": tp, "weight_dtype": _weight_dtype(record), "engine_version": spec,
-            "enable_chunked_prefill": profile.chunked_prefill_default, **stated_flags(record)}
+    base = {
+        "gpu": hw.id,
+        "tp": tp,
+        "weight_dtype": _weight_dtype(record),
+        "engine_version": spec,
+        "enable_chunked_prefill": profile.chunked_prefill_default,
+        **stated_flags(record),
+    }
     settings = _memory_settings(profile, model, hw, base)
     longest = min(settings.get("max_model_len") or model.max_position_embeddings, model.max_position_embeddings)
     if not profile.chunked_prefill_default and settings.get("max_num_batched_tokens"):
@@ -409,7 +469,10 @@ def express_run(record: ServingRecord) -> RunPlan:
     if not plan.fits or plan.num_gpu_blocks < 1:
         raise Unexpressible("planner refused", f"the planner says it does not start: {plan.reason}")
     planned_replica(model, hw, sc)  # the simulator's own checks (limits agree), ScenarioError if not
-    how = f"{load}, TP{tp} x {hw.id}, {profile.id}, max_num_seqs {plan.resolved.max_num_seqs}, {plan.num_gpu_blocks:,} KV blocks"
+    how = (
+        f"{load}, TP{tp} x {hw.id}, {profile.id}, max_num_seqs {plan.resolved.max_num_seqs}, "
+        f"{plan.num_gpu_blocks:,} KV blocks"
+    )
     return RunPlan(model=model, hw=hw, scenario=sc, workload=workload, profile=profile, load=kind, how=how)
 
 
@@ -471,8 +534,9 @@ def express_all(records: list[ServingRecord]) -> tuple[list[Expressed], list[Une
 
 
 def _unexpressed(record: ServingRecord, kind: str, reason: str) -> Unexpressed:
-    return Unexpressed(file=record.file, index=record.index, model=record.model, metric=record.metric,
-                       reason_kind=kind, reason=reason)
+    return Unexpressed(
+        file=record.file, index=record.index, model=record.model, metric=record.metric, reason_kind=kind, reason=reason
+    )
 
 
 def predict(run: Expressed, efficiency: Efficiency | None = None) -> list[CorpusPrediction]:
@@ -481,15 +545,26 @@ def predict(run: Expressed, efficiency: Efficiency | None = None) -> list[Corpus
     out = []
     for r in run.records:
         value = METRICS[r.metric](result)
-        out.append(CorpusPrediction(file=r.file, index=r.index, family=run.plan.profile.id, metric=r.metric,
-                                    model=r.model, gpu=r.gpu, load=run.plan.load, measured=r.value,
-                                    predicted=None if value is None else float(value), how=run.plan.how))
+        out.append(
+            CorpusPrediction(
+                file=r.file,
+                index=r.index,
+                family=run.plan.profile.id,
+                metric=r.metric,
+                model=r.model,
+                gpu=r.gpu,
+                load=run.plan.load,
+                measured=r.value,
+                predicted=None if value is None else float(value),
+                how=run.plan.how,
+            )
+        )
     return out
 
 
 def subsample(runs: list[Expressed], stride: int) -> list[Expressed]:
     """Every ``stride``-th run in file order (deterministic), for a faster check."""
-    return runs[::max(1, stride)]
+    return runs[:: max(1, stride)]
 
 
 # ------------------------------------------------------------------------------------ summary
@@ -519,9 +594,16 @@ def summarize(predictions: list[CorpusPrediction], by_load: bool = False) -> lis
     for (family, metric), errs in sorted(groups.items()):
         abs_errs = sorted(abs(e) for e in errs)
         p90 = abs_errs[min(len(abs_errs) - 1, math.ceil(0.9 * len(abs_errs)) - 1)]
-        out.append(MetricSummary(family=family, metric=metric, count=len(errs),
-                                 median_abs_error_pct=round(statistics.median(abs_errs), 1), p90_abs_error_pct=round(p90, 1),
-                                 median_error_pct=round(statistics.median(errs), 1)))
+        out.append(
+            MetricSummary(
+                family=family,
+                metric=metric,
+                count=len(errs),
+                median_abs_error_pct=round(statistics.median(abs_errs), 1),
+                p90_abs_error_pct=round(p90, 1),
+                median_error_pct=round(statistics.median(errs), 1),
+            )
+        )
     return out
 
 

@@ -44,10 +44,16 @@ METRICS = ("e2e", "ttft", "tpot")
 #: ran with async scheduling only through #27648's placeholder handling (decode blocks were skipped
 #: until #33881, 2026-03); the planner has no term for that work.
 EXTRA_FLAGS: tuple[tuple[str, bool, str], ...] = (
-    (r"^--override-generation-config=.*attn_temperature_tuning", True,
-     "Llama-4 attention temperature tuning: one scale on the query, no step-time effect"),
-    (r"^--disable-hybrid-kv-cache-manager$", True,
-     "one KV pool for all layers; every layer of these models is full attention, so the pool is the same"),
+    (
+        r"^--override-generation-config=.*attn_temperature_tuning",
+        True,
+        "Llama-4 attention temperature tuning: one scale on the query, no step-time effect",
+    ),
+    (
+        r"^--disable-hybrid-kv-cache-manager$",
+        True,
+        "one KV pool for all layers; every layer of these models is full attention, so the pool is the same",
+    ),
     (r"^--kv-offloading-size=", False, "CPU KV-cache offloading connector (per-step host copies not modelled)"),
 )
 
@@ -85,15 +91,22 @@ def load_runs(path: str | Path | None = None) -> list[dict[str, Any]]:
 
 def run_scenario(run: dict[str, Any]) -> Scenario:
     ea = run["engine_args"]
-    return Scenario(gpu="h100-sxm", tp=run["tensor_parallel_size"], max_model_len=ea["max_model_len"],
-                    gpu_memory_utilization=ea["gpu_memory_utilization"], max_num_seqs=ea["max_num_seqs"],
-                    max_num_batched_tokens=ea["max_num_batched_tokens"], block_size=ea.get("block_size"),
-                    enable_chunked_prefill=ea.get("enable_chunked_prefill", True),
-                    engine_version=f"vllm@{run.get('vllm_version', '0.15.1')}")
+    return Scenario(
+        gpu="h100-sxm",
+        tp=run["tensor_parallel_size"],
+        max_model_len=ea["max_model_len"],
+        gpu_memory_utilization=ea["gpu_memory_utilization"],
+        max_num_seqs=ea["max_num_seqs"],
+        max_num_batched_tokens=ea["max_num_batched_tokens"],
+        block_size=ea.get("block_size"),
+        enable_chunked_prefill=ea.get("enable_chunked_prefill", True),
+        engine_version=f"vllm@{run.get('vllm_version', '0.15.1')}",
+    )
 
 
-def stage_predictions(run: dict[str, Any], efficiency: Efficiency | None = None,
-                      requests_per_stage: int = REQUESTS_PER_STAGE) -> list[StagePrediction] | str:
+def stage_predictions(
+    run: dict[str, Any], efficiency: Efficiency | None = None, requests_per_stage: int = REQUESTS_PER_STAGE
+) -> list[StagePrediction] | str:
     """Predicted vs measured per stage, or why the run cannot be predicted."""
     match = match_model(run["model"])
     if match is None or match.repo_id is None:
@@ -110,18 +123,34 @@ def stage_predictions(run: dict[str, Any], efficiency: Efficiency | None = None,
     out: list[StagePrediction] = []
     for stage, measured in zip(w["stages"], run["measured"]["stages"]):
         n_out = max(2, round(measured.get("derived_mean_output_len_client") or w["output_len"]))
-        workload = Workload(arrivals=PoissonArrivals(request_rate_per_s=stage["rate_rps"]),
-                            num_requests=requests_per_stage, input_tokens=FixedLength(tokens=w["input_len"]),
-                            output_tokens=FixedLength(tokens=n_out), prefix_cache_hit_rate=hit)
+        workload = Workload(
+            arrivals=PoissonArrivals(request_rate_per_s=stage["rate_rps"]),
+            num_requests=requests_per_stage,
+            input_tokens=FixedLength(tokens=w["input_len"]),
+            output_tokens=FixedLength(tokens=n_out),
+            prefix_cache_hit_rate=hit,
+        )
         try:
             res = simulate_scenario(model, hw, sc, workload, efficiency, saturation=False)
         except PlannerError as err:
             return f"{run['model']}: {err}"
-        out.append(StagePrediction(
-            run_id=run["id"], model=match.repo_id, tp=sc.tp, rate_rps=stage["rate_rps"],
-            predicted_ms={"e2e": res.e2e_seconds.mean * 1e3, "ttft": res.ttft_seconds.mean * 1e3,
-                          "tpot": res.tpot_seconds.mean * 1e3},
-            measured_ms={"e2e": measured["e2e_mean_ms"], "ttft": measured["ttft_mean_ms"],
-                         "tpot": measured["tpot_mean_ms"]},
-            unmodelled=unmodelled_flags(run)))
+        out.append(
+            StagePrediction(
+                run_id=run["id"],
+                model=match.repo_id,
+                tp=sc.tp,
+                rate_rps=stage["rate_rps"],
+                predicted_ms={
+                    "e2e": res.e2e_seconds.mean * 1e3,
+                    "ttft": res.ttft_seconds.mean * 1e3,
+                    "tpot": res.tpot_seconds.mean * 1e3,
+                },
+                measured_ms={
+                    "e2e": measured["e2e_mean_ms"],
+                    "ttft": measured["ttft_mean_ms"],
+                    "tpot": measured["tpot_mean_ms"],
+                },
+                unmodelled=unmodelled_flags(run),
+            )
+        )
     return out

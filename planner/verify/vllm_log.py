@@ -103,13 +103,11 @@ class WorkerMemory(BaseModel):
     )
     activation_peak_bytes: int | None = Field(
         default=None,
-        description="Peak torch memory increase during the profiling forward pass "
-        "(activations), bytes.",
+        description="Peak torch memory increase during the profiling forward pass (activations), bytes.",
     )
     peak_torch_memory_bytes: int | None = Field(
         default=None,
-        description="Absolute torch peak during profiling, weights included "
-        "(V0 0.6.4 'peak_torch_memory='), bytes.",
+        description="Absolute torch peak during profiling, weights included (V0 0.6.4 'peak_torch_memory='), bytes.",
     )
     non_kv_cache_memory_bytes: int | None = Field(
         default=None,
@@ -121,8 +119,9 @@ class WorkerMemory(BaseModel):
         "('GiB for consumed memory (weights + non-torch)'), bytes.",
     )
     kv_cache_memory_bytes: int | None = Field(
-        default=None, description="Memory left for the KV cache on this worker, bytes; negative when "
-        "the model left no room (the engine then refuses to start)."
+        default=None,
+        description="Memory left for the KV cache on this worker, bytes; negative when "
+        "the model left no room (the engine then refuses to start).",
     )
     cuda_graph_bytes: int | None = Field(
         default=None,
@@ -131,8 +130,7 @@ class WorkerMemory(BaseModel):
     )
     cuda_graph_estimate_bytes: int | None = Field(
         default=None,
-        description="CUDA-graph memory vLLM estimated before capture and subtracted from "
-        "the KV budget, bytes.",
+        description="CUDA-graph memory vLLM estimated before capture and subtracted from the KV budget, bytes.",
     )
     weights_load_seconds: float | None = Field(
         default=None, description="'Loading weights took T seconds' (reading files), seconds."
@@ -159,16 +157,11 @@ class VllmStartupReport(BaseModel):
 
     engine: Literal["V0", "V1"] | None = Field(
         default=None,
-        description="Engine generation named in 'Initializing a V1 LLM engine'; None when "
-        "the log does not say.",
+        description="Engine generation named in 'Initializing a V1 LLM engine'; None when the log does not say.",
     )
-    vllm_version: str | None = Field(
-        default=None, description="vLLM version as printed, without a leading 'v'."
-    )
+    vllm_version: str | None = Field(default=None, description="vLLM version as printed, without a leading 'v'.")
     model: str | None = Field(default=None, description="Model name or path served.")
-    dtype: str | None = Field(
-        default=None, description="Model compute dtype, e.g. 'bfloat16' (torch. prefix dropped)."
-    )
+    dtype: str | None = Field(default=None, description="Model compute dtype, e.g. 'bfloat16' (torch. prefix dropped).")
     quantization: str | None = Field(
         default=None, description="Quantization method, e.g. 'fp8'; None when none or not printed."
     )
@@ -178,9 +171,7 @@ class VllmStartupReport(BaseModel):
     tensor_parallel_size: int | None = Field(
         default=None, description="Tensor-parallel degree (GPUs per pipeline stage), count."
     )
-    pipeline_parallel_size: int | None = Field(
-        default=None, description="Pipeline-parallel degree (stages), count."
-    )
+    pipeline_parallel_size: int | None = Field(default=None, description="Pipeline-parallel degree (stages), count.")
     max_model_len: int | None = Field(
         default=None, description="Longest request the engine admits (max_seq_len), tokens."
     )
@@ -215,13 +206,11 @@ class VllmStartupReport(BaseModel):
     )
     activation_peak_bytes: int | None = Field(
         default=None,
-        description="Torch peak increase in the profiling run (activations), bytes "
-        "(minimum over workers).",
+        description="Torch peak increase in the profiling run (activations), bytes (minimum over workers).",
     )
     peak_torch_memory_bytes: int | None = Field(
         default=None,
-        description="Absolute torch peak incl. weights (V0 0.6.4 format only), bytes "
-        "(minimum over workers).",
+        description="Absolute torch peak incl. weights (V0 0.6.4 format only), bytes (minimum over workers).",
     )
     non_kv_cache_memory_bytes: int | None = Field(
         default=None,
@@ -238,16 +227,13 @@ class VllmStartupReport(BaseModel):
     )
     cuda_graph_bytes: int | None = Field(
         default=None,
-        description="Measured CUDA-graph memory, bytes (minimum over workers); can be "
-        "slightly negative.",
+        description="Measured CUDA-graph memory, bytes (minimum over workers); can be slightly negative.",
     )
     cuda_graph_estimate_bytes: int | None = Field(
         default=None,
         description="CUDA-graph memory estimated before capture, bytes (minimum over workers).",
     )
-    num_gpu_blocks: int | None = Field(
-        default=None, description="KV cache blocks per GPU ('# GPU blocks'), count."
-    )
+    num_gpu_blocks: int | None = Field(default=None, description="KV cache blocks per GPU ('# GPU blocks'), count.")
     kv_cache_tokens: int | None = Field(
         default=None,
         description="KV capacity as printed ('GPU KV cache size', or the V0 'can be stored "
@@ -260,8 +246,7 @@ class VllmStartupReport(BaseModel):
     )
     max_concurrency_tokens_per_request: int | None = Field(
         default=None,
-        description="The N in 'Maximum concurrency for N tokens per request' "
-        "(max_model_len), tokens.",
+        description="The N in 'Maximum concurrency for N tokens per request' (max_model_len), tokens.",
     )
     weights_load_seconds: float | None = Field(
         default=None, description="Reading weight files, seconds (maximum over workers)."
@@ -299,9 +284,7 @@ class VllmStartupReport(BaseModel):
         description="Lines that mention memory, blocks or KV cache but match no known "
         "phrasing (ANSI codes removed); a sign of a new vLLM wording.",
     )
-    warnings: tuple[str, ...] = Field(
-        default=(), description="Things to know before trusting the numbers."
-    )
+    warnings: tuple[str, ...] = Field(default=(), description="Things to know before trusting the numbers.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,14 +418,23 @@ def _literal_key(regex: str) -> str:
     quantifiers split the pattern; 'Loading model weights took (NUM) ?GB' gives
     'loading model weights took '.
     """
-    for pattern in (r"\(\?<[!=][^()]*\)", r"\((?:\?:)?[^()]*\)\?", r"\((?:\?:)?[^()]*\|[^()]*\)", r"\\.",
-                    r"\[[^\]]*\]", r"\{\d+(?:,\d*)?\}", r".\?", r"[()?*+|^$]"):
+    for pattern in (
+        r"\(\?<[!=][^()]*\)",
+        r"\((?:\?:)?[^()]*\)\?",
+        r"\((?:\?:)?[^()]*\|[^()]*\)",
+        r"\\.",
+        r"\[[^\]]*\]",
+        r"\{\d+(?:,\d*)?\}",
+        r".\?",
+        r"[()?*+|^$]",
+    ):
         regex = re.sub(pattern, "\0", regex)
     return max(regex.split("\0"), key=len).lower()
 
 
-def _rule(regex: str, scope: Literal["worker", "engine"], *fields: tuple[str, Callable],
-          key: str | None = None) -> _Rule:
+def _rule(
+    regex: str, scope: Literal["worker", "engine"], *fields: tuple[str, Callable], key: str | None = None
+) -> _Rule:
     return _Rule(re.compile(regex, re.IGNORECASE), tuple(fields), scope, key or _literal_key(regex))
 
 
@@ -470,8 +462,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(rf"total_gpu_memory\s{{0,64}}=?\s{{0,64}}{_NUM} ?GiB", "worker", ("total_gpu_memory_bytes", _gib)),
     _rule(rf"gpu_memory_utilization\s{{0,64}}=?\s{{0,64}}{_NUM}\b", "worker", ("gpu_memory_utilization", _fraction)),
-    _rule(rf"the current vLLM instance can use\s{{1,64}}{_NUM} ?GiB", "worker",
-          ("requested_memory_bytes", _gib)),
+    _rule(rf"the current vLLM instance can use\s{{1,64}}{_NUM} ?GiB", "worker", ("requested_memory_bytes", _gib)),
     _rule(rf"requested memory:\s{{0,64}}{_NUM} ?GiB", "worker", ("requested_memory_bytes", _gib)),
     _rule(
         rf"Free memory on device \({_NUM}/{_NUM} ?GiB\)",
@@ -486,32 +477,28 @@ _RULES: tuple[_Rule, ...] = (
         ("requested_memory_bytes", _gib),
     ),
     _rule(rf"Memory profiling takes {_NUM} ?s", "worker", ("memory_profiling_seconds", _seconds)),
-    _rule(rf"(?<![\w])duration\s{{0,64}}=?\s{{0,64}}{_NUM} ?seconds", "worker",
-          ("memory_profiling_seconds", _seconds)),
+    _rule(rf"(?<![\w])duration\s{{0,64}}=?\s{{0,64}}{_NUM} ?seconds", "worker", ("memory_profiling_seconds", _seconds)),
     _rule(r"Memory profiling results:", "worker"),
     # --- profiling: parts ----------------------------------------------------------------------
-    _rule(rf"non_torch_memory(?: takes)?\s{{0,64}}=?\s{{0,64}}{_SNUM} ?GiB", "worker",
-          ("non_torch_memory_bytes", _gib)),
-    _rule(rf"non-torch forward increase memory:\s{{0,64}}{_SNUM} ?GiB", "worker",
-          ("non_torch_memory_bytes", _gib)),
+    _rule(
+        rf"non_torch_memory(?: takes)?\s{{0,64}}=?\s{{0,64}}{_SNUM} ?GiB", "worker", ("non_torch_memory_bytes", _gib)
+    ),
+    _rule(rf"non-torch forward increase memory:\s{{0,64}}{_SNUM} ?GiB", "worker", ("non_torch_memory_bytes", _gib)),
     _rule(rf"{_SNUM} ?GiB for non-torch memory", "worker", ("non_torch_memory_bytes", _gib)),
-    _rule(rf"PyTorch activation peak memory(?: takes)?\s{{0,64}}{_NUM} ?GiB", "worker",
-          ("activation_peak_bytes", _gib)),
+    _rule(
+        rf"PyTorch activation peak memory(?: takes)?\s{{0,64}}{_NUM} ?GiB", "worker", ("activation_peak_bytes", _gib)
+    ),
     _rule(rf"torch peak memory increase:\s{{0,64}}{_NUM} ?GiB", "worker", ("activation_peak_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for peak activation", "worker", ("activation_peak_bytes", _gib)),
     _rule(rf"peak_torch_memory\s{{0,64}}=\s{{0,64}}{_NUM} ?GiB", "worker", ("peak_torch_memory_bytes", _gib)),
-    _rule(rf"Total non KV cache memory:\s{{0,64}}{_NUM} ?GiB", "worker",
-          ("non_kv_cache_memory_bytes", _gib)),
+    _rule(rf"Total non KV cache memory:\s{{0,64}}{_NUM} ?GiB", "worker", ("non_kv_cache_memory_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for consumed memory", "worker", ("consumed_memory_bytes", _gib)),
     # --- KV budget -----------------------------------------------------------------------------
     _rule(rf"Available KV cache memory:\s{{0,64}}{_SNUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
-    _rule(rf"the rest of the memory reserved for KV Cache is {_SNUM} ?GiB", "worker",
-          ("kv_cache_memory_bytes", _gib)),
+    _rule(rf"the rest of the memory reserved for KV Cache is {_SNUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
     _rule(rf"kv_cache_size\s{{0,64}}=\s{{0,64}}{_SNUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
-    _rule(rf"available_kv_cache_memory\s{{0,64}}=?\s{{0,64}}{_SNUM} ?GiB", "worker",
-          ("kv_cache_memory_bytes", _gib)),
-    _rule(rf"Current kv cache memory in use is {_NUM} ?GiB", "worker",
-          ("kv_cache_memory_bytes", _gib)),
+    _rule(rf"available_kv_cache_memory\s{{0,64}}=?\s{{0,64}}{_SNUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
+    _rule(rf"Current kv cache memory in use is {_NUM} ?GiB", "worker", ("kv_cache_memory_bytes", _gib)),
     # --- CUDA graphs ---------------------------------------------------------------------------
     _rule(
         rf"Graph capturing finished in {_NUM} ?secs?(?:, took {_SNUM} ?GiB)?",
@@ -525,12 +512,14 @@ _RULES: tuple[_Rule, ...] = (
         ("cuda_graph_bytes", _gib),
         ("cuda_graph_estimate_bytes", _gib),
     ),
-    _rule(rf"Estimated CUDA graph memory:\s{{0,64}}{_NUM} ?GiB", "worker",
-          ("cuda_graph_estimate_bytes", _gib)),
+    _rule(rf"Estimated CUDA graph memory:\s{{0,64}}{_NUM} ?GiB", "worker", ("cuda_graph_estimate_bytes", _gib)),
     _rule(rf"{_NUM} ?GiB for CUDAGraph memory", "worker", ("cuda_graph_estimate_bytes", _gib)),
     # --- engine-wide capacity ------------------------------------------------------------------
-    _rule(rf"(?<![A-Za-z])#?\s{{0,64}}(?:GPU|CUDA|NPU|XPU|HPU) blocks:\s{{0,64}}{_INT}", "engine",
-          ("num_gpu_blocks", _int)),
+    _rule(
+        rf"(?<![A-Za-z])#?\s{{0,64}}(?:GPU|CUDA|NPU|XPU|HPU) blocks:\s{{0,64}}{_INT}",
+        "engine",
+        ("num_gpu_blocks", _int),
+    ),
     _rule(rf"GPU KV cache size:\s{{0,64}}{_INT} tokens", "engine", ("kv_cache_tokens", _int)),
     _rule(
         rf"Maximum concurrency for {_INT} tokens per request:\s{{0,64}}{_NUM}x",
@@ -547,11 +536,18 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(rf"Using max model len {_INT}", "engine", ("max_model_len", _int)),
     _rule(rf"max_num_batched_tokens={_INT}", "engine", ("max_num_batched_tokens", _int)),
-    _rule(rf"(?:Setting attention block size to|Block size is set to) {_INT}", "engine",
-          ("block_size", _int), key="block size"),
+    _rule(
+        rf"(?:Setting attention block size to|Block size is set to) {_INT}",
+        "engine",
+        ("block_size", _int),
+        key="block size",
+    ),
     _rule(r"vLLM API server version (\S{1,64})", "engine", ("vllm_version", str)),
-    _rule(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} ?s", "engine",
-          ("init_engine_seconds", _seconds)),
+    _rule(
+        rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} ?s",
+        "engine",
+        ("init_engine_seconds", _seconds),
+    ),
     _rule(
         rf"torch\.compile (?:takes|and initial profiling/warmup run together took)"
         rf" {_NUM} ?s in total",
@@ -559,6 +555,7 @@ _RULES: tuple[_Rule, ...] = (
         ("torch_compile_seconds", _seconds),
     ),
 )
+
 
 class _Keyed:
     """A regex searched only in lines that contain one of its lower-case ``keys`` (see ``_Rule.key``)."""
@@ -609,8 +606,10 @@ _ANCHORS = _anchor_words(tuple(key for key, _ in _RULE_KEYS))
 _STARTUP_ERROR_RE = _keyed(
     r"No available memory for the cache blocks|To serve at least one request|"
     r"larger than the maximum number of tokens that can be stored in KV cache",
-    "no available memory for the cache blocks", "to serve at least one request",
-    "larger than the maximum number of tokens", flags=re.IGNORECASE,
+    "no available memory for the cache blocks",
+    "to serve at least one request",
+    "larger than the maximum number of tokens",
+    flags=re.IGNORECASE,
 )
 _ENGINE_INIT_RE = _keyed(
     r"Initializing an? (?:(V[01]) )?LLM engine \(v?([^)\s]{1,64})\) with config:(.*)", "llm engine", flags=re.IGNORECASE
@@ -622,7 +621,9 @@ _NAMESPACE_RE = _keyed(r"\bargs: Namespace\((.*)$", "args: namespace(")
 """Old api_server's 'args: Namespace(...)' dump; a truncated paste may lack the final ')'."""
 _COMMAND_RE = _keyed(
     r"^(?:\$\s{0,8})?(?:[A-Z_][A-Z0-9_]{0,63}=\S{0,4096}\s{1,8}){0,32}(?:python3?\s{1,8}-m\s{1,8})?"
-    r"(?:vllm serve|vllm\.entrypoints\.\S{1,200})\s{1,8}(.*)", "vllm serve", "vllm.entrypoints."
+    r"(?:vllm serve|vllm\.entrypoints\.\S{1,200})\s{1,8}(.*)",
+    "vllm serve",
+    "vllm.entrypoints.",
 )
 """A pasted launch command: optional '$ ', env assignments, then `vllm serve` or the module."""
 _MAX_ARGS_CHARS = 65536
@@ -631,10 +632,22 @@ _MAX_CONFIG_DIGITS = 12
 """Longest integer read for an engine setting (max_model_len, tensor_parallel_size, ...)."""
 _RELEVANT_RE = _keyed(
     r"GiB|\bGB\b|KV cache|blocks?:|memory|concurrency|max_model_len|max seq len",
-    "gib", "gb", "kv cache", "block", "memory", "concurrency", "max_model_len", "max seq len", flags=re.IGNORECASE,
+    "gib",
+    "gb",
+    "kv cache",
+    "block",
+    "memory",
+    "concurrency",
+    "max_model_len",
+    "max seq len",
+    flags=re.IGNORECASE,
 )
-_RUNTIME_STATS_RE = _keyed(r"Avg prompt throughput|GPU KV cache usage|Prefix cache hit rate",
-                           "avg prompt throughput", "gpu kv cache usage", "prefix cache hit rate")
+_RUNTIME_STATS_RE = _keyed(
+    r"Avg prompt throughput|GPU KV cache usage|Prefix cache hit rate",
+    "avg prompt throughput",
+    "gpu kv cache usage",
+    "prefix cache hit rate",
+)
 
 # Engine-config keys read from the config line, the non-default-args dict, a Namespace(...) or a
 # command line, mapped to report fields.
@@ -655,7 +668,10 @@ _CONFIG_KEYS: dict[str, str] = {
 }
 _CLI_ALIASES = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "q": "quantization"}
 _INT_FIELDS = {
-    "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size",
+    "max_model_len",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "block_size",
     "max_num_batched_tokens",
 }
 
@@ -755,8 +771,10 @@ def _scalar(value: object) -> object:
         try:
             return str(value)  # _config_value refuses more than _MAX_CONFIG_DIGITS digits with the number
         except ValueError:  # beyond Python's 4,300-digit limit for int -> str
-            raise BadLogValue(f"is an integer of more than 4,300 digits; a whole number from 1 to "
-                              f"{10**_MAX_CONFIG_DIGITS - 1:,} is read") from None
+            raise BadLogValue(
+                f"is an integer of more than 4,300 digits; a whole number from 1 to "
+                f"{10**_MAX_CONFIG_DIGITS - 1:,} is read"
+            ) from None
     if isinstance(value, (float, str)):
         return value
     return None
@@ -902,14 +920,18 @@ def _refuse_long_number(line: str, rules: list[_Rule]) -> None:
         if rule.fields and rule.pattern.search(probe):
             digits = max(len(m) for m in _LONG_DIGITS_ANY_RE.findall(line))
             fields = ", ".join(f for f, _ in rule.fields if f)
-            raise BadLogValue(f"{fields} is printed with a number of {digits:,} digits; numbers of at most 20 digits "
-                              "are read (vLLM prints about 4 decimals)")
+            raise BadLogValue(
+                f"{fields} is printed with a number of {digits:,} digits; numbers of at most 20 digits "
+                "are read (vLLM prints about 4 decimals)"
+            )
 
 
 def _bad_value(number: int, line: str, err: BadLogValue) -> ConfigError:
     shown = line if len(line) <= 120 else line[:100] + f"... ({len(line):,} characters)"
-    return ConfigError(f"line {number:,} of the log: {err} (line: {shown!r}).",
-                       hint="Pass the server's own output; a hand-edited or corrupted line cannot be read.")
+    return ConfigError(
+        f"line {number:,} of the log: {err} (line: {shown!r}).",
+        hint="Pass the server's own output; a hand-edited or corrupted line cannot be read.",
+    )
 
 
 MAX_LOG_CHARS = MAX_LOG_BYTES
@@ -930,8 +952,10 @@ def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
     """
     text = decode_text(text, "the log") if isinstance(text, (bytes, bytearray)) else check_text(text, "the log")
     if len(text) > MAX_LOG_CHARS:
-        raise ConfigError(f"the log is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read (a startup log is "
-                          "a few MiB).", hint="Pass the part of the log from the server's start.")
+        raise ConfigError(
+            f"the log is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read (a startup log is a few MiB).",
+            hint="Pass the part of the log from the server's start.",
+        )
     raw_lines = text.splitlines()
     lines = [_clean(line) for line in raw_lines]
     labels = [_process_label(line) for line in lines]
@@ -942,8 +966,7 @@ def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
     warnings: list[str] = []
     if n_starts > 1:
         warnings.append(
-            f"the log holds {n_starts} starts of the same engine; only the last one "
-            f"(from line {begin + 1}) is read"
+            f"the log holds {n_starts} starts of the same engine; only the last one (from line {begin + 1}) is read"
         )
 
     engine: dict[str, object] = {}
@@ -973,13 +996,9 @@ def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
             "2>&1` or the terminal where `vllm serve` ran.",
         )
 
-    per_worker = tuple(
-        WorkerMemory(worker=label, **values) for label, values in workers.items() if values
-    )
+    per_worker = tuple(WorkerMemory(worker=label, **values) for label, values in workers.items() if values)
     summary = _summarise(per_worker, warnings)
-    per_worker_min = (
-        WorkerMemory(worker="min", **_field_minimum(per_worker)) if len(per_worker) > 1 else None
-    )
+    per_worker_min = WorkerMemory(worker="min", **_field_minimum(per_worker)) if len(per_worker) > 1 else None
 
     if ray_folded:
         warnings.append(
@@ -998,8 +1017,7 @@ def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
         warnings.append("the engine refused to start for lack of KV cache memory")
     if n_unparsed > _MAX_UNPARSED_LINES:
         warnings.append(
-            f"{n_unparsed} relevant lines matched no known phrasing; the first "
-            f"{_MAX_UNPARSED_LINES} are kept"
+            f"{n_unparsed} relevant lines matched no known phrasing; the first {_MAX_UNPARSED_LINES} are kept"
         )
 
     return VllmStartupReport(
@@ -1013,7 +1031,9 @@ def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
 
 
 _MAX_OVER_WORKERS = {
-    "weights_load_seconds", "model_load_seconds", "memory_profiling_seconds",
+    "weights_load_seconds",
+    "model_load_seconds",
+    "memory_profiling_seconds",
     "graph_capture_seconds",
 }
 
