@@ -28,24 +28,32 @@ from planner.verify.static_batch import (
 def prediction_row(p: StaticBatchPrediction) -> str:
     """One record: conditions, the predicted parts, predicted, measured, error."""
     split = " ".join(f"{k[:4]} {v * 1e3:5.1f}" for k, v in p.decode_seconds_by_bound.items() if v > 0)
-    return (f"{p.thread:24} {p.model[:24]:24} {p.gpu:9} TP{p.tp} bs{p.batch:<3} {p.input_len:>4}/{p.output_len:<3} "
-            f"{p.engine_version:11} TTFT {p.ttft_seconds:6.3f} s  TPOT {p.tpot_seconds * 1e3:5.1f} ms ({split})  "
-            f"pred {p.predicted_seconds:7.3f} s  meas {p.measured_seconds:7.3f} s  {p.error_pct:+6.1f}%")
+    return (
+        f"{p.thread:24} {p.model[:24]:24} {p.gpu:9} TP{p.tp} bs{p.batch:<3} {p.input_len:>4}/{p.output_len:<3} "
+        f"{p.engine_version:11} TTFT {p.ttft_seconds:6.3f} s  TPOT {p.tpot_seconds * 1e3:5.1f} ms ({split})  "
+        f"pred {p.predicted_seconds:7.3f} s  meas {p.measured_seconds:7.3f} s  {p.error_pct:+6.1f}%"
+    )
 
 
 def summary_rows(title: str, groups: list[GroupSummary]) -> list[str]:
     rows = [f"\n{title}: n, median |err| %, max |err| %, median err %, within {TARGET_ERROR_PCT:g}%"]
-    rows += [f"  {g.group:26} {g.count:3d} {g.median_abs_error_pct:6.1f} {g.max_abs_error_pct:6.1f} "
-             f"{g.median_error_pct:+6.1f} {g.within_target:3d}" for g in groups]
+    rows += [
+        f"  {g.group:26} {g.count:3d} {g.median_abs_error_pct:6.1f} {g.max_abs_error_pct:6.1f} "
+        f"{g.median_error_pct:+6.1f} {g.within_target:3d}"
+        for g in groups
+    ]
     return rows
 
 
 def summary_line(report: StaticBatchReport, seconds: float) -> dict:
     return {
-        "records": report.total_records, "predicted": len(report.predictions), "unexpressed": len(report.unexpressed),
+        "records": report.total_records,
+        "predicted": len(report.predictions),
+        "unexpressed": len(report.unexpressed),
         "median_abs_error_pct": None if report.median_abs_error_pct is None else round(report.median_abs_error_pct, 1),
         "by_engine_profile": {g.group: round(g.median_abs_error_pct, 1) for g in report.by_engine_profile},
-        "within_target": sum(g.within_target for g in report.by_engine_profile), "seconds": round(seconds, 2),
+        "within_target": sum(g.within_target for g in report.by_engine_profile),
+        "seconds": round(seconds, 2),
     }
 
 
@@ -59,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(report.model_dump_json(indent=1))
     else:
-        print("predicted (estimate_latency; decode step split by ceiling, ms), "
-              "then measured (benchmark_latency Avg latency)")
+        print(
+            "predicted (estimate_latency; decode step split by ceiling, ms), "
+            "then measured (benchmark_latency Avg latency)"
+        )
         for p in report.predictions:
             print(prediction_row(p))
         for title, groups in (("per engine profile", report.by_engine_profile), ("per thread", report.by_thread)):

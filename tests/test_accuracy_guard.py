@@ -58,13 +58,19 @@ def _check(section: str, now: dict[str, float]) -> None:
     assert recorded, f"no recorded accuracy for {section}: run with PLANNER_RECORD_ACCURACY=1 once"
     missing = sorted(set(recorded) - set(now))
     assert not missing, f"families no longer predicted: {missing}"
-    worse = {k: (recorded[k], round(v, 1)) for k, v in now.items() if k in recorded and v > recorded[k] + TOLERANCE_POINTS}
+    worse = {
+        k: (recorded[k], round(v, 1)) for k, v in now.items() if k in recorded and v > recorded[k] + TOLERANCE_POINTS
+    }
     assert not worse, f"median |error| regressed by more than {TOLERANCE_POINTS} points (recorded, now): {worse}"
 
 
 def test_public_records_do_not_regress():
     report = evaluate(fast=True)
-    now = {f"{s.family} / {s.metric}": s.median_abs_error_pct for s in report.summaries if s.median_abs_error_pct is not None}
+    now = {
+        f"{s.family} / {s.metric}": s.median_abs_error_pct
+        for s in report.summaries
+        if s.median_abs_error_pct is not None
+    }
     _check("public", now)
 
 

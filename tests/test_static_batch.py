@@ -102,21 +102,25 @@ def test_scenario_follows_the_record():
 
 def test_v0_prefill_budget_is_the_model_context():
     """Llama-2-70B (4,096-token context): 64 x 256 prompt tokens take 4 prefill steps of 4,096."""
-    e = express(_record(checkpoint="meta-llama/Llama-2-70b-hf", batch=64, input_len=256, output_len=256,
-                        vllm_version="0.3.0"))
+    e = express(
+        _record(checkpoint="meta-llama/Llama-2-70b-hf", batch=64, input_len=256, output_len=256, vllm_version="0.3.0")
+    )
     assert not isinstance(e, Unexpressed)
     assert e.sc.max_num_batched_tokens == 4096
     assert predict(e).prefill_steps == 4
 
 
-@pytest.mark.parametrize("changes, reason_kind, phrase", [
-    ({}, None, None),
-    ({"checkpoint": "databricks/dbrx-instruct"}, "model not in catalog", "dbrx-instruct"),
-    ({"gpu": "T4"}, "GPU not profiled", "'T4'"),
-    ({"gpu": "A30"}, "GPU not profiled", "'A30'"),
-    ({"not_in_release": "a PR's unmerged kernel config"}, "engine not a profiled release", "unmerged"),
-    ({"checkpoint": "meta-llama/Llama-3.1-405B", "tp": 1, "n_gpus": 1}, "planner refused", "does not start"),
-])
+@pytest.mark.parametrize(
+    "changes, reason_kind, phrase",
+    [
+        ({}, None, None),
+        ({"checkpoint": "databricks/dbrx-instruct"}, "model not in catalog", "dbrx-instruct"),
+        ({"gpu": "T4"}, "GPU not profiled", "'T4'"),
+        ({"gpu": "A30"}, "GPU not profiled", "'A30'"),
+        ({"not_in_release": "a PR's unmerged kernel config"}, "engine not a profiled release", "unmerged"),
+        ({"checkpoint": "meta-llama/Llama-3.1-405B", "tp": 1, "n_gpus": 1}, "planner refused", "does not start"),
+    ],
+)
 def test_reasons_a_record_is_set_aside(changes, reason_kind, phrase):
     out = express(_record(**changes))
     if reason_kind is None:

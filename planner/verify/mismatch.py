@@ -63,36 +63,51 @@ def model_mismatch(run_model: str | None, plan_model: str) -> Mismatch | None:
     """A Mismatch when the run names a model whose key is not the plan's; None when they meet or the run names none."""
     if not run_model or model_key(run_model) == model_key(plan_model):
         return None
-    return Mismatch(kind="model", run=run_model, plan=plan_model,
-                    message=f"the run served {run_model}, the plan is for {plan_model}: every figure compares two "
-                            "different models.")
+    return Mismatch(
+        kind="model",
+        run=run_model,
+        plan=plan_model,
+        message=f"the run served {run_model}, the plan is for {plan_model}: every figure compares two "
+        "different models.",
+    )
 
 
-def weights_mismatch(run_weight_bytes: float | None, plan_weight_bytes: float | None,
-                     tolerance: float = WEIGHTS_TOLERANCE) -> Mismatch | None:
+def weights_mismatch(
+    run_weight_bytes: float | None, plan_weight_bytes: float | None, tolerance: float = WEIGHTS_TOLERANCE
+) -> Mismatch | None:
     """A Mismatch when the weights per GPU the run loaded and the plan's differ by more than ``tolerance``."""
     if not run_weight_bytes or not plan_weight_bytes or abs(run_weight_bytes / plan_weight_bytes - 1) <= tolerance:
         return None
     ratio = run_weight_bytes / plan_weight_bytes
-    return Mismatch(kind="weights", run=fmt_gib(run_weight_bytes), plan=fmt_gib(plan_weight_bytes),
-                    message=f"the run loaded {fmt_gib(run_weight_bytes)} of weights per GPU, the plan has "
-                            f"{fmt_gib(plan_weight_bytes)} ({ratio:.2f}x): another model, tensor-parallel size or "
-                            "weight precision than the plan's.")
+    return Mismatch(
+        kind="weights",
+        run=fmt_gib(run_weight_bytes),
+        plan=fmt_gib(plan_weight_bytes),
+        message=f"the run loaded {fmt_gib(run_weight_bytes)} of weights per GPU, the plan has "
+        f"{fmt_gib(plan_weight_bytes)} ({ratio:.2f}x): another model, tensor-parallel size or "
+        "weight precision than the plan's.",
+    )
 
 
-def card_mismatch(run_total_memory_bytes: float | None, card_memory_bytes: float, card_name: str,
-                  tolerance: float = MEMORY_TOLERANCE) -> Mismatch | None:
+def card_mismatch(
+    run_total_memory_bytes: float | None, card_memory_bytes: float, card_name: str, tolerance: float = MEMORY_TOLERANCE
+) -> Mismatch | None:
     """A Mismatch when the GPU memory the run printed is not the card's (more than ``tolerance`` apart)."""
     if not run_total_memory_bytes or abs(run_total_memory_bytes / card_memory_bytes - 1) <= tolerance:
         return None
     plan = f"{card_name} ({fmt_gib(card_memory_bytes)})"
-    return Mismatch(kind="card", run=fmt_gib(run_total_memory_bytes), plan=plan,
-                    message=f"the run's GPU has {run_total_memory_bytes / GiB:,.1f} GiB, the plan's {card_name} has "
-                            f"{card_memory_bytes / GiB:,.1f} GiB: the memory terms compare two different cards.")
+    return Mismatch(
+        kind="card",
+        run=fmt_gib(run_total_memory_bytes),
+        plan=plan,
+        message=f"the run's GPU has {run_total_memory_bytes / GiB:,.1f} GiB, the plan's {card_name} has "
+        f"{card_memory_bytes / GiB:,.1f} GiB: the memory terms compare two different cards.",
+    )
 
 
-def log_mismatches(report: VllmStartupReport, rec: Reconciliation, plan_model: str | None = None,
-                   card: HardwareProfile | None = None) -> list[Mismatch]:
+def log_mismatches(
+    report: VllmStartupReport, rec: Reconciliation, plan_model: str | None = None, card: HardwareProfile | None = None
+) -> list[Mismatch]:
     """A startup log against the plan it was reconciled with: the model (``plan_model``, when the plan's model
     was given rather than read from the log), the card (``card``, likewise) and, always, the weights per GPU."""
     weights = next((t for t in rec.terms if t.name == "weights"), None)

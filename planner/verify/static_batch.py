@@ -78,7 +78,8 @@ class StaticBatchRecord(BaseModel):
     vllm_version: str = Field(description="vLLM release whose engine the run is (printed, or from the post's date).")
     not_in_release: str | None = Field(
         description="Why the measured engine is not a release the planner profiles (a PR's unmerged kernel config, "
-        "code a later PR replaced); None: it is.")
+        "code a later PR replaced); None: it is."
+    )
     command: str = Field(description="The benchmark command as printed.")
     batch: int = Field(ge=1, description="Prompts in the batch (--batch-size).")
     input_len: int = Field(ge=1, description="Prompt tokens per request (--input-len).")
@@ -99,8 +100,10 @@ def load_records(path: str | Path | None = None) -> list[StaticBatchRecord]:
     """The records of ``reference/static_batch_latency.json`` (or ``path``)."""
     file = Path(path) if path is not None else REFERENCE_PATH
     if not file.is_file():
-        raise PlannerError(f"the static-batch reference file {file} does not exist.",
-                           hint="Run from a checkout that has reference/static_batch_latency.json, or pass its path.")
+        raise PlannerError(
+            f"the static-batch reference file {file} does not exist.",
+            hint="Run from a checkout that has reference/static_batch_latency.json, or pass its path.",
+        )
     return [StaticBatchRecord(index=i, **row) for i, row in enumerate(json.loads(file.read_text()))]
 
 
@@ -159,10 +162,16 @@ def scenario_for(record: StaticBatchRecord, model: ModelSpec, hw: HardwareProfil
     """
     budget = max(model.max_position_embeddings, V0_MIN_BATCHED_TOKENS)
     return Scenario(
-        gpu=hw.id, tp=record.tp, num_gpus=record.n_gpus, weight_dtype="auto", kv_cache_dtype="auto",
+        gpu=hw.id,
+        tp=record.tp,
+        num_gpus=record.n_gpus,
+        weight_dtype="auto",
+        kv_cache_dtype="auto",
         max_model_len=min(record.input_len + record.output_len, model.max_position_embeddings),
-        max_num_batched_tokens=min(budget, record.batch * record.input_len), max_num_seqs=max(record.batch, 1),
-        enable_chunked_prefill=True, engine_version=f"vllm@{record.vllm_version}",
+        max_num_batched_tokens=min(budget, record.batch * record.input_len),
+        max_num_seqs=max(record.batch, 1),
+        enable_chunked_prefill=True,
+        engine_version=f"vllm@{record.vllm_version}",
     )
 
 
@@ -195,8 +204,16 @@ def express(record: StaticBatchRecord) -> Expressed | Unexpressed:
 
 
 def _unexpressed(record: StaticBatchRecord, kind: str, reason: str) -> Unexpressed:
-    return Unexpressed(index=record.index, thread=record.thread, model=record.model, gpu=record.gpu, tp=record.tp,
-                       batch=record.batch, reason_kind=kind, reason=reason)
+    return Unexpressed(
+        index=record.index,
+        thread=record.thread,
+        model=record.model,
+        gpu=record.gpu,
+        tp=record.tp,
+        batch=record.batch,
+        reason_kind=kind,
+        reason=reason,
+    )
 
 
 # ---------------------------------------------------------------------------- predicting
@@ -222,17 +239,20 @@ class StaticBatchPrediction(BaseModel):
     measured_seconds: float = Field(description="Published mean latency of one generate call, seconds.")
     predicted_seconds: float = Field(description="TTFT + (output_len - 1) x TPOT, seconds.")
     error_pct: float = Field(
-        description="(predicted - measured) / measured x 100; negative: the planner predicts faster.")
+        description="(predicted - measured) / measured x 100; negative: the planner predicts faster."
+    )
     ttft_seconds: float = Field(description="Predicted prefill of the whole batch (first token), seconds.")
     tpot_seconds: float = Field(description="Predicted decode step at the mean context, seconds.")
     prefill_steps: int = Field(description="Prefill steps under the engine's max_num_batched_tokens.")
     decode_seconds_by_bound: dict[str, float] = Field(
         description="The decode step's seconds by binding ceiling (memory, compute, interconnect, overhead); "
-        "they sum to TPOT.")
+        "they sum to TPOT."
+    )
     prefill_bound: str = Field(description="Ceiling that binds the prefill.")
     decode_bound: str = Field(description="Ceiling that binds most of the decode step.")
     fits_in_kv_cache: bool | None = Field(
-        description="Whether batch x (input + output) tokens fit the planned KV cache.")
+        description="Whether batch x (input + output) tokens fit the planned KV cache."
+    )
     kind: str = Field(description="bound, estimate (fitted factors) or calibrated (the card's own factors).")
 
 
@@ -242,13 +262,29 @@ def predict(e: Expressed) -> StaticBatchPrediction:
     est: LatencyEstimate = estimate_latency(e.model, e.hw, e.sc, r.batch, r.input_len, r.output_len)
     decode = roofline(e.model, e.hw, e.sc, "decode", r.batch, decode_context_len(r.input_len, r.output_len))
     return StaticBatchPrediction(
-        index=r.index, thread=r.thread, model=r.model, catalog_model=e.repo_id, gpu=r.gpu, gpu_profile=e.hw.id, tp=r.tp,
-        batch=r.batch, input_len=r.input_len, output_len=r.output_len, engine_version=e.sc.engine_version,
-        engine_profile=engine_of(e.sc).id, measured_seconds=r.value, predicted_seconds=est.e2e_seconds,
-        error_pct=(est.e2e_seconds - r.value) / r.value * 100.0, ttft_seconds=est.ttft_seconds,
-        tpot_seconds=est.tpot_seconds, prefill_steps=est.prefill_steps,
-        decode_seconds_by_bound=dict(sorted(decode.seconds_by_bound.items())), prefill_bound=est.prefill_bound,
-        decode_bound=est.decode_bound, fits_in_kv_cache=est.fits_in_kv_cache, kind=est.kind,
+        index=r.index,
+        thread=r.thread,
+        model=r.model,
+        catalog_model=e.repo_id,
+        gpu=r.gpu,
+        gpu_profile=e.hw.id,
+        tp=r.tp,
+        batch=r.batch,
+        input_len=r.input_len,
+        output_len=r.output_len,
+        engine_version=e.sc.engine_version,
+        engine_profile=engine_of(e.sc).id,
+        measured_seconds=r.value,
+        predicted_seconds=est.e2e_seconds,
+        error_pct=(est.e2e_seconds - r.value) / r.value * 100.0,
+        ttft_seconds=est.ttft_seconds,
+        tpot_seconds=est.tpot_seconds,
+        prefill_steps=est.prefill_steps,
+        decode_seconds_by_bound=dict(sorted(decode.seconds_by_bound.items())),
+        prefill_bound=est.prefill_bound,
+        decode_bound=est.decode_bound,
+        fits_in_kv_cache=est.fits_in_kv_cache,
+        kind=est.kind,
     )
 
 
@@ -281,16 +317,24 @@ class StaticBatchReport(BaseModel):
     median_abs_error_pct: float | None = Field(description="Median |error| over every prediction, %; None: none.")
 
 
-def summarize(predictions: list[StaticBatchPrediction],
-              key: Callable[[StaticBatchPrediction], str]) -> list[GroupSummary]:
+def summarize(
+    predictions: list[StaticBatchPrediction], key: Callable[[StaticBatchPrediction], str]
+) -> list[GroupSummary]:
     """Median and largest |error| of the predictions grouped by ``key``."""
     groups: dict[str, list[float]] = {}
     for p in predictions:
         groups.setdefault(key(p), []).append(p.error_pct)
-    return [GroupSummary(group=name, count=len(errs), median_abs_error_pct=statistics.median(abs(x) for x in errs),
-                         max_abs_error_pct=max(abs(x) for x in errs), median_error_pct=statistics.median(errs),
-                         within_target=sum(abs(x) <= TARGET_ERROR_PCT for x in errs))
-            for name, errs in sorted(groups.items())]
+    return [
+        GroupSummary(
+            group=name,
+            count=len(errs),
+            median_abs_error_pct=statistics.median(abs(x) for x in errs),
+            max_abs_error_pct=max(abs(x) for x in errs),
+            median_error_pct=statistics.median(errs),
+            within_target=sum(abs(x) <= TARGET_ERROR_PCT for x in errs),
+        )
+        for name, errs in sorted(groups.items())
+    ]
 
 
 def evaluate(records: list[StaticBatchRecord] | None = None) -> StaticBatchReport:
@@ -306,7 +350,9 @@ def evaluate(records: list[StaticBatchRecord] | None = None) -> StaticBatchRepor
             predictions.append(predict(out))
     errs = [abs(p.error_pct) for p in predictions]
     return StaticBatchReport(
-        total_records=len(records), predictions=predictions, unexpressed=unexpressed,
+        total_records=len(records),
+        predictions=predictions,
+        unexpressed=unexpressed,
         by_engine_profile=summarize(predictions, lambda p: p.engine_profile),
         by_thread=summarize(predictions, lambda p: p.thread),
         median_abs_error_pct=statistics.median(errs) if errs else None,
