@@ -36,7 +36,7 @@ from planner.model.kv import KVSpec
 from planner.model.quantization import WeightFormat, normalize_dtype, resolve_formats
 from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, Scenario, default_batch_limits
-from planner.units import GiB, MiB, cdiv, fmt_gib, round_up
+from planner.units import GiB, MiB, cdiv, fmt_gib, fmt_requests, round_up
 
 NON_TORCH_SINGLE_GPU_BYTES = int(0.4 * GiB)
 NON_TORCH_TP_BYTES = int(1.0 * GiB)
@@ -507,7 +507,7 @@ def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, req
     gpus = f"{sc.tp * sc.pp} x {hw.name}"
     if fits:
         return (
-            f"fits: {concurrency:,.1f} requests of {res.max_model_len:,} tokens at once on {gpus} "
+            f"fits: {fmt_requests(concurrency)} requests of {res.max_model_len:,} tokens at once on {gpus} "
             f"(KV cache {fmt_gib(budget)} per GPU)"
         )
     if budget <= 0:
@@ -540,7 +540,9 @@ def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
         out.append(("--gpu-memory-utilization 0.95", {"gpu_memory_utilization": 0.95}))
     if sc.engine != "eager":
         out.append(("--enforce-eager (frees the CUDA-graph pool)", {"engine": "eager"}))
-    out.append((f"--pipeline-parallel-size {sc.pp * 2} (across nodes)", {"pp": sc.pp * 2, "num_gpus": None}))
+    pp = sc.pp * 2
+    where = "within one node" if sc.tp * pp <= hw.host_gpus else "across nodes"
+    out.append((f"--pipeline-parallel-size {pp} ({where})", {"pp": pp, "num_gpus": None}))
     return out
 
 
@@ -556,7 +558,10 @@ def suggestions(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
             continue
         alt_concurrency = round(alt.concurrency, 2)  # as its plan would report it
         if not plan.fits and alt.fits:
-            out.append(f"fits with {label}: {alt_concurrency:,.1f} requests of {alt.res.max_model_len:,} tokens")
+            out.append(
+                f"fits with {label}: {fmt_requests(alt_concurrency)} requests of {alt.res.max_model_len:,} tokens"
+            )
         elif plan.fits and alt.fits and alt_concurrency > plan.max_concurrency * 1.3 and len(out) < 4:
-            out.append(f"{label}: {alt_concurrency:,.1f} requests at once instead of {plan.max_concurrency:,.1f}")
+            now = fmt_requests(plan.max_concurrency)
+            out.append(f"{label}: {fmt_requests(alt_concurrency)} requests at once instead of {now}")
     return out[:6]
