@@ -5,13 +5,21 @@ Builders take core results (or the tables of ``ui.derived`` / ``ui.sweeps`` / ``
 return a new ``go.Figure``; they compute nothing but the points of a curve they draw (a roof is
 ``min(peak, bandwidth x intensity)`` sampled on a log grid). Nothing here imports Streamlit.
 
-Figures are not cached: a figure is a mutable object, and a cached one would be shared by every
-session. The numbers behind them are cached (``st.cache_data`` in ``ui.sweeps``), so a rerun with
-unchanged inputs costs only the building of the figures (some tens of ms each).
+No figure is shared: a figure is a mutable object, and a cached one would be shared by every
+session. What is kept is each builder's output as plain data (``Figure.to_dict()``), validated by
+plotly once, keyed on the builder's inputs, and every call gets a new figure made from a copy of
+it (:func:`_memoized`). Building a figure through plotly's validators costs 10-90 ms; a copy of a
+known-good one about 1 ms, which is what an unchanged rerun of a page costs per chart.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import pickle
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,60 +39,162 @@ if TYPE_CHECKING:
     from ui.validate import ChartPoints
 
 TERM_COLORS = {
-    "weights": "#4C78A8", "kv_cache": "#54A24B", "activations": "#F58518", "cuda_graphs": "#B279A2",
-    "non_torch": "#9D755D", "free": "#D9D9D9",
+    "weights": "#4C78A8",
+    "kv_cache": "#54A24B",
+    "activations": "#F58518",
+    "cuda_graphs": "#B279A2",
+    "non_torch": "#9D755D",
+    "free": "#D9D9D9",
 }
 KIND_STYLE = {"estimate": ("#4C78A8", "solid"), "calibrated": ("#54A24B", "solid"), "bound": ("#7F7F7F", "dot")}
 STAGE_STYLE = {"prefill": ("#E45756", "circle"), "decode": ("#4C78A8", "diamond")}
+MEMO_ENTRIES = 128
+"""Figures kept as plain data, least recently used dropped first (a few to 100 kB each)."""
+_MEMO: OrderedDict[bytes, dict] = OrderedDict()
+_MEMO_LOCK = threading.Lock()  # Streamlit runs each session's script in its own thread
+
+
+def _inputs_key(name: str, args: tuple, kwargs: dict) -> bytes | None:
+    """A digest of a builder's name and inputs (their pickle: equal bytes, equal data); None if they do not pickle."""
+    try:
+        data = pickle.dumps((name, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return hashlib.blake2b(data, digest_size=20).digest()
+
+
+def _figure_from(spec: dict) -> go.Figure:
+    """A new figure from a figure's ``to_dict()``, without validating it again (it was, when built).
+
+    ``go.Figure`` deep-copies what it is given, so the kept ``spec`` never changes with the figure.
+    """
+    try:
+        return go.Figure(spec, _validate=False)
+    except TypeError:  # a plotly without the private switch: validate again (slower, same figure)
+        return go.Figure(spec)
+
+
+def _memoized(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
+    """``builder`` that builds (and validates) each distinct figure once and returns a new figure per call.
+
+    Two calls never share an object: the kept value is a plain dict, copied into each figure returned.
+    """
+
+    @functools.wraps(builder)
+    def build(*args, **kwargs) -> go.Figure:
+        key = _inputs_key(builder.__qualname__, args, kwargs)
+        with _MEMO_LOCK:
+            spec = _MEMO.get(key) if key is not None else None
+            if spec is not None:
+                _MEMO.move_to_end(key)
+        if spec is None:
+            spec = builder(*args, **kwargs).to_dict()
+            if key is not None:
+                with _MEMO_LOCK:
+                    _MEMO[key] = spec
+                    while len(_MEMO) > MEMO_ENTRIES:
+                        _MEMO.popitem(last=False)
+        return _figure_from(spec)
+
+    return build
+
+
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 
+@_memoized
 def memory_bar(plan: MemoryPlan) -> go.Figure:
     """One GPU's memory as a stacked bar (exact and estimated terms), against the requested and total capacity."""
     fig = go.Figure()
     for term in plan.terms:
         fig.add_bar(
-            y=["per GPU"], x=[term.bytes / GiB], orientation="h", name=f"{term.name} ({term.kind})",
-            marker_color=TERM_COLORS.get(term.name), marker_pattern_shape="/" if term.kind == "estimate" else "",
+            y=["per GPU"],
+            x=[term.bytes / GiB],
+            orientation="h",
+            name=f"{term.name} ({term.kind})",
+            marker_color=TERM_COLORS.get(term.name),
+            marker_pattern_shape="/" if term.kind == "estimate" else "",
             hovertemplate=f"{term.name}: %{{x:,.2f}} GiB ({term.kind})<extra></extra>",
         )
     requested = plan.requested_memory_bytes_per_gpu / GiB
     total = plan.total_memory_bytes_per_gpu / GiB
     used = sum(term.bytes for term in plan.terms if term.name != "free") / GiB
     if used > requested:  # does not start: show how far past the budget the terms reach
-        fig.add_vrect(x0=requested, x1=used, fillcolor="#E45756", opacity=0.25, line_width=0, layer="below",
-                      annotation_text=f"over the budget by {used - requested:,.1f} GiB", annotation_position="top right",
-                      annotation_font_size=12, annotation_font_color="#B22222")
-    fig.add_vline(x=requested, line_dash="dash", line_color="#333",
-                  annotation_text=f"gpu_memory_utilization {plan.resolved.gpu_memory_utilization:g} → {requested:,.1f} GiB",
-                  annotation_position="top left", annotation_yshift=12, annotation_font_size=11)
-    fig.add_vline(x=total, line_color="#000", annotation_text=f"total {total:,.1f} GiB",
-                  annotation_position="bottom right", annotation_yshift=-12, annotation_font_size=11)
-    fig.update_layout(barmode="stack", height=250, margin={"l": 10, "r": 10, "t": 45, "b": 30},
-                      legend={"orientation": "h", "y": -0.45, "traceorder": "normal"})
+        fig.add_vrect(
+            x0=requested,
+            x1=used,
+            fillcolor="#E45756",
+            opacity=0.25,
+            line_width=0,
+            layer="below",
+            annotation_text=f"over the budget by {used - requested:,.1f} GiB",
+            annotation_position="top right",
+            annotation_font_size=12,
+            annotation_font_color="#B22222",
+        )
+    fig.add_vline(
+        x=requested,
+        line_dash="dash",
+        line_color="#333",
+        annotation_text=f"gpu_memory_utilization {plan.resolved.gpu_memory_utilization:g} → {requested:,.1f} GiB",
+        annotation_position="top left",
+        annotation_yshift=12,
+        annotation_font_size=11,
+    )
+    fig.add_vline(
+        x=total,
+        line_color="#000",
+        annotation_text=f"total {total:,.1f} GiB",
+        annotation_position="bottom right",
+        annotation_yshift=-12,
+        annotation_font_size=11,
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=250,
+        margin={"l": 10, "r": 10, "t": 45, "b": 30},
+        legend={"orientation": "h", "y": -0.45, "traceorder": "normal"},
+    )
     fig.update_xaxes(title=None, ticksuffix=" GiB", range=[0, max(total, used) * 1.1])  # room for the labels
     fig.update_yaxes(showticklabels=False)
     return fig
 
 
+@_memoized
 def concurrency_vs_context(sweep: pd.DataFrame, current_len: int) -> go.Figure:
     """Requests of max_model_len tokens the KV cache holds at once, for each max_model_len (log-log)."""
     fig = go.Figure()
     fig.add_scatter(
-        x=sweep["max_model_len"], y=sweep["max_concurrency"], mode="lines+markers", name="max concurrency (exact)",
+        x=sweep["max_model_len"],
+        y=sweep["max_concurrency"],
+        mode="lines+markers",
+        name="max concurrency (exact)",
         customdata=sweep[["kv_cache_tokens", "fits"]],
         hovertemplate="max_model_len %{x:,}<br>%{y:,.1f} requests at once<br>KV cache %{customdata[0]:,} tokens"
-                      "<br>starts: %{customdata[1]}<extra></extra>",
+        "<br>starts: %{customdata[1]}<extra></extra>",
     )
-    fig.add_hline(y=1, line_dash="dot", line_color="#E45756", annotation_text="1 request: below it vLLM does not start",
-                  annotation_position="top left", annotation_font_size=11)
-    fig.add_vline(x=current_len, line_dash="dash", annotation_text=f"this plan: {current_len:,}")
+    fig.add_hline(
+        y=1,
+        line_dash="dot",
+        line_color="#E45756",
+        annotation_text="1 request: below it vLLM does not start",
+        annotation_position="top left",
+        annotation_font_size=11,
+        annotation_y=0,
+    )  # log axis: log10(1)
+    fig.add_vline(
+        x=current_len,
+        line_dash="dash",
+        annotation_text=f"this plan: {current_len:,}",
+        annotation_x=np.log10(current_len),
+    )  # log axis: an annotation's x is the exponent
     fig.update_xaxes(type="log", title="max_model_len (tokens)", dtick=np.log10(2), tickformat=",d")
     fig.update_yaxes(type="log", title="requests at once", dtick=1, tickformat=",~g")
     fig.update_layout(height=360, showlegend=False, **_LAYOUT)
     return fig
 
 
+@_memoized
 def roofline_chart(hw: HardwareProfile, stages: tuple[Roofline, ...], table: pd.DataFrame) -> go.Figure:
     """Log-log roofline of the card: a compute roof per dtype, the HBM slope, the ridge point, and every op."""
     points = plottable_ops(table)
@@ -98,34 +208,59 @@ def roofline_chart(hw: HardwareProfile, stages: tuple[Roofline, ...], table: pd.
         by_peak.setdefault(peak, []).append(dtype)
     for peak, dtypes in sorted(by_peak.items()):
         name = "/".join(dtypes)
-        fig.add_scatter(x=x, y=np.minimum(peak, bandwidth * x), mode="lines", name=f"{name} roof {peak / 1e12:,.0f} TFLOP/s",
-                        line={"width": 1.5}, hovertemplate=f"{name} roof<br>%{{x:,.2f}} FLOP/B → %{{y:.3s}}FLOP/s<extra></extra>")
+        fig.add_scatter(
+            x=x,
+            y=np.minimum(peak, bandwidth * x),
+            mode="lines",
+            name=f"{name} roof {peak / 1e12:,.0f} TFLOP/s",
+            line={"width": 1.5},
+            hovertemplate=f"{name} roof<br>%{{x:,.2f}} FLOP/B → %{{y:.3s}}FLOP/s<extra></extra>",
+        )
     main = stages[0]
-    fig.add_scatter(x=x[x <= main.ridge_point * 1.0001], y=bandwidth * x[x <= main.ridge_point * 1.0001], mode="lines",
-                    name=f"HBM {bandwidth / 1e12:,.2f} TB/s", line={"color": "#000", "width": 2.5},
-                    hovertemplate="bandwidth slope<br>%{x:,.2f} FLOP/B → %{y:.3s}FLOP/s<extra></extra>")
-    fig.add_scatter(x=[main.ridge_point], y=[main.peak_flops_per_s], mode="markers+text", name="ridge point",
-                    marker={"symbol": "x", "size": 12, "color": "#000"}, text=[f"ridge {main.ridge_point:,.0f} FLOP/B"],
-                    textposition="top left", hovertemplate="ridge point %{x:,.1f} FLOP/B<extra></extra>")
+    fig.add_scatter(
+        x=x[x <= main.ridge_point * 1.0001],
+        y=bandwidth * x[x <= main.ridge_point * 1.0001],
+        mode="lines",
+        name=f"HBM {bandwidth / 1e12:,.2f} TB/s",
+        line={"color": "#000", "width": 2.5},
+        hovertemplate="bandwidth slope<br>%{x:,.2f} FLOP/B → %{y:.3s}FLOP/s<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[main.ridge_point],
+        y=[main.peak_flops_per_s],
+        mode="markers+text",
+        name="ridge point",
+        marker={"symbol": "x", "size": 12, "color": "#000"},
+        text=[f"ridge {main.ridge_point:,.0f} FLOP/B"],
+        textposition="top left",
+        hovertemplate="ridge point %{x:,.1f} FLOP/B<extra></extra>",
+    )
     for stage in stages:
         color, symbol = STAGE_STYLE[stage.stage]
         ops = points[points["stage"] == stage.stage]
         fig.add_scatter(
-            x=ops["intensity_flop_per_byte"], y=ops["attained_flop_per_s"], mode="markers",
+            x=ops["intensity_flop_per_byte"],
+            y=ops["attained_flop_per_s"],
+            mode="markers",
             name=f"{stage.stage} ops (batch {stage.batch}, {stage.seq_len:,} tokens, {stage.kind})",
             marker={"color": color, "symbol": symbol, "size": 9, "line": {"width": 0.5, "color": "#fff"}},
             customdata=ops[["op", "flops", "bytes", "bound", "time_us", "count"]],
             hovertemplate="<b>%{customdata[0]}</b> x%{customdata[5]}<br>FLOPs %{customdata[1]:.3s}"
-                          "<br>bytes %{customdata[2]:.3s}B<br>intensity %{x:,.2f} FLOP/B"
-                          "<br>attained %{y:.3s}FLOP/s<br>bound: %{customdata[3]}<br>time %{customdata[4]:,.2f} µs"
-                          "<extra>" + stage.stage + "</extra>",
+            "<br>bytes %{customdata[2]:.3s}B<br>intensity %{x:,.2f} FLOP/B"
+            "<br>attained %{y:.3s}FLOP/s<br>bound: %{customdata[3]}<br>time %{customdata[4]:,.2f} µs"
+            "<extra>" + stage.stage + "</extra>",
         )
     floor = points["attained_flop_per_s"].min() / 3 if len(points) else bandwidth * lo
     top = max(hw.peak_flops_per_s.values()) * 2.5
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP per HBM byte)", dtick=1, tickformat=",~g")
     decades = range(int(np.floor(np.log10(floor))), int(np.ceil(np.log10(top))) + 1)
-    fig.update_yaxes(type="log", title="attained FLOP/s (dense)", range=[np.log10(floor), np.log10(top)],
-                     tickvals=[10.0**k for k in decades], ticktext=[_si(10.0**k) for k in decades])
+    fig.update_yaxes(
+        type="log",
+        title="attained FLOP/s (dense)",
+        range=[np.log10(floor), np.log10(top)],
+        tickvals=[10.0**k for k in decades],
+        ticktext=[_si(10.0**k) for k in decades],
+    )
     fig.update_layout(height=520, **_LAYOUT)
     return fig
 
@@ -147,6 +282,7 @@ def _fits_word(value: bool | None) -> str:
     return "unknown" if value is None else ("fits" if value else "exceeds the KV cache")
 
 
+@_memoized
 def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[OperatingPoint] | None = None) -> go.Figure:
     """TTFT, TPOT (ms) and tokens/s against ``x`` (batch or input length), one line per kind (bound dotted);
     points whose batch exceeds the KV cache are drawn apart as grey crosses, off the line."""
@@ -157,33 +293,60 @@ def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[Opera
             over = rows["fits_in_kv_cache"].map(lambda v: v is False).astype(bool)
             ok = rows[~over]
             fig.add_scatter(
-                x=ok[x], y=ok[metric] * scale, mode="lines+markers", name=kind, legendgroup=kind, showlegend=col == 1,
-                line={"color": KIND_STYLE[kind][0], "dash": KIND_STYLE[kind][1]}, marker={"size": 5},
-                row=1, col=col, customdata=ok["fits_in_kv_cache"].map(_fits_word),
+                x=ok[x],
+                y=ok[metric] * scale,
+                mode="lines+markers",
+                name=kind,
+                legendgroup=kind,
+                showlegend=col == 1,
+                line={"color": KIND_STYLE[kind][0], "dash": KIND_STYLE[kind][1]},
+                marker={"size": 5},
+                row=1,
+                col=col,
+                customdata=ok["fits_in_kv_cache"].map(_fits_word),
                 hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:,.4g}}<br>%{{customdata}}<extra>{kind}</extra>",
             )
             if over.any():
                 bad = rows[over]
                 fig.add_scatter(
-                    x=bad[x], y=bad[metric] * scale, mode="markers", name="exceeds the KV cache (vLLM queues)",
-                    legendgroup="exceeds", showlegend=not shown_exceeds, row=1, col=col,
+                    x=bad[x],
+                    y=bad[metric] * scale,
+                    mode="markers",
+                    name="exceeds the KV cache (vLLM queues)",
+                    legendgroup="exceeds",
+                    showlegend=not shown_exceeds,
+                    row=1,
+                    col=col,
                     marker={"symbol": "x", "size": 8, "color": EXCEEDS_COLOR},
                     hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:,.4g}}<br>exceeds the KV cache: vLLM would "
-                                  f"queue or preempt<extra>{kind}</extra>",
+                    f"queue or preempt<extra>{kind}</extra>",
                 )
                 shown_exceeds = True
         for point in points or []:
             fig.add_scatter(
-                x=[point.row[x]], y=[point.row[metric] * scale], mode="markers", row=1, col=col,
-                marker={"symbol": "star", "size": 16, "color": "#E45756" if point.serving == "online" else "#F58518",
-                        "line": {"width": 1, "color": "#fff"}},
-                name=f"{point.label} ({point.serving})", legendgroup=point.label, showlegend=col == 1,
+                x=[point.row[x]],
+                y=[point.row[metric] * scale],
+                mode="markers",
+                row=1,
+                col=col,
+                marker={
+                    "symbol": "star",
+                    "size": 16,
+                    "color": "#E45756" if point.serving == "online" else "#F58518",
+                    "line": {"width": 1, "color": "#fff"},
+                },
+                name=f"{point.label} ({point.serving})",
+                legendgroup=point.label,
+                showlegend=col == 1,
                 hovertemplate=f"{point.label}, {point.serving}: {x_title} %{{x:,}}<extra></extra>",
             )
         fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d", title=x_title, row=1, col=col)
-        fig.update_yaxes(type="log", tickformat=",~g", row=1, col=col)  # no dtick: a panel inside one decade keeps ticks
-    fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 70, "b": 10},
-                      legend={"orientation": "h", "y": 1.22, "x": 0})
+        fig.update_yaxes(
+            type="log", tickformat=",~g", row=1, col=col
+        )  # no dtick: a panel inside one decade keeps ticks
+    fig.update_layout(
+        height=400, margin={"l": 10, "r": 10, "t": 70, "b": 10}, legend={"orientation": "h", "y": 1.22, "x": 0}
+    )
     return fig
 
 
@@ -194,60 +357,181 @@ STAT_STYLE = {"p50": "dot", "p90": "dash", "p99": "solid"}
 _MARGIN = {"l": 10, "r": 10, "t": 30, "b": 10}
 
 
+@_memoized
 def latency_vs_rate(probes: tuple[Probe, ...], metric: str, title: str, target: float | None, rate: float) -> go.Figure:
-    """P50/P90/P99 of ``metric`` (a ``Probe`` field of LatencyStats) against the request rate, with the SLO and your rate."""
-    fig = go.Figure()
+    """P50/P90/P99 of ``metric`` (a ``Probe`` field of LatencyStats) against the request rate, with the SLO
+    and your rate.
+
+    Built in one ``go.Figure(data, layout)`` call (the lines as plain shapes): ``add_hline`` and
+    ``add_vline`` would validate the layout again for each of them.
+    """
     x = [p.request_rate_per_s for p in probes]
+    traces = []
     for stat in STATS:
         y = [None if getattr(p, metric) is None else getattr(getattr(p, metric), stat) * 1e3 for p in probes]
-        fig.add_scatter(x=x, y=y, mode="lines+markers", name=stat.upper(), line={"dash": STAT_STYLE[stat]},
-                        hovertemplate=f"{stat.upper()} %{{y:,.4g}} ms at %{{x:.2f}} req/s<extra></extra>")
-    if target is not None:
-        fig.add_hline(y=target * 1e3, line={"color": "#E45756", "dash": "dash"}, annotation_text="SLO",
-                      annotation_position="top left")
-    fig.add_vline(x=rate, line={"color": "#7F7F7F", "dash": "dot"}, annotation_text="your rate")
-    fig.update_layout(title=title, xaxis_title="request rate per replica (req/s)", yaxis_title="milliseconds",
-                      yaxis_tickformat=",~g", margin={**_MARGIN, "t": 40}, legend={"orientation": "h", "y": -0.25})
-    return fig
+        traces.append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": y,
+                "mode": "lines+markers",
+                "name": stat.upper(),
+                "line": {"dash": STAT_STYLE[stat]},
+                "hovertemplate": f"{stat.upper()} %{{y:,.4g}} ms at %{{x:.2f}} req/s<extra></extra>",
+            }
+        )
+    shapes, notes = [], []
+    if target is not None:  # what add_hline(y, annotation_position="top left") draws
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x domain",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": target * 1e3,
+                "y1": target * 1e3,
+                "line": {"color": "#E45756", "dash": "dash"},
+            }
+        )
+        notes.append(
+            {
+                "text": "SLO",
+                "showarrow": False,
+                "xref": "x domain",
+                "x": 0,
+                "xanchor": "left",
+                "yref": "y",
+                "y": target * 1e3,
+                "yanchor": "bottom",
+            }
+        )
+    shapes.append(
+        {
+            "type": "line",
+            "xref": "x",
+            "x0": rate,
+            "x1": rate,
+            "yref": "y domain",
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": "#7F7F7F", "dash": "dot"},
+        }
+    )  # add_vline(x, annotation_position="top right")
+    notes.append(
+        {
+            "text": "your rate",
+            "showarrow": False,
+            "xref": "x",
+            "x": rate,
+            "xanchor": "left",
+            "yref": "y domain",
+            "y": 1,
+            "yanchor": "top",
+        }
+    )
+    layout = {
+        "title": {"text": title},
+        "xaxis": {"title": {"text": "request rate per replica (req/s)"}},
+        "yaxis": {"title": {"text": "milliseconds"}, "tickformat": ",~g"},
+        "shapes": shapes,
+        "annotations": notes,
+        "margin": {**_MARGIN, "t": 40},
+        "legend": {"orientation": "h", "y": -0.25},
+    }
+    return go.Figure(data=traces, layout=layout)
 
 
+@_memoized
 def serving_timeline(result: ServingResult) -> go.Figure:
-    """Running and waiting requests (left axis) and the share of KV blocks in use (right axis) over simulated time."""
+    """Running and waiting requests (left axis) and the share of KV blocks in use (right axis) over simulated time.
+
+    The two y axes are laid out as ``make_subplots(specs=[[{"secondary_y": True}]])`` lays them out,
+    in one ``go.Figure`` call (make_subplots and three add_scatter calls cost 3x as much).
+    The points go in as numpy arrays: plotly validates and sends them as typed arrays, where tuples of
+    2,000 numbers cost some 25 ms to validate and 35 ms to encode on every rerun.
+    """
     line = result.timeline
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(x=line.time_seconds, y=line.running_requests, name="running", line={"color": "#4C78A8"})
-    fig.add_scatter(x=line.time_seconds, y=line.waiting_requests, name="waiting", line={"color": "#F58518"})
-    fig.add_scatter(x=line.time_seconds, y=line.kv_utilization, name="KV cache in use", secondary_y=True,
-                    line={"color": "#54A24B", "dash": "dot"})
-    fig.update_yaxes(title_text="requests", secondary_y=False)
-    fig.update_yaxes(title_text="KV blocks in use", tickformat=".0%", range=[0, 1.05], secondary_y=True)
-    fig.update_layout(xaxis_title="simulated time (s)", margin=_MARGIN, legend={"orientation": "h", "y": -0.25})
-    return fig
+    seconds = np.asarray(line.time_seconds)  # arrays: up to 2,000 points a line, sent as typed arrays (10x faster)
+    traces = [
+        {
+            "type": "scatter",
+            "x": seconds,
+            "y": np.asarray(line.running_requests),
+            "name": "running",
+            "line": {"color": "#4C78A8"},
+        },
+        {
+            "type": "scatter",
+            "x": seconds,
+            "y": np.asarray(line.waiting_requests),
+            "name": "waiting",
+            "line": {"color": "#F58518"},
+        },
+        {
+            "type": "scatter",
+            "x": seconds,
+            "y": np.asarray(line.kv_utilization),
+            "name": "KV cache in use",
+            "line": {"color": "#54A24B", "dash": "dot"},
+            "xaxis": "x",
+            "yaxis": "y2",
+        },
+    ]
+    layout = {
+        "xaxis": {"anchor": "y", "domain": [0.0, 0.94], "title": {"text": "simulated time (s)"}},
+        "yaxis": {"anchor": "x", "domain": [0.0, 1.0], "title": {"text": "requests"}},
+        "yaxis2": {
+            "anchor": "x",
+            "overlaying": "y",
+            "side": "right",
+            "title": {"text": "KV blocks in use"},
+            "tickformat": ".0%",
+            "range": [0, 1.05],
+        },
+        "margin": _MARGIN,
+        "legend": {"orientation": "h", "y": -0.25},
+    }
+    return go.Figure(data=traces, layout=layout)
 
 
+@_memoized
 def pareto_chart(plan: SLOPlan) -> go.Figure:
-    """Every simulated rate of every candidate (x: failed the SLO), tokens/s per GPU vs per user, and the Pareto front."""
+    """Every simulated rate of every candidate (x: failed the SLO), tokens/s per GPU vs per user, and the
+    Pareto front."""
     fig = go.Figure()
     for row in plan.candidates:
         if not row.probes:
             continue
         fig.add_scatter(
-            x=[p.output_tokens_per_s_per_user for p in row.probes], y=[p.output_tokens_per_s_per_gpu for p in row.probes],
-            mode="markers", name=row.label, opacity=0.5,
+            x=[p.output_tokens_per_s_per_user for p in row.probes],
+            y=[p.output_tokens_per_s_per_gpu for p in row.probes],
+            mode="markers",
+            name=row.label,
+            opacity=0.5,
             marker={"symbol": ["circle" if p.passed else "x" for p in row.probes]},
             hovertemplate="%{y:,.0f} tok/s per GPU, %{x:,.1f} tok/s per user<extra>" + row.label + "</extra>",
         )
-    fig.add_scatter(x=[p.output_tokens_per_s_per_user for p in plan.pareto],
-                    y=[p.output_tokens_per_s_per_gpu for p in plan.pareto], mode="lines", name="Pareto front",
-                    line={"color": "black"})
-    fig.update_layout(xaxis_title="output tokens/s per user (1 / mean TPOT)", yaxis_title="output tokens/s per GPU",
-                      margin=_MARGIN, legend={"orientation": "h", "y": -0.3})
+    fig.add_scatter(
+        x=[p.output_tokens_per_s_per_user for p in plan.pareto],
+        y=[p.output_tokens_per_s_per_gpu for p in plan.pareto],
+        mode="lines",
+        name="Pareto front",
+        line={"color": "black"},
+    )
+    fig.update_layout(
+        xaxis_title="output tokens/s per user (1 / mean TPOT)",
+        yaxis_title="output tokens/s per GPU",
+        margin=_MARGIN,
+        legend={"orientation": "h", "y": -0.3},
+    )
     return fig
 
 
 # ------------------------------------------------------------------------------ measured (Validate page)
 
 
+@_memoized
 def predicted_vs_measured(points: ChartPoints, prediction_kind: str) -> go.Figure:
     """Log-log predicted vs measured time per check (milliseconds), by benchmark, with y = x and the calibrated
     predictions.
@@ -257,16 +541,35 @@ def predicted_vs_measured(points: ChartPoints, prediction_kind: str) -> go.Figur
     ms = lambda values: [v * 1e3 for v in values]  # noqa: E731 - seconds to the axis unit
     fig = go.Figure()
     lo, hi = points.span
-    fig.add_scatter(x=[lo * 1e3, hi * 1e3], y=[lo * 1e3, hi * 1e3], mode="lines", name="y = x (exact)",
-                    line={"color": "#7F7F7F", "dash": "dash"}, hoverinfo="skip")
+    fig.add_scatter(
+        x=[lo * 1e3, hi * 1e3],
+        y=[lo * 1e3, hi * 1e3],
+        mode="lines",
+        name="y = x (exact)",
+        line={"color": "#7F7F7F", "dash": "dash"},
+        hoverinfo="skip",
+    )
     for benchmark, (xs, ys, names) in points.by_benchmark.items():
-        fig.add_scatter(x=ms(xs), y=ms(ys), mode="markers", name=benchmark, text=names, marker={"size": 9},
-                        hovertemplate="%{text}<br>predicted %{x:,.4g} ms, measured %{y:,.4g} ms<extra></extra>")
+        fig.add_scatter(
+            x=ms(xs),
+            y=ms(ys),
+            mode="markers",
+            name=benchmark,
+            text=names,
+            marker={"size": 9},
+            hovertemplate="%{text}<br>predicted %{x:,.4g} ms, measured %{y:,.4g} ms<extra></extra>",
+        )
     xs, ys, names = points.calibrated
     if xs:
-        fig.add_scatter(x=ms(xs), y=ms(ys), mode="markers", name="after calibration", text=names,
-                        marker={"symbol": "circle-open", "size": 11, "color": "#54A24B"},
-                        hovertemplate="%{text}<br>calibrated %{x:,.4g} ms, measured %{y:,.4g} ms<extra></extra>")
+        fig.add_scatter(
+            x=ms(xs),
+            y=ms(ys),
+            mode="markers",
+            name="after calibration",
+            text=names,
+            marker={"symbol": "circle-open", "size": 11, "color": "#54A24B"},
+            hovertemplate="%{text}<br>calibrated %{x:,.4g} ms, measured %{y:,.4g} ms<extra></extra>",
+        )
     fig.update_xaxes(type="log", title_text=f"predicted ms ({prediction_kind})", tickformat=",~g")
     fig.update_yaxes(type="log", title_text="measured ms", tickformat=",~g")
     fig.update_layout(margin=_MARGIN, legend={"orientation": "h", "y": -0.2})

@@ -12,17 +12,18 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from planner.deploy.export import ExportBundle, export_bundle
 from planner.efficiency import BOUND
 from planner.estimate.latency import LatencyEstimate, decode_context_len, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory, resolve
 from planner.estimate.roofline import Roofline, efficiency_for, roofline
 from planner.hardware import HardwareProfile
-from planner.deploy.export import ExportBundle, export_bundle
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import ServingResult, simulate_scenario
 from planner.serve.slo import SLO, CandidateSpace, Probe, SearchSettings, SLOPlan, plan_slo, sweep_rates
+from planner.serve.workload import PoissonArrivals
 from planner.serve.workload import Workload as ServedWorkload
 from planner.verify.bench_results import BenchResult
 from planner.verify.scoring import Score, score
@@ -33,8 +34,17 @@ def _json(obj) -> str:
     return obj.model_dump_json()
 
 
-_HASHED_BY_JSON = (ModelSpec, HardwareProfile, Scenario, LoadedConfig, ServedWorkload, SLO, CandidateSpace,
-                   SearchSettings, BenchResult)
+_HASHED_BY_JSON = (
+    ModelSpec,
+    HardwareProfile,
+    Scenario,
+    LoadedConfig,
+    ServedWorkload,
+    SLO,
+    CandidateSpace,
+    SearchSettings,
+    BenchResult,
+)
 _HASH = dict.fromkeys(_HASHED_BY_JSON, _json)
 _CACHE = {"hash_funcs": _HASH, "show_spinner": False, "max_entries": 256}
 _SIMULATION = {**_CACHE, "show_spinner": "Simulating...", "max_entries": 64}
@@ -62,13 +72,21 @@ def concurrency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) 
     rows = []
     for length in powers_of_two(512, model.max_position_embeddings):
         plan = plan_memory(model, hw, sc.model_copy(update={"max_model_len": length}), suggest=False)
-        rows.append({"max_model_len": length, "max_concurrency": plan.max_concurrency,
-                     "kv_cache_tokens": plan.kv_cache_tokens, "fits": plan.fits})
+        rows.append(
+            {
+                "max_model_len": length,
+                "max_concurrency": plan.max_concurrency,
+                "kv_cache_tokens": plan.kv_cache_tokens,
+                "fits": plan.fits,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 @st.cache_data(**_CACHE)
-def roofline_stages(model: ModelSpec, hw: HardwareProfile, sc: Scenario, mode: str = "auto") -> tuple[Roofline, Roofline]:
+def roofline_stages(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, mode: str = "auto"
+) -> tuple[Roofline, Roofline]:
     """(prefill, decode) rooflines of the workload: prefill of the batch's prompts, decode at the mean context.
 
     ``mode="bound"`` gives the pure datasheet roofline; ``"auto"`` the card's calibration or the fitted defaults.
@@ -88,10 +106,18 @@ def latency_at(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[Lat
 
 def _latency_row(est: LatencyEstimate) -> dict:
     return {
-        "batch": est.batch_size, "input_len": est.input_len, "output_len": est.output_len, "kind": est.kind,
-        "ttft_s": est.ttft_seconds, "tpot_s": est.tpot_seconds, "e2e_s": est.e2e_seconds,
-        "tokens_per_s": est.throughput_tokens_per_s, "tokens_per_s_per_gpu": est.throughput_tokens_per_s_per_gpu,
-        "fits_in_kv_cache": est.fits_in_kv_cache, "prefill_bound": est.prefill_bound, "decode_bound": est.decode_bound,
+        "batch": est.batch_size,
+        "input_len": est.input_len,
+        "output_len": est.output_len,
+        "kind": est.kind,
+        "ttft_s": est.ttft_seconds,
+        "tpot_s": est.tpot_seconds,
+        "e2e_s": est.e2e_seconds,
+        "tokens_per_s": est.throughput_tokens_per_s,
+        "tokens_per_s_per_gpu": est.throughput_tokens_per_s_per_gpu,
+        "fits_in_kv_cache": est.fits_in_kv_cache,
+        "prefill_bound": est.prefill_bound,
+        "decode_bound": est.decode_bound,
     }
 
 
@@ -149,16 +175,45 @@ def simulated(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: Ser
     return simulate_scenario(model, hw, sc, workload)
 
 
+def rate_sweep(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, slo: SLO | None
+) -> tuple[float, tuple[Probe, ...]]:
+    """(sustainable rate, probes) of one replica over request rates (``planner.serve.slo.sweep_rates``).
+
+    The sweep picks its own rates and draws its own request count, so a Poisson workload's rate and
+    ``num_requests`` do not change it: both are set to one value before the cache looks, and a new
+    request rate on the page is a cache hit here.
+    """
+    return _rate_sweep(model, hw, sc, _sweep_key_workload(workload), slo)
+
+
+def _sweep_key_workload(workload: ServedWorkload) -> ServedWorkload:
+    """``workload`` with what ``sweep_rates`` ignores fixed (Poisson rate 1 req/s, 1 request); others unchanged.
+
+    ``sweep_rates`` draws Poisson traffic at 1 req/s with its own count and divides the arrival times by each
+    probe's rate (``planner.serve.slo._Traffic``).
+    """
+    if not isinstance(workload.arrivals, PoissonArrivals):
+        return workload
+    return workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": 1})
+
+
 @st.cache_data(**_SIMULATION)
-def rate_sweep(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload,
-               slo: SLO | None) -> tuple[float, tuple[Probe, ...]]:
-    """(sustainable rate, probes) of one replica over request rates (``planner.serve.slo.sweep_rates``)."""
+def _rate_sweep(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, slo: SLO | None
+) -> tuple[float, tuple[Probe, ...]]:
     return sweep_rates(model, hw, sc, workload, slo=slo)
 
 
 @st.cache_data(**_SIMULATION)
-def cheapest(model: ModelSpec, slo: SLO, workload: ServedWorkload, space: CandidateSpace,
-             settings: SearchSettings, prices: dict[str, float] | None = None) -> SLOPlan:
+def cheapest(
+    model: ModelSpec,
+    slo: SLO,
+    workload: ServedWorkload,
+    space: CandidateSpace,
+    settings: SearchSettings,
+    prices: dict[str, float] | None = None,
+) -> SLOPlan:
     """The cheapest deployment in ``space`` that meets ``slo`` (``planner.serve.slo.plan_slo``), with the
     user's $/GPU-hour by card over the profiles' (``ui.prices``)."""
     return plan_slo(model, slo, workload, space, settings, prices=prices or None)
