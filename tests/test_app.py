@@ -95,7 +95,9 @@ def test_plan_shows_memory_terms_with_their_kind(app: AppTest) -> None:
 
 def test_plan_kv_formula_has_this_models_numbers(app: AppTest) -> None:
     app.run()
-    assert [c.value for c in app.code] == ["2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 2 B = 131,072 B/token"]
+    assert [c.value for c in app.code] == [
+        "2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 2 B = 131,072 B/token"
+    ]
     app.selectbox(key="kv").set_value("fp8").run()
     assert_clean(app)
     assert [c.value for c in app.code] == ["2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 1 B = 65,536 B/token"]
@@ -204,7 +206,11 @@ def test_max_model_len_beyond_the_model_is_an_error_with_the_limit(app: AppTest)
 @pytest.mark.parametrize(
     ("filename", "content", "expected"),
     [
-        ("tokenizer_config.json", json.dumps({"tokenizer_class": "LlamaTokenizer"}).encode(), "not a Transformers config.json"),
+        (
+            "tokenizer_config.json",
+            json.dumps({"tokenizer_class": "LlamaTokenizer"}).encode(),
+            "not a Transformers config.json",
+        ),
         ("config.json", b"{not json", "is not valid JSON"),
         ("config.json", b"[1, 2, 3]", "holds a JSON array"),
         ("config.json", json.dumps({"model_type": "llama"}).encode(), "lacks"),
@@ -223,7 +229,9 @@ def test_upload_that_is_not_a_config_is_an_error(app: AppTest, filename: str, co
 
 def test_uploaded_config_is_planned(app: AppTest) -> None:
     app.run()
-    app.file_uploader(key="upload").upload("config.json", json.dumps(TINY_LLAMA_CONFIG).encode(), "application/json").run()
+    app.file_uploader(key="upload").upload(
+        "config.json", json.dumps(TINY_LLAMA_CONFIG).encode(), "application/json"
+    ).run()
     assert_clean(app)
     spec = build_spec(TINY_LLAMA_CONFIG, "config.json")
     plan = plan_memory(spec, get_profile("h100-sxm"), Scenario(max_model_len=2048))
@@ -245,8 +253,14 @@ def test_a_shared_link_reopens_the_exact_plan(app: AppTest) -> None:
     assert app.selectbox(key="kv").value == "fp8"
     assert app.slider(key="util").value == pytest.approx(0.85)
     assert app.number_input(key="in").value == 2048
-    spec, hw, sc = core(gpu="h200", tp=2, max_model_len=4096, kv_cache_dtype="fp8", gpu_memory_utilization=0.85,
-                        workload=Workload(input_len=2048))
+    spec, hw, sc = core(
+        gpu="h200",
+        tp=2,
+        max_model_len=4096,
+        kv_cache_dtype="fp8",
+        gpu_memory_utilization=0.85,
+        workload=Workload(input_len=2048),
+    )
     assert app.success[0].value == plan_memory(spec, hw, sc).reason
     assert app.query_params == {"gpu": "h200", "tp": "2", "len": "4096", "kv": "fp8", "util": "0.85", "in": "2048"}
 
@@ -355,7 +369,9 @@ def test_compare_puts_four_scenarios_side_by_side_with_cost(app: AppTest) -> Non
     a = table.iloc[0]
     assert a["tokens_per_s"] == pytest.approx(est.throughput_tokens_per_s)
     assert a["max_concurrency"] == pytest.approx(plan_memory(spec, hw, sc).max_concurrency)
-    assert a["usd_per_million_tokens"] == pytest.approx(hw.price_per_hour_usd / 3600 / est.throughput_tokens_per_s * 1e6)
+    assert a["usd_per_million_tokens"] == pytest.approx(
+        hw.price_per_hour_usd / 3600 / est.throughput_tokens_per_s * 1e6
+    )
     b = table.iloc[1]  # Llama-3.1-70B on 4 x H100
     assert b["gpus"] == 4 and b["tokens_per_s_per_gpu"] == pytest.approx(b["tokens_per_s"] / 4)
     c = table.iloc[2]  # 70B in int4 on 2 x L40S: a quarter of the bf16 weights, about
@@ -380,8 +396,13 @@ def test_export_offers_both_profiles_with_vllm_flags(app: AppTest) -> None:
     assert_clean(app)
     labels = [b.label for b in app.download_button]
     for profile in ("latency", "throughput"):
-        for name in (f"vllm-{profile}.yaml", f"vllm-{profile}.sh", f"sglang-{profile}.sh", f"k8s-{profile}.yaml",
-                     f"bench-{profile}.sh"):
+        for name in (
+            f"vllm-{profile}.yaml",
+            f"vllm-{profile}.sh",
+            f"sglang-{profile}.sh",
+            f"k8s-{profile}.yaml",
+            f"bench-{profile}.sh",
+        ):
             assert f"Download {name}" in labels
     assert "Download all files (zip)" in labels
     codes = {c.value.splitlines()[0]: c.value for c in app.code}
@@ -420,8 +441,11 @@ def test_the_hf_token_is_in_no_export(app: AppTest) -> None:
 def routed_views() -> list[str]:
     """The file names in app.py's PAGES table, in navigation order (read from the source: app.py draws on import)."""
     tree = ast.parse(APP.read_text())
-    table = next(node.value for node in tree.body if isinstance(node, ast.Assign)
-                 and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets))
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets)
+    )
     return [name for name, _title, _icon in ast.literal_eval(table)]
 
 
@@ -433,7 +457,8 @@ def test_every_view_is_routed_and_none_lives_in_a_pages_folder() -> None:
 
 @pytest.mark.parametrize("view", routed_views())
 def test_every_page_draws_its_title_first_and_stops_on_bad_inputs(app: AppTest, view: str) -> None:
-    """Title first, then ``current_inputs()``: with inputs that cannot be planned the page is its title and one error."""
+    """Title first, then ``current_inputs()``: with inputs that cannot be planned the page is its title and one
+    error."""
     app.run()
     app.switch_page(f"views/{view}").run()
     assert_clean(app)
@@ -449,11 +474,19 @@ def _session_state_keys(tree: ast.AST) -> list[str]:
     """String keys a module reads or writes in st.session_state: ['x'], .get('x'), .update(x=...), ..."""
     keys = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "session_state":
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "session_state"
+        ):
             if isinstance(node.slice, ast.Constant):
                 keys.append(node.slice.value)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "session_state"):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "session_state"
+        ):
             keys += [a.value for a in node.args[:1] if isinstance(a, ast.Constant)]
             keys += [k.arg for k in node.keywords if k.arg]
     return keys
@@ -504,9 +537,22 @@ def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones
     "scenario",
     [
         Scenario(max_model_len=8192),
-        Scenario(gpu="h200", num_gpus=8, tp=2, pp=2, weight_dtype="fp8", kv_cache_dtype="fp8", max_model_len=4096,
-                 gpu_memory_utilization=0.85, block_size=32, max_num_seqs=64, max_num_batched_tokens=4096,
-                 engine="eager", enable_chunked_prefill=False, workload=Workload(input_len=2048, output_len=256, batch_size=8)),
+        Scenario(
+            gpu="h200",
+            num_gpus=8,
+            tp=2,
+            pp=2,
+            weight_dtype="fp8",
+            kv_cache_dtype="fp8",
+            max_model_len=4096,
+            gpu_memory_utilization=0.85,
+            block_size=32,
+            max_num_seqs=64,
+            max_num_batched_tokens=4096,
+            engine="eager",
+            enable_chunked_prefill=False,
+            workload=Workload(input_len=2048, output_len=256, batch_size=8),
+        ),
         Scenario(precision_overrides={"attention": "fp8", "lm_head": "fp8", "mlp": "nvfp4", "experts": "nvfp4"}),
     ],
     ids=["defaults", "every-field", "mixed-precision"],

@@ -35,8 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ROOT / "docs" / "screenshots"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SERVER_START_S = 60
 PAGE_TIMEOUT_S = 60
 
@@ -61,14 +67,37 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`streamlit run app.py` on a free 127.0.0.1 port, freshly started; yields its base URL."""
     port = free_port()
     home = tmp_path_factory.mktemp("hf_home")
-    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
-           "HF_HUB_DISABLE_TELEMETRY": "1"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
     env.pop("HF_TOKEN", None)
     log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--server.headless", "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -116,8 +145,10 @@ def browser_page() -> Iterator:
         page = context.new_page()
         page.set_default_timeout(PAGE_TIMEOUT_S * 1000)
         page.outside = []  # type: ignore[attr-defined]
-        page.on("request", lambda request: None if urlsplit(request.url).hostname == "127.0.0.1"
-                else page.outside.append(request.url))  # type: ignore[attr-defined]
+        page.on(
+            "request",
+            lambda request: None if urlsplit(request.url).hostname == "127.0.0.1" else page.outside.append(request.url),
+        )  # type: ignore[attr-defined]
         try:
             yield page
         finally:
@@ -265,7 +296,9 @@ def test_issue10_overload_shortfall_prices_and_page_words(server: str, browser_p
     """Issue 10's flows: a shortfall not a negative size, the overload banner above the knee, a price on every
     Compare column, ms axes, and the Diagnose error naming the page's toggle."""
     page = browser_page
-    page.set_viewport_size({"width": 1440, "height": 2600})  # Streamlit scrolls inside its main block: a tall window shows it all
+    page.set_viewport_size(
+        {"width": 1440, "height": 2600}
+    )  # Streamlit scrolls inside its main block: a tall window shows it all
     page.goto(f"{server}/?model=meta-llama/Llama-3.1-70B")
     wait_idle(page)
     assert_no_exception(page)
@@ -306,8 +339,10 @@ def test_issue10_overload_shortfall_prices_and_page_words(server: str, browser_p
 
     page.goto(f"{server}/diagnose")
     wait_idle(page)
-    page.get_by_role("textbox", name="vLLM server log").fill("INFO 12-13 19:54:18 worker.py:243] total_gpu_memory 79.22GiB\n"
-                                                             "INFO 12-13 19:54:18 worker.py:243] model weights take 14.96GiB")
+    page.get_by_role("textbox", name="vLLM server log").fill(
+        "INFO 12-13 19:54:18 worker.py:243] total_gpu_memory 79.22GiB\n"
+        "INFO 12-13 19:54:18 worker.py:243] model weights take 14.96GiB"
+    )
     page.keyboard.press("Control+Enter")
     wait_idle(page)
     assert_no_exception(page)
@@ -317,7 +352,9 @@ def test_issue10_overload_shortfall_prices_and_page_words(server: str, browser_p
     assert page.outside == []
 
 
-@pytest.mark.skipif(os.environ.get("PLANNER_SCREENSHOTS") != "1", reason="set PLANNER_SCREENSHOTS=1 to refresh the README screenshots")
+@pytest.mark.skipif(
+    os.environ.get("PLANNER_SCREENSHOTS") != "1", reason="set PLANNER_SCREENSHOTS=1 to refresh the README screenshots"
+)
 def test_readme_screenshots(server: str, browser_page) -> None:
     page = browser_page
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

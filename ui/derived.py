@@ -73,11 +73,18 @@ def fmt_requests(concurrency: float | None) -> str:
 
 def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
     """One row per slice of a GPU's memory: GiB, share of the card, and whether it is exact or an estimate."""
-    return pd.DataFrame([
-        {"term": t.name, "GiB": t.bytes / GiB, "share": t.bytes / plan.total_memory_bytes_per_gpu, "kind": t.kind,
-         "what": TERM_NOTES.get(t.name, "")}
-        for t in plan.terms
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "term": t.name,
+                "GiB": t.bytes / GiB,
+                "share": t.bytes / plan.total_memory_bytes_per_gpu,
+                "kind": t.kind,
+                "what": TERM_NOTES.get(t.name, ""),
+            }
+            for t in plan.terms
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -115,8 +122,9 @@ def kv_formula(model: ModelSpec, resolved: Resolved) -> KVFormula:
         text, note = spec.describe(count)
         lines.append(KVFormulaLine(text, count * spec.bytes_per_token, count * spec.fixed_bytes, note))
     total_token = model.kv_bytes_per_token(resolved.kv_bytes_per_element, resolved.tp)
-    per_sequence = (model.kv_bytes_per_sequence(resolved.max_model_len, resolved.kv_bytes_per_element, resolved.tp)
-                    + model.state_bytes_per_sequence(resolved.tp))
+    per_sequence = model.kv_bytes_per_sequence(
+        resolved.max_model_len, resolved.kv_bytes_per_element, resolved.tp
+    ) + model.state_bytes_per_sequence(resolved.tp)
     return KVFormula(tuple(lines), total_token, per_sequence, resolved.max_model_len, resolved.tp)
 
 
@@ -129,13 +137,25 @@ def roofline_table(stages: tuple[Roofline, ...]) -> pd.DataFrame:
     for r in stages:
         for op in r.layers:
             attained = op.flops / op.seconds if op.seconds > 0 and op.flops > 0 else None
-            rows.append({
-                "stage": r.stage, "op": op.name, "group": op.group, "count": op.count, "kernel": op.kind,
-                "flops": op.flops, "bytes": op.bytes, "intensity_flop_per_byte": op.arithmetic_intensity,
-                "bound": op.bound, "compute_dtype": op.compute_dtype, "time_us": op.seconds * 1e6,
-                "total_time_us": op.total_seconds * 1e6, "share_of_step": op.total_seconds / r.total_seconds,
-                "attained_flop_per_s": attained, "kind": r.kind,
-            })
+            rows.append(
+                {
+                    "stage": r.stage,
+                    "op": op.name,
+                    "group": op.group,
+                    "count": op.count,
+                    "kernel": op.kind,
+                    "flops": op.flops,
+                    "bytes": op.bytes,
+                    "intensity_flop_per_byte": op.arithmetic_intensity,
+                    "bound": op.bound,
+                    "compute_dtype": op.compute_dtype,
+                    "time_us": op.seconds * 1e6,
+                    "total_time_us": op.total_seconds * 1e6,
+                    "share_of_step": op.total_seconds / r.total_seconds,
+                    "attained_flop_per_s": attained,
+                    "kind": r.kind,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -163,12 +183,20 @@ def operating_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> lis
     (``planner.deploy.export.latency_profile`` / ``throughput_profile``), each with its rule.
     """
     points = []
-    for profile, label, serving in ((latency_profile(model, hw, sc), "latency-optimized", "online"),
-                                    (throughput_profile(model, hw, sc), "throughput-optimized", "offline")):
+    for profile, label, serving in (
+        (latency_profile(model, hw, sc), "latency-optimized", "online"),
+        (throughput_profile(model, hw, sc), "throughput-optimized", "offline"),
+    ):
         lat = profile.latency
-        row = {"batch": profile.max_num_seqs, "ttft_s": lat.ttft_seconds, "tpot_s": lat.tpot_seconds,
-               "tokens_per_s": lat.throughput_tokens_per_s, "tokens_per_s_per_gpu": lat.throughput_tokens_per_s_per_gpu,
-               "kind": lat.kind, "fits_in_kv_cache": lat.fits_in_kv_cache}
+        row = {
+            "batch": profile.max_num_seqs,
+            "ttft_s": lat.ttft_seconds,
+            "tpot_s": lat.tpot_seconds,
+            "tokens_per_s": lat.throughput_tokens_per_s,
+            "tokens_per_s_per_gpu": lat.throughput_tokens_per_s_per_gpu,
+            "kind": lat.kind,
+            "fits_in_kv_cache": lat.fits_in_kv_cache,
+        }
         points.append(OperatingPoint(label, serving, row, profile.rule))
     return points
 
@@ -179,22 +207,45 @@ def cost_per_million_tokens(hw: HardwareProfile, total_gpus: int, tokens_per_s: 
 
 
 LATENCY_LABELS: dict[str, str] = {
-    "batch": "batch", "input_len": "prompt tokens", "output_len": "output tokens", "kind": "kind", "ttft_s": "TTFT",
-    "tpot_s": "TPOT", "e2e_s": "end to end", "tokens_per_s": "output tokens/s", "tokens_per_s_per_gpu": "tokens/s per GPU",
-    "fits_in_kv_cache": "fits the KV cache", "prefill_bound": "prefill bound by", "decode_bound": "decode bound by",
+    "batch": "batch",
+    "input_len": "prompt tokens",
+    "output_len": "output tokens",
+    "kind": "kind",
+    "ttft_s": "TTFT",
+    "tpot_s": "TPOT",
+    "e2e_s": "end to end",
+    "tokens_per_s": "output tokens/s",
+    "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "fits_in_kv_cache": "fits the KV cache",
+    "prefill_bound": "prefill bound by",
+    "decode_bound": "decode bound by",
 }
 """Column headers of the latency sweep tables (``ui.sweeps.latency_vs_batch`` / ``latency_vs_context``)."""
 LATENCY_FORMATS: dict[str, Callable[[Any], str]] = {
-    "ttft_s": fmt_seconds, "tpot_s": fmt_seconds, "e2e_s": fmt_seconds,
-    "tokens_per_s": lambda v: f"{v:,.1f}", "tokens_per_s_per_gpu": lambda v: f"{v:,.1f}",
+    "ttft_s": fmt_seconds,
+    "tpot_s": fmt_seconds,
+    "e2e_s": fmt_seconds,
+    "tokens_per_s": lambda v: f"{v:,.1f}",
+    "tokens_per_s_per_gpu": lambda v: f"{v:,.1f}",
     "fits_in_kv_cache": lambda v: "unknown" if v is None else ("yes" if v else "no: vLLM queues"),
 }
 
 ROOFLINE_LABELS: dict[str, str] = {
-    "stage": "stage", "op": "op", "group": "group", "count": "count", "kernel": "kernel", "flops": "FLOPs",
-    "bytes": "bytes", "intensity_flop_per_byte": "FLOP/byte", "bound": "bound", "compute_dtype": "dtype",
-    "time_us": "µs each", "total_time_us": "µs x count", "share_of_step": "share of step",
-    "attained_flop_per_s": "attained FLOP/s", "kind": "kind",
+    "stage": "stage",
+    "op": "op",
+    "group": "group",
+    "count": "count",
+    "kernel": "kernel",
+    "flops": "FLOPs",
+    "bytes": "bytes",
+    "intensity_flop_per_byte": "FLOP/byte",
+    "bound": "bound",
+    "compute_dtype": "dtype",
+    "time_us": "µs each",
+    "total_time_us": "µs x count",
+    "share_of_step": "share of step",
+    "attained_flop_per_s": "attained FLOP/s",
+    "kind": "kind",
 }
 """Column headers of :func:`roofline_table`."""
 
@@ -204,8 +255,12 @@ def _fmt_flop_rate(value: float) -> str:
 
 
 ROOFLINE_FORMATS: dict[str, Callable[[Any], str]] = {
-    "flops": fmt_flop_count, "bytes": fmt_bytes, "intensity_flop_per_byte": lambda v: f"{v:,.2f}",
-    "time_us": lambda v: f"{v:,.2f}", "total_time_us": lambda v: f"{v:,.2f}", "attained_flop_per_s": _fmt_flop_rate,
+    "flops": fmt_flop_count,
+    "bytes": fmt_bytes,
+    "intensity_flop_per_byte": lambda v: f"{v:,.2f}",
+    "time_us": lambda v: f"{v:,.2f}",
+    "total_time_us": lambda v: f"{v:,.2f}",
+    "attained_flop_per_s": _fmt_flop_rate,
     "compute_dtype": lambda v: v or MISSING,
 }
 
@@ -235,24 +290,54 @@ def summary_row(label: str, model: ModelSpec, hw: HardwareProfile, sc: Scenario,
     """One row of the comparison table, numbers in display units (GiB, seconds, tokens/s, US dollars)."""
     plan, latency = summary.plan, summary.latency
     return {
-        "scenario": label, "model": model.name, "gpu": hw.name, "gpus": summary.total_gpus, "tp": sc.tp, "pp": sc.pp,
-        "weights": sc.weight_dtype, "kv_cache_dtype": plan.resolved.kv_cache_dtype, "max_model_len": plan.resolved.max_model_len,
-        "starts": plan.fits, "weights_gib_per_gpu": plan.weight_bytes_per_gpu / GiB,
-        "kv_cache_gib_per_gpu": plan.kv_cache_bytes_per_gpu / GiB, "max_concurrency": plan.max_concurrency,
-        "ttft_s": latency.ttft_seconds, "tpot_s": latency.tpot_seconds, "tokens_per_s": latency.throughput_tokens_per_s,
-        "tokens_per_s_per_gpu": latency.throughput_tokens_per_s_per_gpu, "usd_per_million_tokens": summary.cost_per_million_usd,
-        "usd_per_gpu_hour": hw.price_per_hour_usd, "price_source": hw.sources.get("price_per_hour_usd") if
-        hw.price_per_hour_usd is not None else None, "kind": latency.kind, "verdict": plan.reason,
+        "scenario": label,
+        "model": model.name,
+        "gpu": hw.name,
+        "gpus": summary.total_gpus,
+        "tp": sc.tp,
+        "pp": sc.pp,
+        "weights": sc.weight_dtype,
+        "kv_cache_dtype": plan.resolved.kv_cache_dtype,
+        "max_model_len": plan.resolved.max_model_len,
+        "starts": plan.fits,
+        "weights_gib_per_gpu": plan.weight_bytes_per_gpu / GiB,
+        "kv_cache_gib_per_gpu": plan.kv_cache_bytes_per_gpu / GiB,
+        "max_concurrency": plan.max_concurrency,
+        "ttft_s": latency.ttft_seconds,
+        "tpot_s": latency.tpot_seconds,
+        "tokens_per_s": latency.throughput_tokens_per_s,
+        "tokens_per_s_per_gpu": latency.throughput_tokens_per_s_per_gpu,
+        "usd_per_million_tokens": summary.cost_per_million_usd,
+        "usd_per_gpu_hour": hw.price_per_hour_usd,
+        "price_source": hw.sources.get("price_per_hour_usd") if hw.price_per_hour_usd is not None else None,
+        "kind": latency.kind,
+        "verdict": plan.reason,
     }
 
 
 COMPARE_LABELS: dict[str, str] = {
-    "scenario": "scenario", "model": "model", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "pp": "PP", "weights": "weights",
-    "kv_cache_dtype": "KV cache", "max_model_len": "max_model_len", "starts": "starts", "weights_gib_per_gpu": "weights per GPU",
-    "kv_cache_gib_per_gpu": "KV cache per GPU", "max_concurrency": "max concurrency", "ttft_s": "TTFT",
-    "tpot_s": "TPOT", "tokens_per_s": "output tokens/s", "tokens_per_s_per_gpu": "tokens/s per GPU",
-    "usd_per_million_tokens": "$ per 1M output tokens", "usd_per_gpu_hour": "$/GPU-hour", "price_source": "price source",
-    "kind": "kind", "verdict": "verdict",
+    "scenario": "scenario",
+    "model": "model",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "tp": "TP",
+    "pp": "PP",
+    "weights": "weights",
+    "kv_cache_dtype": "KV cache",
+    "max_model_len": "max_model_len",
+    "starts": "starts",
+    "weights_gib_per_gpu": "weights per GPU",
+    "kv_cache_gib_per_gpu": "KV cache per GPU",
+    "max_concurrency": "max concurrency",
+    "ttft_s": "TTFT",
+    "tpot_s": "TPOT",
+    "tokens_per_s": "output tokens/s",
+    "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "usd_per_million_tokens": "$ per 1M output tokens",
+    "usd_per_gpu_hour": "$/GPU-hour",
+    "price_source": "price source",
+    "kind": "kind",
+    "verdict": "verdict",
 }
 """Column headers the Compare table shows for :func:`summary_row`'s keys (the CSV keeps the keys)."""
 
@@ -266,10 +351,18 @@ PERCENTILES = ("p50", "p90", "p99")
 def latency_percentiles(result: ServingResult) -> pd.DataFrame:
     """TTFT, TPOT, ITL and end to end of a simulated replica: mean and percentiles, as seconds for the page."""
     rows = []
-    for name, stats in (("TTFT", result.ttft_seconds), ("TPOT", result.tpot_seconds), ("ITL", result.itl_seconds),
-                        ("end to end", result.e2e_seconds)):
-        rows.append({"metric": name,
-                     **{k: fmt_seconds(None if stats is None else getattr(stats, k)) for k in ("mean", *PERCENTILES)}})
+    for name, stats in (
+        ("TTFT", result.ttft_seconds),
+        ("TPOT", result.tpot_seconds),
+        ("ITL", result.itl_seconds),
+        ("end to end", result.e2e_seconds),
+    ):
+        rows.append(
+            {
+                "metric": name,
+                **{k: fmt_seconds(None if stats is None else getattr(stats, k)) for k in ("mean", *PERCENTILES)},
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -286,10 +379,12 @@ def carry_load_actions(sc: Scenario, hw: HardwareProfile) -> list[tuple[str, dic
 
 def probe_note(rate_per_s: float, measured_requests: int, simulated_requests: int) -> str:
     """Why the search's TTFT is not the one-replica run's, even for the same deployment and rate."""
-    return (f"Search figure: at {rate_per_s:,.2f} req/s per replica, {measured_requests:,} requests measured once the "
-            "batch has filled (warm-up and cool-down "
-            f"left out). The one-replica figures above cover all {simulated_requests:,} simulated requests from an empty "
-            "server, so the two differ even for the same deployment and rate.")
+    return (
+        f"Search figure: at {rate_per_s:,.2f} req/s per replica, {measured_requests:,} requests measured once the "
+        "batch has filled (warm-up and cool-down "
+        f"left out). The one-replica figures above cover all {simulated_requests:,} simulated requests from an empty "
+        "server, so the two differ even for the same deployment and rate."
+    )
 
 
 def _usd(value: float) -> str:
@@ -297,8 +392,13 @@ def _usd(value: float) -> str:
 
 
 CANDIDATE_FORMATS: dict[str, Callable[[Any], str]] = {
-    "knee req/s": "{:,.2f}".format, "max req/s per replica": "{:,.2f}".format, "replicas": "{:,.0f}".format,
-    "GPUs": "{:,.0f}".format, "$/hour": _usd, "$/1M input": _usd, "$/1M output": _usd,
+    "knee req/s": "{:,.2f}".format,
+    "max req/s per replica": "{:,.2f}".format,
+    "replicas": "{:,.0f}".format,
+    "GPUs": "{:,.0f}".format,
+    "$/hour": _usd,
+    "$/1M input": _usd,
+    "$/1M output": _usd,
     "kWh/1M output (TDP bound)": "{:,.3f}".format,
 }
 """How :func:`candidates_table`'s cells read (unknown: '—')."""
@@ -306,13 +406,26 @@ CANDIDATE_FORMATS: dict[str, Callable[[Any], str]] = {
 
 def candidates_table(plan: SLOPlan) -> pd.DataFrame:
     """One row per deployment the SLO search tried: status, knee, rate limit, replicas, cost, energy, why."""
-    return pd.DataFrame([{
-        "status": c.status, "replica": c.label, "GPUs/replica": c.gpus_per_replica,
-        "knee req/s": c.saturation_requests_per_s, "max req/s per replica": c.max_rate_per_replica_per_s,
-        "limit": c.limiting_target, "replicas": c.replicas, "GPUs": c.total_gpus, "$/hour": c.usd_per_hour,
-        "$/1M input": c.usd_per_1m_input_tokens, "$/1M output": c.usd_per_1m_output_tokens,
-        "kWh/1M output (TDP bound)": c.energy_kwh_per_1m_output_tokens_upper_bound, "why": c.reason,
-    } for c in plan.candidates])
+    return pd.DataFrame(
+        [
+            {
+                "status": c.status,
+                "replica": c.label,
+                "GPUs/replica": c.gpus_per_replica,
+                "knee req/s": c.saturation_requests_per_s,
+                "max req/s per replica": c.max_rate_per_replica_per_s,
+                "limit": c.limiting_target,
+                "replicas": c.replicas,
+                "GPUs": c.total_gpus,
+                "$/hour": c.usd_per_hour,
+                "$/1M input": c.usd_per_1m_input_tokens,
+                "$/1M output": c.usd_per_1m_output_tokens,
+                "kWh/1M output (TDP bound)": c.energy_kwh_per_1m_output_tokens_upper_bound,
+                "why": c.reason,
+            }
+            for c in plan.candidates
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------ export

@@ -85,10 +85,16 @@ TOGGLE = "**Plan with the sidebar's model and GPU**"
 """The Diagnose page's way past a log that names no usable model or card (the CLI's MODEL / --gpu)."""
 
 PAGE_WORDS: tuple[tuple[str, str], ...] = (
-    ("pass MODEL", f"On this page: turn on {TOGGLE} next to the log and pick the log's model in the sidebar (a catalog "
-                   "model, a Hub repo id, or an uploaded config.json)."),
-    ("Pass MODEL", f"On this page: turn on {TOGGLE} next to the log and pick the log's model in the sidebar (a catalog "
-                   "model, a Hub repo id, or an uploaded config.json)."),
+    (
+        "pass MODEL",
+        f"On this page: turn on {TOGGLE} next to the log and pick the log's model in the sidebar (a catalog "
+        "model, a Hub repo id, or an uploaded config.json).",
+    ),
+    (
+        "Pass MODEL",
+        f"On this page: turn on {TOGGLE} next to the log and pick the log's model in the sidebar (a catalog "
+        "model, a Hub repo id, or an uploaded config.json).",
+    ),
     ("--gpu", f"On this page: turn on {TOGGLE} and pick the card as the sidebar's **GPU**."),
     ("--weight-dtype", f"set the sidebar's **Weights** to the log's quantization and turn on {TOGGLE}"),
     ("on the command line", f"Turn on {TOGGLE} and set the value in the sidebar."),
@@ -114,5 +120,5 @@ def note_on_page(text: str, words: tuple[tuple[str, str], ...] = PAGE_WORDS) -> 
     for cli, page in words:
         match = re.search(r"\((?:pass )?" + re.escape(plain(cli)) + r"[^)]*\)", shown)
         if match:
-            return shown[:match.start()] + f"({page})" + shown[match.end():]
+            return shown[: match.start()] + f"({page})" + shown[match.end() :]
     return shown

@@ -10,8 +10,24 @@ import streamlit as st
 
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
-__all__ = ["GiB", "fmt_bytes", "fmt_count", "fmt_gib", "fmt_seconds", "fmt_flop_count", "fmt_rate", "fmt_usd", "fmt_int",
-           "fmt_change_pct", "fmt_measure", "fmt_kv_cache", "kv_cache_metric", "KIND_HELP", "kind_badge", "kind_legend"]
+__all__ = [
+    "KIND_HELP",
+    "GiB",
+    "fmt_bytes",
+    "fmt_change_pct",
+    "fmt_count",
+    "fmt_flop_count",
+    "fmt_gib",
+    "fmt_int",
+    "fmt_kv_cache",
+    "fmt_measure",
+    "fmt_rate",
+    "fmt_seconds",
+    "fmt_usd",
+    "kind_badge",
+    "kind_legend",
+    "kv_cache_metric",
+]
 
 KIND_HELP: dict[str, str] = {
     "bound": "datasheet roofline: peak FLOP/s and bandwidth, no overheads; no real run is faster",
@@ -45,7 +61,7 @@ def fmt_kv_cache(num_bytes: float | None) -> str:
     return f"short by {fmt_gib(-num_bytes)}" if num_bytes < 0 else fmt_gib(num_bytes)
 
 
-def kv_cache_metric(container, label: str, num_bytes: float | None, help: str | None = None) -> None:
+def kv_cache_metric(container, label: str, num_bytes: float | None, help: str | None = None) -> None:  # noqa: A002 (Streamlit's name for the tooltip)
     """A KV-cache metric that never shows a negative size: the room, or 'none' with 'short by 62.3 GiB' in red."""
     if num_bytes is not None and num_bytes < 0:
         container.metric(label, "none", delta=fmt_kv_cache(num_bytes), delta_color="red", delta_arrow="off", help=help)

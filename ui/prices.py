@@ -68,11 +68,18 @@ def price_inputs(cards: Iterable[str], page: str, columns: int = 4) -> dict[str,
     for i, card in enumerate(ids):
         listed = get_profile(card).price_per_hour_usd
         cols[i % len(cols)].number_input(
-            f"{card} $/GPU-hour", min_value=0.01, max_value=1000.0, value=prices.get(card, listed), step=0.1,
-            format="%.4g", key=_widget_key(page, card), placeholder="no price: type one",
-            on_change=_store, args=(page, card, listed),
+            f"{card} $/GPU-hour",
+            min_value=0.01,
+            max_value=1000.0,
+            value=prices.get(card, listed),
+            step=0.1,
+            format="%.4g",
+            key=_widget_key(page, card),
+            placeholder="no price: type one",
+            on_change=_store,
+            args=(page, card, listed),
             help=f"US dollars for one GPU for one hour. The profile's: {plain(price_source(get_profile(card)))}. "
-                 "Empty it to go back to the profile's price.",
+            "Empty it to go back to the profile's price.",
         )
     return user_prices()
 

@@ -115,7 +115,9 @@ def variant_from_row(base: Scenario, row: dict[str, Any], label: str) -> tuple[s
     """(model name, Scenario) for one Compare row; ScenarioError naming the empty cell if one is blank."""
     missing = [c for c in COMPARE_COLUMNS if c != "len" and _blank(row.get(c))]
     if missing:
-        raise ScenarioError(f"scenario {label} has no {', '.join(missing)}.", hint="Fill the cell in the table, or delete the row.")
+        raise ScenarioError(
+            f"scenario {label} has no {', '.join(missing)}.", hint="Fill the cell in the table, or delete the row."
+        )
     cells = {key: row[key] for key in COMPARE_COLUMNS if key != "model"}
     cells.update(tp=int(cells["tp"]), pp=int(cells["pp"]), len=None if _blank(cells["len"]) else int(cells["len"]))
     changes = {FIELD_OF_KEY[key]: value for key, value in cells.items()}

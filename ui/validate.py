@@ -12,6 +12,7 @@ points, the y = x line's span, a file name). Nothing here imports Streamlit or t
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,10 +100,8 @@ def _scan_nvml(nvml) -> GpuScan:
     except Exception as exc:  # noqa: BLE001
         return GpuScan((), "NVML", f"NVML could not list the devices ({exc})")
     finally:
-        try:
+        with contextlib.suppress(Exception):  # shutting NVML down can fail after a failed init; nothing to do
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
     return GpuScan(tuple(gpus), "NVML", None if gpus else "NVML lists no device")
 
 
@@ -121,7 +120,8 @@ def _scan_proc(folder: Path) -> GpuScan:
 
 
 def scan_gpus(nvml=None, proc_folder: Path = PROC_NVIDIA_GPUS) -> GpuScan:
-    """The NVIDIA GPUs on this machine, read without torch: NVML (``nvml``, default ``pynvml``), else ``proc_folder``."""
+    """The NVIDIA GPUs on this machine, read without torch: NVML (``nvml``, default ``pynvml``), else
+    ``proc_folder``."""
     if nvml is None:
         try:
             import pynvml as nvml
@@ -181,19 +181,24 @@ def calibrated_errors(report: ValidationReport) -> dict[str, float]:
 def checks_table(report: ValidationReport) -> pd.DataFrame:
     """One row per check: predicted and measured seconds as the report holds them, errors in %, status."""
     after = calibrated_errors(report)
-    return pd.DataFrame([{
-        "benchmark": c.benchmark,
-        "check": c.name,
-        "predicted (s)": c.predicted_seconds,
-        "kind": c.predicted_kind,
-        "measured (s)": c.measured_seconds,
-        "error (%)": c.error_pct,
-        "after calibration (%)": after.get(c.name),
-        "FLOP/s of peak": c.flops_fraction_of_peak,
-        "B/s of peak": c.bytes_fraction_of_peak,
-        "status": c.status,
-        "why": c.reason or "",
-    } for c in report.checks])
+    return pd.DataFrame(
+        [
+            {
+                "benchmark": c.benchmark,
+                "check": c.name,
+                "predicted (s)": c.predicted_seconds,
+                "kind": c.predicted_kind,
+                "measured (s)": c.measured_seconds,
+                "error (%)": c.error_pct,
+                "after calibration (%)": after.get(c.name),
+                "FLOP/s of peak": c.flops_fraction_of_peak,
+                "B/s of peak": c.bytes_fraction_of_peak,
+                "status": c.status,
+                "why": c.reason or "",
+            }
+            for c in report.checks
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -232,10 +237,18 @@ def chart_points(report: ValidationReport) -> ChartPoints:
 
 def utilization_table(util: UtilizationReport) -> pd.DataFrame:
     """One row per benchmark group: NVML utilizations (%) and the bound they imply."""
-    return pd.DataFrame([{
-        "benchmark": r.benchmark, "samples": r.samples, "GPU busy (%)": r.gpu_util_pct, "memory busy (%)": r.memory_util_pct,
-        "implies": r.diagnosis or "no samples",
-    } for r in util.readings])
+    return pd.DataFrame(
+        [
+            {
+                "benchmark": r.benchmark,
+                "samples": r.samples,
+                "GPU busy (%)": r.gpu_util_pct,
+                "memory busy (%)": r.memory_util_pct,
+                "implies": r.diagnosis or "no samples",
+            }
+            for r in util.readings
+        ]
+    )
 
 
 FACTORS = tuple(name for name in Efficiency.model_fields if name not in ("kind", "source"))
@@ -246,29 +259,38 @@ def factors_table(cal: CalibrationResult) -> pd.DataFrame:
     """One row per efficiency factor: before, after (None when not fitted), what it was fitted from, its meaning."""
     rows = []
     for name in FACTORS:
-        rows.append({
-            "factor": name,
-            "before": getattr(cal.factors_before, name),
-            "after": getattr(cal.factors_after, name) if cal.factors_after is not None else None,
-            "fitted from": cal.fitted_from.get(name, "kept"),
-            "meaning": Efficiency.model_fields[name].description or "",
-        })
+        rows.append(
+            {
+                "factor": name,
+                "before": getattr(cal.factors_before, name),
+                "after": getattr(cal.factors_after, name) if cal.factors_after is not None else None,
+                "fitted from": cal.fitted_from.get(name, "kept"),
+                "meaning": Efficiency.model_fields[name].description or "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def calibration_question(cal: CalibrationResult) -> str:
     """What writing a 'fitted' (dry run) calibration would do, as a question: where it goes, what it keeps."""
-    keep = (f" The calibration there now is kept, dated, as `{cal.previous_file}`." if cal.previous_file else
-            " No earlier calibration of this card is there.")
-    return (f"Fitted the factors of **{cal.profile_id}** (a dry run: nothing is written yet). Write them to "
-            f"`{cal.target_file}` so later plans on this card use them?{keep} Check the factors and any bound they "
-            "hit below first.")
+    keep = (
+        f" The calibration there now is kept, dated, as `{cal.previous_file}`."
+        if cal.previous_file
+        else " No earlier calibration of this card is there."
+    )
+    return (
+        f"Fitted the factors of **{cal.profile_id}** (a dry run: nothing is written yet). Write them to "
+        f"`{cal.target_file}` so later plans on this card use them?{keep} Check the factors and any bound they "
+        "hit below first."
+    )
 
 
 def bound_hit_text(hit: BoundHit) -> str:
     """'step_overhead_seconds: the fit asked for 1.7 seconds, clipped to 0.05 (high): ...' for one clipped factor."""
-    return (f"**{hit.factor}**: the measurements asked for {hit.fitted:.4g} {hit.unit}, outside its physical range, so it "
-            f"was clipped to {hit.clipped_to:.4g} (the {hit.side} bound). {hit.reason}")
+    return (
+        f"**{hit.factor}**: the measurements asked for {hit.fitted:.4g} {hit.unit}, outside its physical range, so it "
+        f"was clipped to {hit.clipped_to:.4g} (the {hit.side} bound). {hit.reason}"
+    )
 
 
 def report_file_name(report: ValidationReport) -> str:

@@ -14,8 +14,10 @@ inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
 wl = sc.workload
 
-st.caption(f"{model.name} on {sc.total_gpus} x {hw.name} · static batch of {wl.batch_size} request(s), "
-           f"{wl.input_len:,} prompt + {wl.output_len:,} output tokens · a served load with arrivals is the simulator's job")
+st.caption(
+    f"{model.name} on {sc.total_gpus} x {hw.name} · static batch of {wl.batch_size} request(s), "
+    f"{wl.input_len:,} prompt + {wl.output_len:,} output tokens · a served load with arrivals is the simulator's job"
+)
 
 with shown_errors():
     estimate, bound = latency_at(model, hw, sc)
@@ -29,17 +31,31 @@ for result in (estimate, bound):
             kind_badge(result.kind)
         note.caption(f"prefill {result.prefill_bound}-bound · decode {result.decode_bound}-bound")
         cols = st.columns(5)
-        cols[0].metric("TTFT", fmt_seconds(result.ttft_seconds), help=type(result).model_fields["ttft_seconds"].description)
-        cols[1].metric("TPOT", fmt_seconds(result.tpot_seconds), help=type(result).model_fields["tpot_seconds"].description)
-        cols[2].metric("End to end", fmt_seconds(result.e2e_seconds), help=type(result).model_fields["e2e_seconds"].description)
-        cols[3].metric("Output tokens/s", fmt_rate(result.throughput_tokens_per_s, unit=""),
-                       help=type(result).model_fields["throughput_tokens_per_s"].description)
-        cols[4].metric("Tokens/s per GPU", fmt_rate(result.throughput_tokens_per_s_per_gpu, unit=""),
-                       help=type(result).model_fields["throughput_tokens_per_s_per_gpu"].description)
+        cols[0].metric(
+            "TTFT", fmt_seconds(result.ttft_seconds), help=type(result).model_fields["ttft_seconds"].description
+        )
+        cols[1].metric(
+            "TPOT", fmt_seconds(result.tpot_seconds), help=type(result).model_fields["tpot_seconds"].description
+        )
+        cols[2].metric(
+            "End to end", fmt_seconds(result.e2e_seconds), help=type(result).model_fields["e2e_seconds"].description
+        )
+        cols[3].metric(
+            "Output tokens/s",
+            fmt_rate(result.throughput_tokens_per_s, unit=""),
+            help=type(result).model_fields["throughput_tokens_per_s"].description,
+        )
+        cols[4].metric(
+            "Tokens/s per GPU",
+            fmt_rate(result.throughput_tokens_per_s_per_gpu, unit=""),
+            help=type(result).model_fields["throughput_tokens_per_s_per_gpu"].description,
+        )
 if estimate.fits_in_kv_cache is False:
-    st.warning(f"{wl.batch_size} request(s) of {wl.input_len:,} + {wl.output_len:,} tokens do not fit the planned KV "
-               "cache (see Plan): vLLM would queue or preempt some, so these figures are optimistic.",
-               icon=":material/warning:")
+    st.warning(
+        f"{wl.batch_size} request(s) of {wl.input_len:,} + {wl.output_len:,} tokens do not fit the planned KV "
+        "cache (see Plan): vLLM would queue or preempt some, so these figures are optimistic.",
+        icon=":material/warning:",
+    )
 
 with shown_errors():
     points = serving_points(model, hw, sc)
@@ -48,20 +64,24 @@ if points:
     for point in points:
         row = point.row
         st.markdown(
-            f"- **{point.label}** ({point.serving} serving): batch {row['batch']:,} · TTFT {fmt_seconds(row['ttft_s'])} · "
-            f"TPOT {fmt_seconds(row['tpot_s'])} · {fmt_rate(row['tokens_per_s'])} ({fmt_rate(row['tokens_per_s_per_gpu'])} "
-            f"per GPU) · {row['kind']}"
+            f"- **{point.label}** ({point.serving} serving): batch {row['batch']:,} · "
+            f"TTFT {fmt_seconds(row['ttft_s'])} · TPOT {fmt_seconds(row['tpot_s'])} · "
+            f"{fmt_rate(row['tokens_per_s'])} ({fmt_rate(row['tokens_per_s_per_gpu'])} per GPU) · {row['kind']}"
         )
         st.caption(point.rule)
 if not any(point.row["fits_in_kv_cache"] for point in points):
-    st.error("No batch size fits the planned KV cache, so there is no operating point. See the Plan page's suggestions.")
+    st.error(
+        "No batch size fits the planned KV cache, so there is no operating point. See the Plan page's suggestions."
+    )
 
 tab_batch, tab_context = st.tabs(["vs batch size", "vs context length"])
 with tab_batch:
     st.plotly_chart(charts.latency_curves(by_batch, "batch", "batch size", points), key="latency_batch")
-    st.caption(f"Prompts of {wl.input_len:,} tokens, answers of {wl.output_len:,}. Dotted: the roofline bound "
-               "(no real run is faster); solid: the estimate; grey crosses: batches the KV cache cannot hold at once "
-               "(vLLM would queue or preempt, so those figures are not reachable).")
+    st.caption(
+        f"Prompts of {wl.input_len:,} tokens, answers of {wl.output_len:,}. Dotted: the roofline bound "
+        "(no real run is faster); solid: the estimate; grey crosses: batches the KV cache cannot hold at once "
+        "(vLLM would queue or preempt, so those figures are not reachable)."
+    )
 with tab_context:
     st.plotly_chart(charts.latency_curves(by_context, "input_len", "prompt tokens"), key="latency_context")
     st.caption(f"Batch {wl.batch_size}, answers of {wl.output_len:,} tokens, prompts up to max_model_len.")
@@ -69,4 +89,6 @@ with tab_context:
 with st.expander("The numbers behind the curves"):
     labels = {key: st.column_config.Column(label) for key, label in LATENCY_LABELS.items()}
     st.dataframe(readable(by_batch, LATENCY_FORMATS), hide_index=True, key="latency_batch_table", column_config=labels)
-    st.dataframe(readable(by_context, LATENCY_FORMATS), hide_index=True, key="latency_context_table", column_config=labels)
+    st.dataframe(
+        readable(by_context, LATENCY_FORMATS), hide_index=True, key="latency_context_table", column_config=labels
+    )

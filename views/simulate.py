@@ -32,11 +32,20 @@ TP_OPTIONS = (1, 2, 4, 8)
 def export_link(best: CandidateResult) -> str | None:
     """A link to the Export page with the sidebar set to ``best`` (the URL carries every shared input)."""
     sc = best.scenario
-    return link_to("export", {
-        "gpu": sc.gpu, "num_gpus": best.total_gpus, "tp": sc.tp, "pp": sc.pp, "weight_dtype": sc.weight_dtype,
-        "precision_overrides": {}, "kv_cache_dtype": sc.kv_cache_dtype, "max_model_len": sc.max_model_len,
-        "max_num_seqs": sc.max_num_seqs,
-    })
+    return link_to(
+        "export",
+        {
+            "gpu": sc.gpu,
+            "num_gpus": best.total_gpus,
+            "tp": sc.tp,
+            "pp": sc.pp,
+            "weight_dtype": sc.weight_dtype,
+            "precision_overrides": {},
+            "kv_cache_dtype": sc.kv_cache_dtype,
+            "max_model_len": sc.max_model_len,
+            "max_num_seqs": sc.max_num_seqs,
+        },
+    )
 
 
 st.title("Simulate serving")
@@ -44,32 +53,59 @@ inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
 page_inputs(URL_INPUTS)
 
-st.caption(f"{model.name} · one replica of {sc.tp * sc.pp} x {hw.name} (TP {sc.tp}, PP {sc.pp}) from the sidebar · "
-           "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
-           "latency model. Numbers are simulated, not measured.")
+st.caption(
+    f"{model.name} · one replica of {sc.tp * sc.pp} x {hw.name} (TP {sc.tp}, PP {sc.pp}) from the sidebar · "
+    "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
+    "latency model. Numbers are simulated, not measured."
+)
 
 with st.container(border=True):
     traffic, lengths, targets = st.columns([1, 1.4, 1])
     with traffic:
         st.markdown("**Traffic**")
-        rate = st.number_input("Request rate (req/s)", min_value=0.01, step=1.0, key="simulate_rate",
-                               help="Poisson arrivals: the total rate to serve; the first chart simulates one replica at it.")
-        num_requests = st.number_input("Requests to simulate", min_value=50, max_value=20_000, step=100,
-                                       key="simulate_requests", help=Workload.model_fields["num_requests"].description)
-        hit_rate = st.slider("Prefix-cache hit rate", 0.0, 0.95, step=0.05, key="simulate_hit",
-                             help=Workload.model_fields["prefix_cache_hit_rate"].description)
-        seed = st.number_input("Seed", min_value=0, step=1, key="simulate_seed",
-                               help=Workload.model_fields["seed"].description)
+        rate = st.number_input(
+            "Request rate (req/s)",
+            min_value=0.01,
+            step=1.0,
+            key="simulate_rate",
+            help="Poisson arrivals: the total rate to serve; the first chart simulates one replica at it.",
+        )
+        num_requests = st.number_input(
+            "Requests to simulate",
+            min_value=50,
+            max_value=20_000,
+            step=100,
+            key="simulate_requests",
+            help=Workload.model_fields["num_requests"].description,
+        )
+        hit_rate = st.slider(
+            "Prefix-cache hit rate",
+            0.0,
+            0.95,
+            step=0.05,
+            key="simulate_hit",
+            help=Workload.model_fields["prefix_cache_hit_rate"].description,
+        )
+        seed = st.number_input(
+            "Seed", min_value=0, step=1, key="simulate_seed", help=Workload.model_fields["seed"].description
+        )
     with lengths:
         st.markdown("**Request lengths** (tokens)")
         dist = st.segmented_control("Distribution", LENGTH_DISTRIBUTIONS, key="simulate_dist")
         spread = dist not in (None, "fixed")
         left, right = st.columns(2)
-        in_mean = left.number_input("Prompt, mean", min_value=1, value=sc.workload.input_len, step=128, key="simulate_in")
-        in_std = left.number_input("Prompt, std", min_value=0, value=0, step=64, key="simulate_in_std", disabled=not spread)
-        out_mean = right.number_input("Output, mean", min_value=1, value=sc.workload.output_len, step=64, key="simulate_out")
-        out_std = right.number_input("Output, std", min_value=0, value=0, step=32, key="simulate_out_std",
-                                     disabled=not spread)
+        in_mean = left.number_input(
+            "Prompt, mean", min_value=1, value=sc.workload.input_len, step=128, key="simulate_in"
+        )
+        in_std = left.number_input(
+            "Prompt, std", min_value=0, value=0, step=64, key="simulate_in_std", disabled=not spread
+        )
+        out_mean = right.number_input(
+            "Output, mean", min_value=1, value=sc.workload.output_len, step=64, key="simulate_out"
+        )
+        out_std = right.number_input(
+            "Output, std", min_value=0, value=0, step=32, key="simulate_out_std", disabled=not spread
+        )
     with targets:
         st.markdown("**Targets** (seconds; untick: none)")
         statistic = st.segmented_control("Percentile", ("p99", "p90"), key="simulate_stat")
@@ -77,19 +113,27 @@ with st.container(border=True):
         for metric, label, step in (("ttft", "TTFT", 0.1), ("tpot", "TPOT", 0.01), ("e2e", "End to end", 1.0)):
             tick, value = st.columns([1, 2], vertical_alignment="bottom")
             enabled = tick.checkbox(label, key=f"simulate_{metric}_on")
-            seconds = value.number_input(f"{label} target (s)", min_value=0.001, step=step,
-                                         format="%.3f", key=f"simulate_{metric}", disabled=not enabled,
-                                         label_visibility="collapsed")
+            seconds = value.number_input(
+                f"{label} target (s)",
+                min_value=0.001,
+                step=step,
+                format="%.3f",
+                key=f"simulate_{metric}",
+                disabled=not enabled,
+                label_visibility="collapsed",
+            )
             chosen_targets[metric] = seconds if enabled else None
 
 stat = statistic or "p99"
 sync_page_inputs(URL_INPUTS)
 with shown_errors():
     workload = Workload(
-        arrivals=PoissonArrivals(request_rate_per_s=rate), num_requests=int(num_requests),
+        arrivals=PoissonArrivals(request_rate_per_s=rate),
+        num_requests=int(num_requests),
         input_tokens=length_distribution(dist or "fixed", in_mean, in_std if spread else 0, "prompt length"),
         output_tokens=length_distribution(dist or "fixed", out_mean, out_std if spread else 0, "output length"),
-        prefix_cache_hit_rate=hit_rate, seed=int(seed),
+        prefix_cache_hit_rate=hit_rate,
+        seed=int(seed),
     )
     chosen = {f"{stat}_{metric}": seconds for metric, seconds in chosen_targets.items()}
     slo = SLO.of(**chosen) if any(v is not None for v in chosen.values()) else None
@@ -100,27 +144,50 @@ st.subheader(f"One replica at {rate:g} req/s")
 with shown_errors("Simulating the sidebar's deployment"):
     result = simulated(model, hw, sc, workload)
 if result.overloaded:
-    st.warning(overload_warning(result.offered_requests_per_s, result.saturation_requests_per_s, result.overload_reason,
-                                result.overload_options), icon=":material/warning:")
+    st.warning(
+        overload_warning(
+            result.offered_requests_per_s,
+            result.saturation_requests_per_s,
+            result.overload_reason,
+            result.overload_options,
+        ),
+        icon=":material/warning:",
+    )
     actions = carry_load_actions(sc, hw)
     buttons = st.columns(len(actions) + 1, vertical_alignment="center")
     for column, (label, changes) in zip(buttons, actions):
-        column.button(label, key=f"simulate_try_{next(iter(changes))}", on_click=apply_to_sidebar, args=(changes,),
-                      icon=":material/tune:")
-    buttons[-1].caption("Replicas: **Cheapest deployment** below sizes them for this rate. Above the knee the "
-                        "percentiles below grow with the number of requests simulated: read them as \"the queue "
-                        "never drains\", not as a latency to plan with.")
+        column.button(
+            label,
+            key=f"simulate_try_{next(iter(changes))}",
+            on_click=apply_to_sidebar,
+            args=(changes,),
+            icon=":material/tune:",
+        )
+    buttons[-1].caption(
+        "Replicas: **Cheapest deployment** below sizes them for this rate. Above the knee the "
+        'percentiles below grow with the number of requests simulated: read them as "the queue '
+        'never drains", not as a latency to plan with.'
+    )
 head, *cols = st.columns([1.2, 1, 1, 1, 1])
 with head:
     kind_badge(result.step_time_kind)
     st.caption(result.label)
 ttft, tpot = result.ttft_seconds, result.tpot_seconds
-cols[0].metric(f"{stat.upper()} TTFT", fmt_seconds(None if ttft is None else getattr(ttft, stat)),
-               help=ServingResult.model_fields["ttft_seconds"].description)
-cols[1].metric(f"{stat.upper()} TPOT", fmt_seconds(None if tpot is None else getattr(tpot, stat)),
-               help=ServingResult.model_fields["tpot_seconds"].description)
-cols[2].metric("Output tokens/s", fmt_rate(result.throughput_tokens_per_s),
-               help=ServingResult.model_fields["throughput_tokens_per_s"].description)
+cols[0].metric(
+    f"{stat.upper()} TTFT",
+    fmt_seconds(None if ttft is None else getattr(ttft, stat)),
+    help=ServingResult.model_fields["ttft_seconds"].description,
+)
+cols[1].metric(
+    f"{stat.upper()} TPOT",
+    fmt_seconds(None if tpot is None else getattr(tpot, stat)),
+    help=ServingResult.model_fields["tpot_seconds"].description,
+)
+cols[2].metric(
+    "Output tokens/s",
+    fmt_rate(result.throughput_tokens_per_s),
+    help=ServingResult.model_fields["throughput_tokens_per_s"].description,
+)
 cols[3].metric("Preemptions", f"{result.preemptions:,}", help=ServingResult.model_fields["preemptions"].description)
 for reason in result.rejection_reasons:
     st.error(f"Refused: {reason}", icon=":material/block:")
@@ -128,13 +195,17 @@ for reason in result.rejection_reasons:
 stats_tab, time_tab = st.tabs(["Latency percentiles", "Queue and KV cache over time"])
 with stats_tab:
     st.dataframe(latency_percentiles(result), hide_index=True, key="simulate_stats")
-    st.caption("As vllm bench serve defines them: TTFT from arrival (queueing included) to the first token; "
-               "TPOT per request = (E2E - TTFT) / (output tokens - 1); ITL = every gap between tokens.")
+    st.caption(
+        "As vllm bench serve defines them: TTFT from arrival (queueing included) to the first token; "
+        "TPOT per request = (E2E - TTFT) / (output tokens - 1); ITL = every gap between tokens."
+    )
 with time_tab:
     st.plotly_chart(charts.serving_timeline(result), key="simulate_timeline")
-    st.caption(f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
-               f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} tokens "
-               "from the memory plan.")
+    st.caption(
+        f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
+        f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} tokens "
+        "from the memory plan."
+    )
 
 # ------------------------------------------------------------------ latency vs rate
 
@@ -143,13 +214,19 @@ with shown_errors("Sweeping the request rate"):
     saturation, probes = rate_sweep(model, hw, sc, workload, slo)
 left, right = st.columns(2)
 targets_by_metric = {t.metric: t.seconds for t in slo.targets} if slo else {}
-left.plotly_chart(charts.latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing included)", targets_by_metric.get("ttft"), rate),
-                  key="simulate_ttft_chart")
-right.plotly_chart(charts.latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
-                   key="simulate_tpot_chart")
-st.caption(f"One replica kept full serves {saturation:,.2f} req/s (its knee: the sustainable rate); the sweep stops at "
-           f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
-           "requests that arrive after the batch has filled and before the load stops.")
+left.plotly_chart(
+    charts.latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing included)", targets_by_metric.get("ttft"), rate),
+    key="simulate_ttft_chart",
+)
+right.plotly_chart(
+    charts.latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
+    key="simulate_tpot_chart",
+)
+st.caption(
+    f"One replica kept full serves {saturation:,.2f} req/s (its knee: the sustainable rate); the sweep stops at "
+    f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
+    "requests that arrive after the batch has filled and before the load stops."
+)
 
 # ------------------------------------------------------------------ cheapest deployment
 
@@ -162,69 +239,108 @@ opts = st.columns([2, 1.6, 1, 1, 0.9])
 gpus = opts[0].multiselect("Cards", cards, default=[hw.id] if hw.id in cards else [], key="simulate_gpus")
 tps = opts[1].multiselect("TP", TP_OPTIONS, default=list(TP_OPTIONS), key="simulate_tps")
 weights = opts[2].multiselect("Weights", WEIGHT_DTYPES, default=[sc.weight_dtype], key="simulate_weights")
-kvs = opts[3].multiselect("KV cache", KV_OPTIONS, default=[sc.kv_cache_dtype] if sc.kv_cache_dtype in KV_OPTIONS
-                          else ["auto"], key="simulate_kvs")
-exhaustive = opts[4].toggle("Search all", value=False, key="simulate_exhaustive",
-                            help=SearchSettings.model_fields["exhaustive"].description)
+kvs = opts[3].multiselect(
+    "KV cache",
+    KV_OPTIONS,
+    default=[sc.kv_cache_dtype] if sc.kv_cache_dtype in KV_OPTIONS else ["auto"],
+    key="simulate_kvs",
+)
+exhaustive = opts[4].toggle(
+    "Search all", value=False, key="simulate_exhaustive", help=SearchSettings.model_fields["exhaustive"].description
+)
 if not (gpus and tps and weights and kvs):
     st.info("Pick at least one card, TP size, weight and KV precision.", icon=":material/info:")
     st.stop()
 with st.expander("Prices ($/GPU-hour)", expanded=bool(unpriced(gpus)), icon=":material/payments:"):
     prices = price_inputs(gpus, "simulate")
-    st.caption("Each card starts at its profile's cited on-demand price (hover the field for the source); "
-               "type your own to rank by it. Prices you set here also cost the Compare page.")
+    st.caption(
+        "Each card starts at its profile's cited on-demand price (hover the field for the source); "
+        "type your own to rank by it. Prices you set here also cost the Compare page."
+    )
 missing = unpriced(gpus)
 if missing and len(missing) == len(gpus):
-    st.warning(f"No card has a price ({', '.join(missing)}), so the search ranks by GPU count, not cost. Type a "
-               "$/GPU-hour under **Prices** above to rank by cost.", icon=":material/money_off:")
+    st.warning(
+        f"No card has a price ({', '.join(missing)}), so the search ranks by GPU count, not cost. Type a "
+        "$/GPU-hour under **Prices** above to rank by cost.",
+        icon=":material/money_off:",
+    )
 elif missing:
-    st.warning(f"No price for {', '.join(missing)}: ranked by $/hour, with {'it' if len(missing) == 1 else 'them'} "
-               "after the priced cards. Type a $/GPU-hour under **Prices** above to cost "
-               f"{'it' if len(missing) == 1 else 'them'}.", icon=":material/money_off:")
+    st.warning(
+        f"No price for {', '.join(missing)}: ranked by $/hour, with {'it' if len(missing) == 1 else 'them'} "
+        "after the priced cards. Type a $/GPU-hour under **Prices** above to cost "
+        f"{'it' if len(missing) == 1 else 'them'}.",
+        icon=":material/money_off:",
+    )
 base = sc.model_copy(update={"num_gpus": None})
 with shown_errors("Searching deployments"):
-    space = CandidateSpace(gpus=tuple(gpus), tp=tuple(tps), weight_dtypes=tuple(weights), kv_cache_dtypes=tuple(kvs),
-                           base=base)
+    space = CandidateSpace(
+        gpus=tuple(gpus), tp=tuple(tps), weight_dtypes=tuple(weights), kv_cache_dtypes=tuple(kvs), base=base
+    )
     plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive), prices)
 
 best = plan.recommendation
 if best is None:
-    st.error("No candidate meets " + plan.slo.describe() + ". The table says which target fails first and by how much.",
-             icon=":material/block:")
+    st.error(
+        "No candidate meets " + plan.slo.describe() + ". The table says which target fails first and by how much.",
+        icon=":material/block:",
+    )
 else:
     with st.container(border=True):
-        st.markdown(f"**{best.replicas} replica(s) of {best.label}**: {best.total_gpus} GPU(s) in all · up to "
-                    f"{best.max_rate_per_replica_per_s:,.2f} req/s per replica (limit: {best.limiting_target})")
+        st.markdown(
+            f"**{best.replicas} replica(s) of {best.label}**: {best.total_gpus} GPU(s) in all · up to "
+            f"{best.max_rate_per_replica_per_s:,.2f} req/s per replica (limit: {best.limiting_target})"
+        )
         m = st.columns(5)
         m[0].metric("$/hour", fmt_usd(best.usd_per_hour), help=CandidateResult.model_fields["usd_per_hour"].description)
-        m[1].metric("$ per 1M input tokens", fmt_usd(best.usd_per_1m_input_tokens),
-                    help=CandidateResult.model_fields["usd_per_1m_input_tokens"].description)
-        m[2].metric("$ per 1M output tokens", fmt_usd(best.usd_per_1m_output_tokens),
-                    help=CandidateResult.model_fields["usd_per_1m_output_tokens"].description)
+        m[1].metric(
+            "$ per 1M input tokens",
+            fmt_usd(best.usd_per_1m_input_tokens),
+            help=CandidateResult.model_fields["usd_per_1m_input_tokens"].description,
+        )
+        m[2].metric(
+            "$ per 1M output tokens",
+            fmt_usd(best.usd_per_1m_output_tokens),
+            help=CandidateResult.model_fields["usd_per_1m_output_tokens"].description,
+        )
         energy = best.energy_kwh_per_1m_output_tokens_upper_bound
-        m[3].metric("kWh per 1M output tokens", "unknown" if energy is None else f"≤ {energy:,.3f}",
-                    help=CandidateResult.model_fields["energy_kwh_per_1m_output_tokens_upper_bound"].description)
+        m[3].metric(
+            "kWh per 1M output tokens",
+            "unknown" if energy is None else f"≤ {energy:,.3f}",
+            help=CandidateResult.model_fields["energy_kwh_per_1m_output_tokens_upper_bound"].description,
+        )
         op = best.operating_point
-        m[4].metric(f"{stat.upper()} TTFT (steady state)",
-                    fmt_seconds(None if op.ttft_seconds is None else getattr(op.ttft_seconds, stat)),
-                    help="Simulated at the operating point: the target rate shared by the replicas.")
+        m[4].metric(
+            f"{stat.upper()} TTFT (steady state)",
+            fmt_seconds(None if op.ttft_seconds is None else getattr(op.ttft_seconds, stat)),
+            help="Simulated at the operating point: the target rate shared by the replicas.",
+        )
         st.caption(probe_note(op.request_rate_per_s, op.measured_requests, int(num_requests)))
         link = export_link(best)
         if link:
             st.link_button("Open the Export page with this deployment", link, icon=":material/download:")
-            st.caption("Opens in a new tab with the sidebar set to this deployment (the rest of your inputs kept), "
-                       "where the Export page writes its vLLM, SGLang and Kubernetes files.")
+            st.caption(
+                "Opens in a new tab with the sidebar set to this deployment (the rest of your inputs kept), "
+                "where the Export page writes its vLLM, SGLang and Kubernetes files."
+            )
         else:
-            st.caption("An uploaded config.json cannot travel in a link: set the sidebar to this deployment by hand, "
-                       "then open the Export page.")
-ranked = {"usd_per_hour": "cost ($/hour)", "gpus": "GPU count (no card has a price)"}.get(plan.ranked_by, plan.ranked_by)
+            st.caption(
+                "An uploaded config.json cannot travel in a link: set the sidebar to this deployment by hand, "
+                "then open the Export page."
+            )
+ranked = {"usd_per_hour": "cost ($/hour)", "gpus": "GPU count (no card has a price)"}.get(
+    plan.ranked_by, plan.ranked_by
+)
 notes = [n for n in plan.notes if "--price-per-gpu-hour" not in n]  # the CLI's words; the warning above says it here
-st.caption(f"Ranked by {ranked} · simulated ({plan.step_time_kind or 'no'} step times) · "
-           f"search took {plan.search_seconds:.1f} s. " + " ".join(notes))
+st.caption(
+    f"Ranked by {ranked} · simulated ({plan.step_time_kind or 'no'} step times) · "
+    f"search took {plan.search_seconds:.1f} s. " + " ".join(notes)
+)
 table_tab, pareto_tab = st.tabs(["Candidates", "Throughput vs interactivity"])
 with table_tab:
     st.dataframe(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
 with pareto_tab:
     st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
-    st.caption("Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
-               "beats on both axes.")
+    st.caption(
+        "Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
+        "beats on both axes."
+    )
