@@ -16,6 +16,7 @@ from planner.commands.common import (
     add_efficiency_flag,
     add_model_argument,
     add_scenario_flags,
+    add_speculative_flags,
     efficiency_from_args,
     field_descriptions,
     fmt_int,
@@ -23,6 +24,7 @@ from planner.commands.common import (
     hardware_from_args,
     heading,
     kind_text,
+    load_draft_model,
     load_model,
     render,
     scenario_from_args,
@@ -194,6 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Static batching instead of continuous: up to max_num_seqs requests per batch, "
         "decoded until the longest is done, nothing admitted meanwhile.",
     )
+    add_speculative_flags(parser)
     add_efficiency_flag(parser)
 
 
@@ -205,9 +208,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sc = scenario_from_args(argparse.Namespace(**{**vars(args), **whole}))
     hw = hardware_from_args(args)
     result = simulate_scenario(
-        spec, hw, sc, workload, efficiency_from_args(args, hw), mode="static" if args.static else "continuous"
+        spec,
+        hw,
+        sc,
+        workload,
+        efficiency_from_args(args, hw),
+        mode="static" if args.static else "continuous",
+        draft_model=load_draft_model(args),
     )
     return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
+
+
+def _speculative_rows(res: ServingResult) -> list[tuple[str, str]]:
+    """Rows saying what speculation did, beside the estimate at the run's mean decode batch (none when off)."""
+    spec = res.speculative
+    if spec is None:
+        return []
+    return [
+        (
+            f"speculative decoding ({spec.method}, k={spec.num_speculative_tokens}, a={spec.acceptance_rate:g})",
+            f"{spec.tokens_per_step:.3f} tokens per request per step",
+        ),
+        (
+            "estimated TPOT at the mean decode batch",
+            f"{fmt_seconds(spec.tpot_seconds)} ({spec.speedup:.2f}x plain {fmt_seconds(spec.baseline_tpot_seconds)})",
+        ),
+    ]
 
 
 def render_table(r: dict[str, Any]) -> str:
@@ -257,6 +283,7 @@ def render_table(r: dict[str, Any]) -> str:
             ),
             ("preemptions (recompute)", f"{res.preemptions:,} ({fmt_int(res.recomputed_tokens)} tokens recomputed)"),
             ("engine steps", f"{res.num_steps:,}"),
+            *_speculative_rows(res),
             ("KV cache", f"{sched.num_gpu_blocks:,} blocks of {sched.block_size_tokens} tokens"),
             (
                 "limits",

@@ -13,6 +13,12 @@ Each result also carries the replica's sustainable rate for the workload's shape
 (``overloaded``, with the reason and what would carry the load), so a rate past the knee is never
 shown as plain percentiles.
 
+With ``sc.speculative`` the steps are timed by ``SpeculativeStepCost``: a pure-decode step is the
+speculative step of ``planner.estimate.speculative`` (draft + verification of k + 1 tokens per
+sequence, the same functions the ``latency`` estimate calls), and the simulator advances every
+decoding request by the expected accepted tokens per step (``planner.serve.simulate``); the result
+carries the estimate's ``speculative`` block at the run's mean decode batch for comparison.
+
 ``static_vs_continuous`` runs the same requests twice, once with vLLM's continuous batching and
 once with static batches, to show what continuous batching buys on that workload.
 ``length_distribution`` turns the faces' "mean and spread" inputs into a workload length spec.
@@ -23,13 +29,20 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.roofline import PredictionKind
+from planner.estimate.speculative import (
+    SpeculativeEstimate,
+    SpeculativeStepModel,
+    estimate_speculation,
+    speculative_step_model,
+)
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
@@ -40,7 +53,14 @@ from planner.serve.saturation import (
     queue_growth,
     replica_saturation,
 )
-from planner.serve.simulate import SchedulerConfig, SimulationResult, run_engine, summarize
+from planner.serve.simulate import (
+    DecodeSpeculation,
+    EngineRun,
+    SchedulerConfig,
+    SimulationResult,
+    run_engine,
+    summarize,
+)
 from planner.serve.workload import (
     FixedLength,
     LognormalLength,
@@ -140,6 +160,20 @@ class ServingResult(SimulationResult):
         description="What would carry the offered load: ceil(rate / knee) replicas, a larger TP, an fp8 KV "
         "cache; empty when not overloaded by rate.",
     )
+    speculative: SpeculativeEstimate | None = Field(
+        None,
+        description="Speculative decoding as the latency estimate costs it, at the run's mean decode batch "
+        "(time-weighted, rounded) and mean context (input + output / 2): tokens per step, draft and verify "
+        "seconds, estimated TPOT and break-even batch; absent when speculation is off.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_speculation_when_off(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """The dump of a plain simulation is what it was before speculation existed (no ``speculative: null``)."""
+        data = handler(self)
+        if data.get("speculative", True) is None:
+            del data["speculative"]
+        return data
 
 
 class StaticVsContinuous(BaseModel):
@@ -189,6 +223,127 @@ def planned_replica(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tupl
     return plan, scheduler_config(plan, sc)
 
 
+class SpeculativeStepCost:
+    """Seconds of one engine step with speculative decoding, for the simulator (``StepCost`` with ``speculation``).
+
+    decode_seqs each verify k + 1 tokens and decode_kv_tokens is the sum of their contexts with those
+    k + 1 included (what ``planner.serve.simulate`` passes when ``speculation`` is set).
+
+    - pure decode: ``SpeculativeStepModel.step_seconds(batch, mean context)``, the latency estimate's own
+      speculative step (draft + verify + host work);
+    - prefill only: the target's step (``StepTimeModel.step_seconds``), as without speculation;
+    - mixed: the target's mixed step with one-token decodes, plus what speculation adds to a pure-decode
+      step of the same batch (speculative step - plain decode step, never below 0). The verification's
+      extra tokens are thus costed at the pure-decode step's graph mode, not re-bound inside the mixed
+      step: an approximation, for steps that are few at low load and share the batch's weights anyway.
+
+    Speed: the speculative step is evaluated for a batch at CONTEXT_BLOCK whole contexts at once (one
+    vectorized call, ~1 ms, instead of ~0.4 ms per step) and kept; a fractional mean context is
+    interpolated between its two whole neighbours (the step is piecewise linear in the context).
+    """
+
+    CONTEXT_BLOCK = 256
+    MAX_BLOCKS = 4096
+
+    def __init__(self, spec: SpeculativeStepModel):
+        self.spec = spec
+        self.target = spec.target
+        self.eff, self.kind = spec.target.eff, spec.target.kind
+        self.speculation = DecodeSpeculation(
+            num_speculative_tokens=spec.k, tokens_per_step=min(spec.tokens_per_step, spec.k + 1.0)
+        )
+        self._blocks: dict[tuple[int, int], np.ndarray] = {}
+
+    def speculative_seconds(self, decode_seqs: int, context: float) -> float:
+        """The pure-decode speculative step of ``decode_seqs`` sequences of ``context`` tokens (k + 1 new):
+        ``SpeculativeStepModel.step_seconds``, exact at whole contexts, interpolated between them."""
+        whole = math.floor(context)
+        start = whole - whole % self.CONTEXT_BLOCK
+        key = (int(decode_seqs), start)
+        seconds = self._blocks.get(key)
+        if seconds is None:
+            if len(self._blocks) >= self.MAX_BLOCKS:
+                self._blocks.clear()
+            contexts = np.arange(start, start + self.CONTEXT_BLOCK + 1, dtype=float)
+            seconds = self._blocks[key] = self.spec.step_seconds(np.full_like(contexts, decode_seqs), contexts)
+        i = whole - start
+        low = float(seconds[i])
+        return low if context == whole else low + (context - whole) * (float(seconds[i + 1]) - low)
+
+    def step_seconds(
+        self,
+        *,
+        prefill_tokens: int,
+        prefill_attention_pairs: float,
+        decode_seqs: int,
+        decode_kv_tokens: int,
+    ) -> float:
+        """Duration of one step, in seconds (arguments as ``planner.serve.simulate.StepCost``)."""
+        if not decode_seqs:
+            return self.target.step_seconds(
+                prefill_tokens=prefill_tokens,
+                prefill_attention_pairs=prefill_attention_pairs,
+                decode_seqs=0,
+                decode_kv_tokens=0,
+            )
+        context = decode_kv_tokens / decode_seqs
+        if not prefill_tokens:
+            return self.speculative_seconds(decode_seqs, context)
+        drafts = self.spec.k  # the plain decode attends one new token, not k + 1
+        plain = self.target.decode_seconds(float(decode_seqs), context - drafts)
+        extra = max(self.speculative_seconds(decode_seqs, context) - float(plain), 0.0)
+        mixed = self.target.step_seconds(
+            prefill_tokens=prefill_tokens,
+            prefill_attention_pairs=prefill_attention_pairs,
+            decode_seqs=decode_seqs,
+            decode_kv_tokens=decode_kv_tokens - decode_seqs * drafts,
+        )
+        return mixed + extra
+
+
+def replica_step_cost(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    efficiency: Efficiency | None = None,
+    draft_model: ModelSpec | None = None,
+    step_model: StepTimeModel | None = None,
+) -> StepTimeModel | SpeculativeStepCost:
+    """What times the replica's steps: ``step_model`` (or a new ``StepTimeModel``), wrapped in a
+    ``SpeculativeStepCost`` when ``sc.speculative`` is set (``draft_model``: the draft's spec, method draft)."""
+    step = step_model or StepTimeModel(model, hw, sc, efficiency)
+    if sc.speculative is None:
+        return step
+    return SpeculativeStepCost(speculative_step_model(model, hw, sc, step.eff, draft_model, target=step))
+
+
+def mean_decode_batch(run: EngineRun) -> int:
+    """Decoding requests per step, time-weighted over the steps that decode, rounded (at least 1)."""
+    decoding = run.decode_seqs > 0
+    seconds = run.step_seconds[decoding]
+    if not decoding.any() or seconds.sum() <= 0:
+        return 1
+    return max(1, round(float(np.dot(run.decode_seqs[decoding], seconds) / seconds.sum())))
+
+
+def speculative_at_run(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    run: EngineRun,
+    step: SpeculativeStepCost,
+    draft_model: ModelSpec | None,
+) -> SpeculativeEstimate:
+    """The latency estimate's speculative block at the run's mean decode batch and mean context (the served
+    requests' mean input + mean output / 2, as ``latency`` takes it)."""
+    served = ~run.rejected
+    context = 1
+    if served.any():
+        context = max(1, round(float(np.mean(run.input_tokens[served]) + np.mean(run.output_tokens[served]) / 2)))
+    batch = mean_decode_batch(run)
+    return estimate_speculation(model, hw, sc, batch, context, step.eff, draft_model, target=step.target)
+
+
 def simulate_scenario(
     model: ModelSpec,
     hw: HardwareProfile,
@@ -199,6 +354,7 @@ def simulate_scenario(
     mode: Literal["continuous", "static"] = "continuous",
     step_model: StepTimeModel | None = None,
     saturation: bool = True,
+    draft_model: ModelSpec | None = None,
 ) -> ServingResult:
     """Simulate ``workload`` on one replica of ``sc``; raises ScenarioError if the plan does not start.
 
@@ -207,15 +363,19 @@ def simulate_scenario(
     calibration when it has one, else the fitted defaults). With ``saturation`` the replica's knee
     for the workload's shape is found too (one more simulation at full batch, 0.1-0.5 s for an 8B
     model) and the run is judged overloaded or not; without it those fields are None.
+    With ``sc.speculative`` the steps are speculative (``SpeculativeStepCost``; ``draft_model`` is the
+    draft's spec for method draft) and ``speculative`` carries the estimate at the run's mean batch.
     """
     plan, scheduler = planned_replica(model, hw, sc)
     if mode != "continuous":
         scheduler = scheduler.model_copy(update={"mode": mode})
-    step = step_model or StepTimeModel(model, hw, sc, efficiency)
+    step = replica_step_cost(model, hw, sc, efficiency, draft_model, step_model)
     run = run_engine(generate_requests(workload), scheduler, step)
     result = label_result(
         summarize(run, step_cost_model=type(step).__name__), step, model, hw, sc, scheduler, plan.reason
     )
+    if isinstance(step, SpeculativeStepCost):
+        result = result.model_copy(update={"speculative": speculative_at_run(model, hw, sc, run, step, draft_model)})
     offered = offered_rate_per_s(workload, run)
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
@@ -240,18 +400,19 @@ def saturation_requests_per_s(
     workload: Workload,
     step_model: StepTimeModel | None = None,
     efficiency: Efficiency | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> float | None:
     """The knee of one replica of ``sc`` for ``workload``'s shape (lengths, prefix-cache hits), in
     requests/s: the throughput it sustains at full batch (``planner.serve.saturation``); None when
     unknown. Raises ScenarioError when the scenario does not start."""
     _, scheduler = planned_replica(model, hw, sc)
-    step = step_model or StepTimeModel(model, hw, sc, efficiency)
+    step = replica_step_cost(model, hw, sc, efficiency, draft_model, step_model)
     return replica_saturation(workload, scheduler, step).requests_per_s
 
 
 def label_result(
     result: SimulationResult,
-    step: StepTimeModel,
+    step: StepTimeModel | SpeculativeStepCost,
     model: ModelSpec,
     hw: HardwareProfile,
     sc: Scenario,

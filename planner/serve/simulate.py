@@ -20,10 +20,23 @@ A request holds cdiv(computed_tokens, block_size) blocks. A step that completes 
 tokens leaves after its prefill plus ``n - 1`` decode steps, and its last token's KV is never
 written (its peak is cdiv(prompt + n - 1, block_size) blocks).
 
-Speed: decoding requests all advance one token per step, so the loop never touches them one by
-one. A decoding request keeps ``c0 = computed_tokens - step_index``; from it follow, in O(1) per
+Speculative decoding (``DecodeSpeculation``, carried by a step cost that prices speculative steps
+as its ``speculation`` attribute): each decode step verifies k + 1 tokens per decoding request
+(they take k + 1 tokens of the step's budget) and every decoding request gains the *expected*
+accepted tokens, deterministically: a global clock G(s) = floor(E x s) (E = (1 - a^(k+1)) /
+(1 - a), ``planner.estimate.speculative``) and every decoding request gains G(s + 1) - G(s) tokens
+in step s, all delivered at the end of the step (one streamed chunk: ITL is the step, as ``vllm
+bench serve`` times chunks). During step s a decoding request holds KV for its computed tokens plus
+the k + 1 it verifies; a request finishing its (re)prefill reserves the slots its first
+verification needs (vLLM's lookahead slots), so its blocks follow the same clock. With k = 0 and
+E = 1 (``PLAIN_DECODING``) G(s) = s and every rule above is the plain one. Left out: vLLM defers
+decodes whose k + 1 tokens overflow the budget (here they all run; prefills get what is left), the
+per-request randomness of acceptance, and the draft's own KV blocks.
+
+Speed: decoding requests all advance the same tokens per step, so the loop never touches them one by
+one. A decoding request keeps ``c0 = computed_tokens - G(step_index)``; from it follow, in O(1) per
 step, the step at which it finishes, whether it needs a new block this step (a count per
-``c0 mod block_size``) and the sum of context lengths (``sum(c0) + D * step``). Per-request work
+``c0 mod block_size``) and the sum of context lengths (``sum(c0) + D * G(step)``). Per-request work
 happens only on admission, completion and preemption.
 
 Metrics are those of ``vllm bench serve`` (``vllm/benchmarks/serve.py``): TTFT = first token time
@@ -69,8 +82,69 @@ class StepCost(Protocol):
             (query, key) pairs of a chunk of c tokens after p tokens already in the KV cache.
         decode_seqs: requests generating one token this step.
         decode_kv_tokens: sum of those requests' context lengths (tokens attended, the new one included).
+
+        A step cost that prices speculative steps also has ``speculation`` (a ``DecodeSpeculation``):
+        decode_seqs then each verify k + 1 tokens and decode_kv_tokens counts those k + 1 too.
         """
         ...
+
+
+class DecodeSpeculation(BaseModel):
+    """How many tokens a decode step verifies and yields per decoding request (speculative decoding).
+
+    The engine advances every decoding request along one clock G(s) = floor(E x s): step s gives each
+    of them G(s + 1) - G(s) tokens (E on average, exactly E x steps over a run, the same for all), and
+    verifies k + 1 tokens each. Example: E = 2.533 (a = 0.7, k = 3): G = 0, 2, 5, 7, 10, ... so steps
+    give 2, 3, 2, 3, ... tokens. ``PLAIN_DECODING`` (k = 0, E = 1) is one token per step.
+    """
+
+    model_config = _SPEC
+    num_speculative_tokens: int = Field(
+        ..., ge=0, description="Draft tokens verified per decoding request per step, k (0: no speculation)."
+    )
+    tokens_per_step: float = Field(
+        ...,
+        ge=1,
+        allow_inf_nan=False,
+        description="Expected tokens a decoding request gains per step, E (1 <= E <= k + 1).",
+    )
+
+    @model_validator(mode="after")
+    def _at_most_k_plus_one(self) -> DecodeSpeculation:
+        k = self.num_speculative_tokens
+        if self.tokens_per_step > k + 1:
+            raise ScenarioError(
+                f"tokens_per_step={self.tokens_per_step:g} exceeds k + 1 = {k + 1} (num_speculative_tokens={k}).",
+                hint="A step yields at most the k drafts plus one token of the target's; use E <= k + 1.",
+            )
+        return self
+
+    @property
+    def verified_tokens(self) -> int:
+        """k + 1: tokens each decoding request runs through the target per step (and holds KV for)."""
+        return self.num_speculative_tokens + 1
+
+    def position(self, step: int) -> int:
+        """G(step) = floor(E x step): tokens a request decoding since step 0 has gained by ``step``."""
+        return math.floor(self.tokens_per_step * step)
+
+    def first_step_at(self, tokens: int) -> int:
+        """The smallest step x with G(x) >= ``tokens`` (the inverse of ``position``, exact on its floats)."""
+        x = math.ceil(tokens / self.tokens_per_step)
+        while self.position(x) < tokens:
+            x += 1
+        while x > 0 and self.position(x - 1) >= tokens:
+            x -= 1
+        return x
+
+
+PLAIN_DECODING = DecodeSpeculation(num_speculative_tokens=0, tokens_per_step=1.0)
+
+
+def decode_speculation(step_cost: StepCost) -> DecodeSpeculation:
+    """The speculation a step cost prices (its ``speculation`` attribute), else ``PLAIN_DECODING``."""
+    speculation = getattr(step_cost, "speculation", None)
+    return PLAIN_DECODING if speculation is None else speculation
 
 
 class LinearStepCost(BaseModel):
@@ -294,9 +368,12 @@ def cached_prefix_tokens(input_tokens: np.ndarray, hit_rate: float, block_size: 
 
 
 def rejections(
-    requests: RequestSet, scheduler: SchedulerConfig, cached: np.ndarray
+    requests: RequestSet, scheduler: SchedulerConfig, cached: np.ndarray, lookahead_tokens: int = 0
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Which requests the engine must refuse, and one message per reason (numbers and fix)."""
+    """Which requests the engine must refuse, and one message per reason (numbers and fix).
+
+    ``lookahead_tokens``: KV slots a decoding request holds beyond its tokens (k under speculation).
+    """
     prompt, out = requests.input_tokens, requests.output_tokens
     bs = scheduler.block_size_tokens
     rejected = np.zeros(len(prompt), dtype=bool)
@@ -317,12 +394,13 @@ def rejections(
                 f"max_model_len={scheduler.max_model_len}; raise max_model_len or shorten them."
             ),
         )
-    peak_blocks = -(-(total - 1) // bs)
+    peak_blocks = -(-(total - 1 + lookahead_tokens) // bs)
     note(
         peak_blocks > scheduler.num_gpu_blocks,
         lambda k, m: (
             f"{k} request(s) need up to {int(peak_blocks[m].max())} KV blocks "
-            f"({int(total[m].max()) - 1} tokens) but the cache holds {scheduler.num_gpu_blocks} blocks "
+            f"({int(total[m].max()) - 1 + lookahead_tokens} tokens) but the cache holds "
+            f"{scheduler.num_gpu_blocks} blocks "
             f"({scheduler.num_gpu_blocks * bs} tokens); free memory for KV (more GPUs, fp8 KV cache, "
             f"smaller weights) or shorten them."
         ),
@@ -344,7 +422,13 @@ def rejections(
 def run_engine(requests: RequestSet, scheduler: SchedulerConfig, step_cost: StepCost) -> EngineRun:
     """Run the engine over ``requests`` until every one has finished or been refused."""
     cached = cached_prefix_tokens(requests.input_tokens, requests.prefix_cache_hit_rate, scheduler.block_size_tokens)
-    rejected, reasons = rejections(requests, scheduler, cached)
+    speculation = decode_speculation(step_cost)
+    rejected, reasons = rejections(requests, scheduler, cached, speculation.num_speculative_tokens)
+    if scheduler.mode == "static" and speculation != PLAIN_DECODING:
+        raise ScenarioError(
+            "the static-batching simulation does not model speculative decoding.",
+            hint="Simulate continuous batching (drop --static), or drop --speculative-method.",
+        )
     engine = _run_static if scheduler.mode == "static" else _run_continuous
     return engine(requests, scheduler, step_cost, cached, rejected, reasons)
 
@@ -396,6 +480,11 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
     max_seqs = scheduler.max_num_seqs
     chunked = scheduler.enable_chunked_prefill
     step_seconds = step_cost.step_seconds
+    speculation = decode_speculation(step_cost)
+    pos = speculation.position  # G(s): tokens gained by a request decoding since step 0 (plain: s)
+    reach = speculation.first_step_at
+    grows: dict[tuple[int, int], list[int]] = {}  # new blocks per c0 mod bs, by the step's slot window
+    verified = speculation.verified_tokens  # per decoding request and step (plain: 1)
 
     nan = math.nan
     first_t = [nan] * n
@@ -404,7 +493,8 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
     ntok = prompt[:]  # tokens the request holds: prompt + generated (target of its (re)prefill)
     gen = [0] * n  # output tokens generated so far
     comp = [0] * n  # computed tokens, while in (re)prefill
-    c0 = [0] * n  # while decoding: computed tokens = c0 + step index
+    c0 = [0] * n  # while decoding: computed tokens = c0 + G(step index)
+    last_step = [0] * n  # while decoding: the step that gives its last token
 
     waiting: deque[int] = deque()
     decoding: dict[int, None] = {}  # insertion-ordered set: admission order
@@ -450,6 +540,7 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
     record_prefill, record_decode = rec.prefill.append, rec.decode.append
 
     s = 0  # step index
+    g_prev, g_now, g_next = pos(-1), pos(0), pos(1)  # G(s - 1), G(s), G(s + 1)
     while True:
         if t >= next_arrival:
             while next_open < n and arr_list[next_open] <= t:
@@ -464,41 +555,54 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
             t = arr_list[next_open]  # idle until the next arrival
             continue
 
-        budget = token_budget - n_dec
+        # During step s a decoding request holds cdiv(c0 + G(s) + k + 1) blocks; it held cdiv(c0 + G(s-1) + k + 1).
+        hold_prev, hold_now = g_prev + verified, g_now + verified
+        reserve = verified - (g_next - g_now)  # lookahead slots a request finishing its prefill now takes
+        budget = token_budget - n_dec * verified
         free = total_blocks - used
-        need = phase_count[-s % bs] if n_dec else 0
+        need = 0
+        if n_dec:  # one block per decoding request whose new slots cross a block start
+            for j in range(hold_prev, hold_now):
+                need += phase_count[-j % bs]
         preempted = False
         if need > free:
             # Slow path (vLLM order): walk the decoding requests; one that needs a block when none
             # is free preempts from the end of the running list (the prefilling request first,
             # then the newest decodes) until a block frees or it has preempted itself.
-            phase = -s % bs
+            # New blocks of a decoding request this step, by c0 mod bs: cdiv(c0 + hold_now) - cdiv(c0 + hold_prev).
+            grow_key = (hold_prev % bs, hold_now - hold_prev)
+            grow_by_phase = grows.get(grow_key)
+            if grow_by_phase is None:
+                grow_by_phase = grows[grow_key] = [-(-(p + hold_now) // bs) + (p + hold_prev) // -bs for p in range(bs)]
             order = list(decoding)
             end = len(order)
             i = 0
             while i < end:
                 rid = order[i]
-                if c0[rid] % bs == phase:
+                grow = grow_by_phase[c0[rid] % bs]
+                if grow:
                     self_preempted = False
-                    while free < 1:
+                    while free < grow:
                         if prefilling >= 0:
                             victim = prefilling
                             computed = comp[victim]
+                            held = computed
                             prefilling = -1
                         else:
                             end -= 1
                             victim = order[end]
-                            c = c0[victim]
+                            cv = c0[victim]
                             del decoding[victim]
-                            phase_count[c % bs] -= 1
-                            c0_sum -= c
-                            finish_at[prompt[victim] + out[victim] - 2 - c].remove(victim)
-                            computed = c + s
+                            phase_count[cv % bs] -= 1
+                            c0_sum -= cv
+                            finish_at[last_step[victim]].remove(victim)
+                            computed = cv + g_now
+                            held = cv + hold_prev
                             gen[victim] = computed - prompt[victim] + 1
                             ntok[victim] = prompt[victim] + gen[victim]
                             last_tok[victim] = t
                             self_preempted = victim == rid
-                        blocks = -(-computed // bs)
+                        blocks = -(-held // bs)
                         recomputed += computed - cached[victim]
                         used -= blocks
                         free += blocks
@@ -508,8 +612,8 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
                             break
                     if self_preempted:
                         break
-                    free -= 1
-                    used += 1
+                    free -= grow
+                    used += grow
                 i += 1
             need = 0  # allocated above
             n_dec = len(decoding)
@@ -527,7 +631,8 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
             c = ntok[rid] - start
             if c > budget:
                 c = budget
-            blocks = -(-(start + c) // bs) + (start // -bs)  # new blocks: cdiv(start+c) - cdiv(start)
+            extra = reserve if start + c == ntok[rid] else 0
+            blocks = -(-(start + c + extra) // bs) + (start // -bs)  # cdiv(start + c + extra) - cdiv(start)
             if blocks > free:
                 # It cannot grow; the last running request (itself) is preempted.
                 blocks = -(-start // bs)
@@ -556,7 +661,7 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
                     if not chunked:
                         break
                     c = budget
-                blocks = -(-(start + c) // bs)
+                blocks = -(-(start + c + (reserve if start + c == ntok[rid] else 0)) // bs)
                 if blocks > free:
                     break
                 waiting.popleft()
@@ -575,7 +680,7 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
             prefill_tokens=prefill_tokens,
             prefill_attention_pairs=pairs,
             decode_seqs=n_dec,
-            decode_kv_tokens=c0_sum + n_dec * (s + 1),
+            decode_kv_tokens=c0_sum + n_dec * hold_now,
         )
         if not 0.0 <= dt < math.inf:
             raise _bad_step(dt, prefill_tokens, n_dec)
@@ -596,7 +701,7 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
                     del decoding[rid]
                     phase_count[c % bs] -= 1
                     c0_sum -= c
-                    used -= -(-(c + s + 1) // bs)
+                    used -= -(-(c + hold_now) // bs)
                     gen[rid] = out[rid]
                     finish_t[rid] = t
                     if closed:
@@ -617,23 +722,26 @@ def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, re
             g += 1
             gen[rid] = g
             if g == out[rid]:
-                used -= -(-computed // bs)
+                used -= -(-(computed + reserve) // bs)
                 finish_t[rid] = t
                 if closed:
                     send_next(t)
             else:
-                c = computed - s - 1
+                c = computed - g_next
                 c0[rid] = c
                 decoding[rid] = None
                 phase_count[c % bs] += 1
                 c0_sum += c
-                key = s + out[rid] - g
+                # The step whose tokens reach out: the first m with G(m + 1) >= G(s + 1) + out - g.
+                key = reach(g_next + out[rid] - g) - 1
+                last_step[rid] = key
                 bucket = finish_at.get(key)
                 if bucket is None:
                     finish_at[key] = [rid]
                 else:
                     bucket.append(rid)
         s += 1
+        g_prev, g_now, g_next = g_now, g_next, pos(s + 1)
 
     rec.itl_weight = rec.decode  # every decode token's gap is exactly its step
     return EngineRun(
