@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import streamlit as st
@@ -86,8 +87,12 @@ def overloaded() -> AppTest:
 def test_above_the_knee_a_warning_names_the_knee_and_what_carries_the_load(overloaded):
     at = overloaded
     sc = Scenario(max_model_len=8192)
-    workload = Workload(arrivals=PoissonArrivals(request_rate_per_s=60.0), num_requests=1000,
-                        input_tokens=FixedLength(tokens=1024), output_tokens=FixedLength(tokens=256))
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=60.0),
+        num_requests=1000,
+        input_tokens=FixedLength(tokens=1024),
+        output_tokens=FixedLength(tokens=256),
+    )
     result = simulate_scenario(spec_of("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm"), sc, workload)
     assert result.overloaded and result.saturation_requests_per_s < 60
     banner = next(w.value for w in at.warning if w.value.startswith("Overloaded:"))
@@ -118,7 +123,11 @@ def test_two_ttfts_for_one_deployment_are_labelled_with_why_they_differ(overload
     search = [label for label in labels if "TTFT" in label and label != "P99 TTFT"]
     assert search and all("steady state" in label for label in search)
     note = next(c.value for c in at.caption if c.value.startswith("Search figure:"))
-    assert "1,000 simulated requests from an empty server" in note and " req/s per replica, " in note and "differ even for the same deployment" in note
+    assert (
+        "1,000 simulated requests from an empty server" in note
+        and " req/s per replica, " in note
+        and "differ even for the same deployment" in note
+    )
 
 
 # ------------------------------------------------------------------------------ point 2: prices
@@ -204,9 +213,14 @@ def test_a_refused_calibration_says_so_and_offers_no_write(monkeypatch, tmp_path
     report = ValidationReport.model_validate_json(at.session_state["validate_report_json"])
     assert report.calibration.status in ("fitted", "refused")
     assert not list((tmp_path / "cal").glob("*.yaml")) if (tmp_path / "cal").exists() else True
-    refused = report.calibration.model_copy(update={
-        "status": "refused", "reason": "the fit leaves 'gemm 4096' 7.0x further off than before.",
-        "target_file": None, "previous_file": None})
+    refused = report.calibration.model_copy(
+        update={
+            "status": "refused",
+            "reason": "the fit leaves 'gemm 4096' 7.0x further off than before.",
+            "target_file": None,
+            "previous_file": None,
+        }
+    )
     at.session_state["validate_report_json"] = report.model_copy(update={"calibration": refused}).model_dump_json()
     at.run()
     assert not at.exception
@@ -218,8 +232,14 @@ def test_a_bound_hit_is_shown_with_both_values():
     from planner.bench.report import BoundHit
     from ui.validate import bound_hit_text
 
-    hit = BoundHit(factor="step_overhead_seconds", fitted=1.7, clipped_to=0.05, side="high", unit="seconds",
-                   reason="a GPU's eager step overhead is milliseconds; seconds say the host was measured.")
+    hit = BoundHit(
+        factor="step_overhead_seconds",
+        fitted=1.7,
+        clipped_to=0.05,
+        side="high",
+        unit="seconds",
+        reason="a GPU's eager step overhead is milliseconds; seconds say the host was measured.",
+    )
     text = bound_hit_text(hit)
     assert "**step_overhead_seconds**" in text and "1.7 seconds" in text and "clipped to 0.05" in text
 
@@ -292,7 +312,9 @@ def test_seconds_axes_are_in_ms_and_batches_past_the_kv_cache_are_marked():
 def test_export_says_does_not_start_once():
     at = fresh("views/export.py", {"gpu": "l4", "len": "131072"})  # one 131k-token request does not fit an L4
     errors = [e.value for e in at.error]
-    assert len(errors) == 2 and all(e.startswith("This profile does not start: one 131,072-token request") for e in errors)
+    assert len(errors) == 2 and all(
+        e.startswith("This profile does not start: one 131,072-token request") for e in errors
+    )
     assert not any("does not start: does not start" in e for e in errors)
 
 
@@ -322,8 +344,9 @@ def diagnose_with_log(name: str, toggle: bool, drop=()) -> AppTest:
 
 
 def test_a_log_without_the_model_names_the_toggle_not_the_cli():
-    at = diagnose_with_log("v1_tp4_ansi_llama33_70b_fp8.log", False,
-                           drop=("model=", "non-default", "vllm serve", "Llama"))
+    at = diagnose_with_log(
+        "v1_tp4_ansi_llama33_70b_fp8.log", False, drop=("model=", "non-default", "vllm serve", "Llama")
+    )
     error = at.error[0].value
     assert TOGGLE in error and "Pass MODEL" not in error and "--" not in error
 
@@ -331,7 +354,9 @@ def test_a_log_without_the_model_names_the_toggle_not_the_cli():
 def test_a_70b_log_against_the_sidebars_8b_is_flagged_before_the_table():
     at = diagnose_with_log("v1_tp4_ansi_llama33_70b_fp8.log", True)
     warnings = [w.value for w in at.warning]
-    assert any(w.startswith("**Not the same model.**") and "Llama-3.3-70B" in w and "Llama-3.1-8B" in w for w in warnings)
+    assert any(
+        w.startswith("**Not the same model.**") and "Llama-3.3-70B" in w and "Llama-3.1-8B" in w for w in warnings
+    )
     assert any(w.startswith("**Not the same weights.**") for w in warnings)
     assert not any("--weight-dtype" in m.value for m in at.markdown)  # said in the page's words
     assert any("sidebar's **Weights**" in m.value for m in at.markdown)
@@ -350,7 +375,9 @@ def test_page_words_replace_the_cli_hint():
     from planner.errors import ScenarioError
 
     err = ScenarioError("the log does not name the model.", hint="Pass MODEL: a catalog name.")
-    assert on_page(err).endswith("(a catalog model, a Hub repo id, or an uploaded config.json).") and TOGGLE in on_page(err)
+    assert on_page(err).endswith("(a catalog model, a Hub repo id, or an uploaded config.json).") and TOGGLE in on_page(
+        err
+    )
     assert "--weight-dtype" not in note_on_page("planned unquantized (pass --weight-dtype)")
 
 
@@ -373,8 +400,12 @@ def test_simulate_traffic_and_targets_round_trip_through_the_url():
     at.run()
     assert not at.exception
     query = {key: at.query_params[key] for key in at.query_params}
-    assert {k: query[k] for k in ("rate", "ttft", "e2e_on", "stat")} == {"rate": "60", "ttft": "0.5", "e2e_on": "1",
-                                                                         "stat": "p90"}
+    assert {k: query[k] for k in ("rate", "ttft", "e2e_on", "stat")} == {
+        "rate": "60",
+        "ttft": "0.5",
+        "e2e_on": "1",
+        "stat": "p90",
+    }
     assert "tpot" not in query and "requests" not in query  # defaults stay out of the link
     link = {k: v for k, v in query.items()}
     again = fresh("views/simulate.py", link)  # the shared link opens the same page
@@ -398,9 +429,219 @@ def test_a_bad_simulate_link_value_is_dropped_with_a_warning():
 def test_the_sidebar_states_that_its_max_model_len_default_is_not_vllms():
     at = fresh()
     note = [c.value for c in at.sidebar.caption if "this app's default" in c.value]
-    assert note == ["8,192 tokens is this app's default; vLLM and `python -m planner` default to the model's maximum "
-                    "(131,072): clear the field to plan as they do."]
+    assert note == [
+        "8,192 tokens is this app's default; vLLM and `python -m planner` default to the model's maximum "
+        "(131,072): clear the field to plan as they do."
+    ]
     at.number_input(key="len").set_value(None).run()
     assert not at.exception
     assert not [c for c in at.sidebar.caption if "this app's default" in c.value]
     assert "131,072 tokens" in at.success[0].value
+
+
+# ---------------------------------------------------------------------- point 7: Compare's rows in the URL, any model
+
+from tests.conftest import TINY_LLAMA_CONFIG  # noqa: E402 (the section's own fixture data)
+from ui.params import ROWS_QUERY, dump_rows, parse_rows  # noqa: E402
+from ui.state import COMPARE_COLUMNS  # noqa: E402
+
+LINK_ROWS = "meta-llama/Llama-3.1-70B,h200,2,1,fp8,fp8,8192;Qwen/Qwen3-8B,l4,1,1,auto,auto,auto"
+
+
+def compare_table(at: AppTest) -> pd.DataFrame:
+    return at.dataframe[-1].value
+
+
+def test_the_default_compare_table_keeps_rows_out_of_the_link():
+    at = fresh("views/compare.py")
+    assert ROWS_QUERY not in at.query_params
+    assert list(compare_table(at)["scenario"]) == ["A", "B", "C", "D"]
+
+
+def test_compare_rows_round_trip_through_the_url():
+    at = fresh("views/compare.py", {ROWS_QUERY: LINK_ROWS})
+    table = compare_table(at)
+    assert list(table["scenario"]) == ["A", "B", "C"]
+    b, c = table.iloc[1], table.iloc[2]
+    assert (b["model"], b["gpu"], b["tp"], b["weights"], b["kv_cache_dtype"], b["max_model_len"]) == (
+        "meta-llama/Llama-3.1-70B",
+        get_profile("h200").name,
+        2,
+        "fp8",
+        "fp8",
+        8192,
+    )
+    assert c["model"] == "Qwen/Qwen3-8B"
+    assert c["max_model_len"] == spec_of("Qwen/Qwen3-8B").max_position_embeddings  # 'auto': the model's maximum
+    assert at.query_params[ROWS_QUERY] == LINK_ROWS  # the page writes back the link it was opened with
+    again = fresh("views/compare.py", {ROWS_QUERY: at.query_params[ROWS_QUERY]})
+    pd.testing.assert_frame_equal(compare_table(again), table)
+
+
+def test_the_compare_codec_inverts_itself_and_leaves_incomplete_rows_out():
+    rows, warnings = parse_rows(LINK_ROWS, COMPARE_COLUMNS)
+    assert not warnings and rows[1]["len"] is None and rows[0]["tp"] == 2
+    assert dump_rows(rows, COMPARE_COLUMNS) == LINK_ROWS
+    half = {"model": "acme/x", "gpu": None, "tp": 1, "pp": 1, "weights": "auto", "kv": "auto", "len": None}
+    floats = {**rows[0], "tp": 2.0, "len": float("nan")}  # what st.data_editor hands back for number cells
+    assert dump_rows([half, floats], COMPARE_COLUMNS) == "meta-llama/Llama-3.1-70B,h200,2,1,fp8,fp8,auto"
+    assert dump_rows([], COMPARE_COLUMNS) == "none" and parse_rows("none", COMPARE_COLUMNS) == ([], [])
+
+
+def test_a_bad_compare_link_row_is_dropped_with_a_warning_and_the_rest_stay():
+    bad = "acme/x,zz,1,1,auto,auto,auto;../etc/passwd,l4,1,1,auto,auto,auto;acme/y,l4,0,1,auto,auto,auto;a,b"
+    at = fresh("views/compare.py", {ROWS_QUERY: f"{bad};{LINK_ROWS}"})
+    warnings = [w.value for w in at.warning if w.value.startswith("Ignored row")]
+    assert len(warnings) == 4
+    assert "gpu 'zz' must be one of" in warnings[0] and "looks like a file path" in warnings[1]
+    assert "tp '0' must be between 1 and 1,024" in warnings[2] and "a row has 7 cells" in warnings[3]
+    assert list(compare_table(at)["scenario"]) == ["A", "B", "C"]
+    assert at.query_params[ROWS_QUERY] == LINK_ROWS  # the bad rows leave the link
+
+
+def test_a_compare_row_takes_a_hub_id_through_the_sidebars_loader(hub):
+    hub.add_repo("acme/tiny-compare", {"config.json": TINY_LLAMA_CONFIG})
+    link = "acme/tiny-compare,l4,1,1,auto,auto,auto;acme/not-there,l4,1,1,auto,auto,auto"
+    at = fresh("views/compare.py", {ROWS_QUERY: link})
+    b = compare_table(at).iloc[1]
+    plan = plan_memory(
+        build_spec(TINY_LLAMA_CONFIG, "acme/tiny-compare"), get_profile("l4"), Scenario(gpu="l4", max_model_len=None)
+    )
+    assert b["model"] == "acme/tiny-compare" and b["max_model_len"] == 2048
+    assert b["max_concurrency"] == pytest.approx(plan.max_concurrency)
+    assert hub.count("GET", "acme/tiny-compare/resolve") >= 1
+    error = next(e.value for e in at.error if e.value.startswith("Scenario C:"))
+    assert "no repo 'acme/not-there' on the Hub" in error
+    assert at.query_params[ROWS_QUERY] == link  # a row that cannot be planned still travels: the link is the table
+
+
+def test_a_compare_row_takes_an_uploaded_config_by_its_file_name():
+    link = "config.json,a10g,1,1,auto,auto,auto;config-2.json,l4,1,1,int4,auto,1024"
+    at = fresh("views/compare.py", {ROWS_QUERY: link})
+    errors = [e.value for e in at.error if e.value.startswith("Scenario")]
+    assert len(errors) == 2 and all(
+        "is uploaded on this page" in e and "config.json files for the table" in e for e in errors
+    )
+    other = {**TINY_LLAMA_CONFIG, "num_hidden_layers": 8}
+    at.file_uploader(key="compare_uploads").set_value(
+        [
+            ("config.json", json.dumps(TINY_LLAMA_CONFIG).encode(), "application/json"),
+            ("config.json", json.dumps(other).encode(), "application/json"),  # every model's file has that name
+        ]
+    ).run()
+    assert not at.exception and not [e for e in at.error if e.value.startswith("Scenario")]
+    assert any(c.value == "In the model column: `config.json`, `config-2.json`" for c in at.caption)
+    table = compare_table(at)
+    b, c = table.iloc[1], table.iloc[2]
+    assert b["model"] == "config.json" and b["gpu"] == get_profile("a10g").name and b["max_model_len"] == 2048
+    assert c["max_model_len"] == 1024 and c["weights"] == "int4"
+    assert c["weights_gib_per_gpu"] < b["weights_gib_per_gpu"]  # int4 weights of twice the layers: still smaller
+    assert at.query_params[ROWS_QUERY] == link  # uploads travel by name only
+
+
+def test_compare_rows_outlive_a_visit_to_another_page():
+    at = fresh("views/compare.py", {ROWS_QUERY: LINK_ROWS})
+    at.switch_page("views/plan.py").run()
+    at.switch_page("views/compare.py").run()
+    assert not at.exception
+    assert list(compare_table(at)["model"])[1:] == ["meta-llama/Llama-3.1-70B", "Qwen/Qwen3-8B"]
+
+
+# ------------------------------------------------------------------------------ point 7: Plan's downloads
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> dict[str, tuple[bytes, str]]:
+    """What each download button of a run would send: file name -> (bytes, mime type)."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    seen: dict[str, tuple[bytes, str]] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        if filename is not None:
+            seen[filename] = (path_or_data if isinstance(path_or_data, bytes) else str(path_or_data).encode(), mimetype)
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return seen
+
+
+def test_plan_downloads_the_plan_as_json_and_its_terms_as_csv(downloads):
+    import io
+
+    at = fresh(query={"gpu": "l4"})
+    assert [b.label for b in at.download_button] == ["Download the plan (JSON)", "Download the terms (CSV)"]
+    sc = Scenario(gpu="l4", max_model_len=8192)
+    plan = plan_memory(spec_of("meta-llama/Llama-3.1-8B"), get_profile("l4"), sc)
+    data, mime = downloads["plan.json"]
+    document = json.loads(data)
+    assert mime == "application/json" and document["model"] == "meta-llama/Llama-3.1-8B" and document["gpu_id"] == "l4"
+    assert document["max_concurrency"] == plan.max_concurrency and document["reason"] == plan.reason
+    assert Scenario.model_validate(document["scenario"]) == sc  # the plan can be replayed from its own file
+    from planner.estimate.memory import MemoryPlan
+
+    assert set(document) == {"model", "gpu_id", "scenario", *MemoryPlan.model_fields}  # the CLI's keys but 'kinds'
+    assert [t["name"] for t in document["terms"]] == [t.name for t in plan.terms]
+    data, mime = downloads["plan-terms.csv"]
+    terms = pd.read_csv(io.BytesIO(data))
+    assert mime.startswith("text/csv") and list(terms["term"]) == [t.name for t in plan.terms]
+    assert list(terms["bytes"]) == [t.bytes for t in plan.terms] and set(terms["kind"]) <= {"exact", "estimate"}
+
+
+# ------------------------------------------------------------------------- point 4: picker, Plan chart, Roofline table
+
+PICKER_CHARS = 26
+"""Characters the sidebar's GPU box shows whole at its default width ('NVIDIA H100 SXM5 80GB (79.2 Gi' was cut at
+30)."""
+MAIN_BLOCK_PX = 940
+"""Width of the main block at a 1,400-px window (the README's screenshots), measured in headless Chromium: the
+Roofline table's container (980 px at 1,440)."""
+
+
+def test_the_gpu_picker_labels_fit_and_the_full_name_is_under_it():
+    at = fresh()
+    picker = at.selectbox(key="gpu")
+    assert picker.options and all(len(label) <= PICKER_CHARS for label in picker.options), picker.options
+    assert "h100-sxm · 79.2 GiB" in picker.options
+    for gpu in ("h100-sxm", "rtx-pro-6000"):  # the longest name of all
+        picker.set_value(gpu).run()
+        assert not at.exception
+        name = get_profile(gpu).name
+        assert any(c.value.startswith(f"{name} · ") and c.value.endswith(" TB/s") for c in at.sidebar.caption), name
+
+
+def test_the_plan_charts_labels_sit_on_their_lines():
+    at = fresh()
+    fig = json.loads(at.get("plotly_chart")[1].proto.spec)  # the concurrency-vs-context chart
+    assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["xaxis"]["type"] == "log"
+    notes = {a["text"]: a for a in fig["layout"]["annotations"]}
+    one = notes["1 request: below it vLLM does not start"]
+    assert one["yref"] == "y" and one["y"] == 0  # log10(1): on the line (it was drawn at 10, a decade above)
+    here = notes["this plan: 8,192"]
+    assert here["xref"] == "x" and here["x"] == pytest.approx(np.log10(8192))
+
+
+def test_the_roofline_table_fits_its_container_and_the_csv_keeps_every_column(downloads):
+    import io
+
+    at = fresh("views/roofline.py")
+    frame = at.dataframe[0]  # the page's one table
+    shown = list(frame.proto.column_order)
+    config = json.loads(frame.proto.columns)
+    assert shown and len(shown) < len(frame.value.columns)
+    widths = [config[column]["width"] for column in shown]
+    assert all(isinstance(w, int) for w in widths) and sum(widths) <= MAIN_BLOCK_PX
+    csv = pd.read_csv(io.BytesIO(downloads["roofline.csv"][0]))
+    assert set(shown) < set(csv.columns) and {"time_us", "count", "group", "kind", "kernel"} <= set(csv.columns)
+
+
+# ------------------------------------------------------------------------------ point 5: where a PP suggestion runs
+
+
+def test_a_pp_suggestion_says_across_nodes_only_when_it_leaves_the_node():
+    at = fresh(query={"model": "meta-llama/Llama-3.1-70B"})  # TP 1 x PP 2 = 2 of an H100 server's 8 GPUs
+    suggestions = "\n".join(m.value for m in at.markdown if m.value.startswith("**What would change it**"))
+    assert "--pipeline-parallel-size 2 (within one node)" in suggestions and "across nodes" not in suggestions
+    big = plan_memory(spec_of("meta-llama/Llama-3.1-405B"), get_profile("h100-sxm"), Scenario(tp=8, max_model_len=8192))
+    assert any("--pipeline-parallel-size 2 (across nodes)" in s for s in big.suggestions)  # 16 GPUs: two servers

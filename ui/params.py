@@ -15,9 +15,12 @@ a URL, and an upload cannot travel in one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 import streamlit as st
 
@@ -137,22 +140,38 @@ _FIELD_DEFAULT = object()
 
 def _field(key: str, field: str, parse: Callable[[str], Any], default: Any = _FIELD_DEFAULT) -> Param:
     """An input that is one Scenario (or ``workload.<name>``: Workload) field; default and help come from the field."""
-    spec, name = (Workload, field.removeprefix(WORKLOAD_PREFIX)) if field.startswith(WORKLOAD_PREFIX) else (Scenario, field)
+    spec, name = (
+        (Workload, field.removeprefix(WORKLOAD_PREFIX)) if field.startswith(WORKLOAD_PREFIX) else (Scenario, field)
+    )
     info = spec.model_fields[name]
     return Param(key, info.default if default is _FIELD_DEFAULT else default, parse, info.description or "", field)
 
 
 PARAMS: tuple[Param, ...] = (
     Param("model", DEFAULT_MODEL, _one_of(catalog_ids), "A model from the bundled catalog (type to search)."),
-    Param("repo", "", _remote_name, "Any Hugging Face Hub repo id, e.g. 'Qwen/Qwen2.5-7B' (or 'org/name/subfolder'); overrides the catalog pick."),
+    Param(
+        "repo",
+        "",
+        _remote_name,
+        "Any Hugging Face Hub repo id, e.g. 'Qwen/Qwen2.5-7B' (or 'org/name/subfolder'); overrides the catalog pick.",
+    ),
     _field("gpu", "gpu", _one_of(gpu_ids)),
     _field("gpus", "num_gpus", _optional_int()),
     _field("tp", "tp", _int(1, 1024)),
     _field("pp", "pp", _int(1, 1024)),
     _field("weights", "weight_dtype", _one_of(lambda: WEIGHT_DTYPES)),
-    Param("mixed", False, _bool, "Mixed precision: attention and lm_head at a high precision, MLP and experts at a low one."),
-    Param("hi", "bf16", _one_of(lambda: HIGH_PRECISION_DTYPES), "Precision of attention and lm_head in mixed precision."),
-    Param("lo", "int4", _one_of(lambda: LOW_PRECISION_DTYPES), "Precision of the MLP and the experts in mixed precision."),
+    Param(
+        "mixed",
+        False,
+        _bool,
+        "Mixed precision: attention and lm_head at a high precision, MLP and experts at a low one.",
+    ),
+    Param(
+        "hi", "bf16", _one_of(lambda: HIGH_PRECISION_DTYPES), "Precision of attention and lm_head in mixed precision."
+    ),
+    Param(
+        "lo", "int4", _one_of(lambda: LOW_PRECISION_DTYPES), "Precision of the MLP and the experts in mixed precision."
+    ),
     _field("kv", "kv_cache_dtype", _one_of(lambda: KV_DTYPES)),
     _field("len", "max_model_len", _optional_int(), default=DEFAULT_MAX_MODEL_LEN),
     _field("util", "gpu_memory_utilization", _fraction),
@@ -237,7 +256,9 @@ def session_values() -> dict[str, Any]:
 
 def link_query(values: dict[str, Any]) -> dict[str, str]:
     """The query parameters of a link that reopens ``values``: every input that differs from its default."""
-    return {key: BY_KEY[key].dump(value) for key, value in values.items() if key in BY_KEY and value != BY_KEY[key].default}
+    return {
+        key: BY_KEY[key].dump(value) for key, value in values.items() if key in BY_KEY and value != BY_KEY[key].default
+    }
 
 
 def init_defaults() -> None:
@@ -328,8 +349,11 @@ def page_inputs(rows: tuple[PageParam, ...]) -> None:
             try:
                 value = row.parse(text)
             except ValueError as err:
-                st.warning(f"Ignored {plain(f'{row.query}={text}', max_chars=200)} from the link: "
-                           f"{plain(str(err).rstrip('.'))}.", icon=":material/link_off:")
+                st.warning(
+                    f"Ignored {plain(f'{row.query}={text}', max_chars=200)} from the link: "
+                    f"{plain(str(err).rstrip('.'))}.",
+                    icon=":material/link_off:",
+                )
                 del st.query_params[row.query]
         st.session_state[row.key] = value
 
@@ -347,6 +371,7 @@ def sync_page_inputs(rows: tuple[PageParam, ...]) -> None:
 
 def simulate_url_inputs(distributions: tuple[str, ...]) -> tuple[PageParam, ...]:
     """The Simulate page's traffic and SLO inputs as they travel in a link (``?rate=60&ttft=0.5&e2e_on=1``)."""
+
     def whole(low: int, high: int) -> Callable[[str], int]:
         return _int(low, high)
 
@@ -367,3 +392,94 @@ def simulate_url_inputs(distributions: tuple[str, ...]) -> tuple[PageParam, ...]
         PageParam("simulate_e2e_on", "e2e_on", False, _bool),
         PageParam("simulate_e2e", "e2e", 20.0, _positive(0.001, 36000.0)),
     )
+
+
+# ------------------------------------------------------------------------------ Compare's rows in the URL
+
+ROWS_QUERY = "rows"
+"""Compare's table in a link: ``?rows=<row>;<row>``, each row its cells in ``ui.state.COMPARE_COLUMNS`` order,
+comma-separated, e.g. ``meta-llama/Llama-3.1-70B,h100-sxm,4,1,auto,auto,8192`` (``auto`` for an empty max_model_len)."""
+NO_ROWS = "none"
+"""``?rows=none``: the user deleted every row (distinct from no parameter: the starting rows)."""
+MAX_LINK_ROWS = 12
+UPLOAD_NAME = re.compile(r"^[\w][\w .()+-]{0,120}\.json$")
+"""A Compare row's model that names a config.json uploaded on the page (a file name, never a path)."""
+_CELL_SAFE = "/-_.~ ()+"
+
+
+def row_model(text: str) -> str:
+    """A Compare row's model: a catalog name, a Hub repo id, or the name of a config.json uploaded on the page.
+
+    Never a path on the server: names with a folder go through ``check_remote_name``, which refuses paths.
+    """
+    text = str(text).strip()
+    if not text:
+        raise ValueError("the model is empty")
+    return text if UPLOAD_NAME.match(text) else _remote_name(text)
+
+
+def table_cell(value: Any) -> Any:
+    """A table cell as a plain value: None for an empty one (None, '', NaN), an int for a whole float."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value.item() if hasattr(value, "item") else value  # numpy scalars from a DataFrame
+
+
+def dump_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """The ``rows`` query value for Compare's table; rows with an empty cell (other than ``len``) are left out."""
+    texts = []
+    for row in rows:
+        cells = {column: table_cell(row.get(column)) for column in columns}
+        if any(value is None for column, value in cells.items() if column != "len"):
+            continue
+        shown = [str(value) if column == "model" else BY_KEY[column].dump(value) for column, value in cells.items()]
+        texts.append(",".join(quote(text, safe=_CELL_SAFE) for text in shown))
+    return ";".join(texts) if texts else NO_ROWS
+
+
+def parse_rows(text: str, columns: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``?rows=`` back into table rows, each cell checked as its sidebar input is (the model by :func:`row_model`).
+
+    Returns (rows, warnings): a row that does not parse is left out with a warning that names it and why.
+    """
+    if text.strip() == NO_ROWS:
+        return [], []
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for number, part in enumerate(text.split(";"), start=1):
+        if not part.strip():
+            continue
+        if len(rows) == MAX_LINK_ROWS:
+            warnings.append(f"Ignored the link's rows after the first {MAX_LINK_ROWS}.")
+            break
+        try:
+            rows.append(_parse_row(part, columns))
+        except ValueError as err:
+            warnings.append(
+                f"Ignored row {number} ({plain(unquote(part), max_chars=200)}) from the link: "
+                f"{plain(_clause(str(err)))}" + ("" if str(err).endswith("...") else ".")
+            )
+    return rows, warnings
+
+
+def _parse_row(part: str, columns: Sequence[str]) -> dict[str, Any]:
+    cells = [unquote(cell) for cell in part.split(",")]
+    if len(cells) != len(columns):
+        raise ValueError(f"a row has {len(columns)} cells ({', '.join(columns)}), this one {len(cells)}")
+    row = {}
+    for column, cell in zip(columns, cells):
+        if column == "model":
+            row[column] = row_model(cell)  # its message names the model
+            continue
+        try:
+            row[column] = BY_KEY[column].parse(cell.strip())
+        except ValueError as err:
+            raise ValueError(f"{column} {cell!r} {_clause(str(err))}") from None
+    return row
+
+
+def _clause(text: str) -> str:
+    """``text`` without its closing full stop (an ellipsis stays), to go inside a sentence."""
+    return text if text.endswith("...") else text.removesuffix(".")

@@ -21,8 +21,17 @@ def _help(key: str) -> str:
 
 
 def _gpu_label(profile_id: str) -> str:
+    """The picker's short label: the profile id (what ``--gpu`` takes) and the card's memory; it fits the sidebar."""
+    return f"{profile_id} · {fmt_gib(get_profile(profile_id).memory_bytes)}"
+
+
+def _gpu_caption(profile_id: str) -> str:
+    """The card's full name and its HBM bandwidth, under the picker (a long name wraps there)."""
     profile = get_profile(profile_id)
-    return f"{profile.name} ({fmt_gib(profile.memory_bytes)})"
+    parts = [plain(profile.name)]
+    if profile.hbm_bandwidth_bytes_per_s:
+        parts.append(f"{profile.hbm_bandwidth_bytes_per_s / 1e12:,.2f} TB/s")
+    return " · ".join(parts)
 
 
 def _model_section() -> None:
@@ -31,11 +40,17 @@ def _model_section() -> None:
     st.text_input("Or any Hub repo id", key="repo", placeholder="org/name, e.g. Qwen/Qwen2.5-7B", help=_help("repo"))
     with st.expander("Upload a config.json, or add a Hub token"):
         st.file_uploader(
-            "config.json", type=["json"], key=UPLOAD_KEY,
-            help="A model's config.json; it replaces the catalog pick and the repo id. An upload is not part of the link.",
+            "config.json",
+            type=["json"],
+            key=UPLOAD_KEY,
+            help="A model's config.json; it replaces the catalog pick and the repo id. "
+            "An upload is not part of the link.",
         )
         st.text_input(
-            "Hugging Face token", type="password", key=TOKEN_KEY, placeholder="hf_...",
+            "Hugging Face token",
+            type="password",
+            key=TOKEN_KEY,
+            placeholder="hf_...",
             help="Only for gated or private repos. Kept in this browser session; never shown or put in the link.",
         )
     values = sidebar_values()
@@ -54,12 +69,20 @@ def _model_section() -> None:
 
 def _hardware_section() -> None:
     st.subheader("Hardware")
-    st.selectbox("GPU", params.gpu_ids(), key="gpu", format_func=_gpu_label, help=_help("gpu"))
+    gpu = st.selectbox("GPU", params.gpu_ids(), key="gpu", format_func=_gpu_label, help=_help("gpu"))
+    st.caption(_gpu_caption(gpu))
     left, right = st.columns(2)
     left.number_input("Tensor parallel", min_value=1, step=1, key="tp", help=_help("tp"))
     right.number_input("Pipeline parallel", min_value=1, step=1, key="pp", help=_help("pp"))
-    st.number_input("GPUs in total", min_value=1, step=1, value=None, key="gpus", placeholder="tp x pp (one replica)",
-                    help=_help("gpus"))
+    st.number_input(
+        "GPUs in total",
+        min_value=1,
+        step=1,
+        value=None,
+        key="gpus",
+        placeholder="tp x pp (one replica)",
+        help=_help("gpus"),
+    )
 
 
 def _precision_section() -> None:
@@ -75,8 +98,15 @@ def _precision_section() -> None:
 
 def _memory_section() -> None:
     st.subheader("Context and memory")
-    st.number_input("max_model_len (tokens)", min_value=1, step=1024, value=None, key="len",
-                    placeholder="the model's maximum", help=_help("len"))
+    st.number_input(
+        "max_model_len (tokens)",
+        min_value=1,
+        step=1024,
+        value=None,
+        key="len",
+        placeholder="the model's maximum",
+        help=_help("len"),
+    )
     values = sidebar_values()
     try:
         model = load_model(values).spec
@@ -85,18 +115,39 @@ def _memory_section() -> None:
     if model is not None and effective_max_model_len(values, model) != values.get("len"):
         st.caption(f"{plain(model.name)} allows at most {model.max_position_embeddings:,} tokens; planning with that.")
     elif model is not None and values.get("len") == params.DEFAULT_MAX_MODEL_LEN < model.max_position_embeddings:
-        st.caption(f"{params.DEFAULT_MAX_MODEL_LEN:,} tokens is this app's default; vLLM and `python -m planner` default "
-                   f"to the model's maximum ({model.max_position_embeddings:,}): clear the field to plan as they do.")
+        st.caption(
+            f"{params.DEFAULT_MAX_MODEL_LEN:,} tokens is this app's default; vLLM and `python -m planner` default "
+            f"to the model's maximum ({model.max_position_embeddings:,}): clear the field to plan as they do."
+        )
     st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, key="util", help=_help("util"))
     with st.expander("vLLM limits and engine"):
-        st.selectbox("block_size", params.BLOCK_SIZES, key="block", format_func=lambda b: "auto" if b is None else str(b),
-                     help=_help("block"))
-        st.number_input("max_num_seqs", min_value=1, step=1, value=None, key="seqs", placeholder="auto",
-                        help=_help("seqs"))
-        st.number_input("max_num_batched_tokens", min_value=1, step=256, value=None, key="tokens", placeholder="auto",
-                        help=_help("tokens"))
-        st.radio("Engine", params.ENGINES, key="engine", horizontal=True,
-                 format_func=lambda e: {"cuda-graphs": "CUDA graphs", "eager": "eager"}[e], help=_help("engine"))
+        st.selectbox(
+            "block_size",
+            params.BLOCK_SIZES,
+            key="block",
+            format_func=lambda b: "auto" if b is None else str(b),
+            help=_help("block"),
+        )
+        st.number_input(
+            "max_num_seqs", min_value=1, step=1, value=None, key="seqs", placeholder="auto", help=_help("seqs")
+        )
+        st.number_input(
+            "max_num_batched_tokens",
+            min_value=1,
+            step=256,
+            value=None,
+            key="tokens",
+            placeholder="auto",
+            help=_help("tokens"),
+        )
+        st.radio(
+            "Engine",
+            params.ENGINES,
+            key="engine",
+            horizontal=True,
+            format_func=lambda e: {"cuda-graphs": "CUDA graphs", "eager": "eager"}[e],
+            help=_help("engine"),
+        )
         st.checkbox("Chunked prefill", key="chunked", help=_help("chunked"))
 
 

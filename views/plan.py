@@ -1,5 +1,7 @@
 """Plan: does vLLM start, how many requests fit at once, and where each GPU's memory goes."""
 
+import json
+
 import streamlit as st
 
 from ui import charts
@@ -13,8 +15,10 @@ st.title("Plan")
 inputs = current_inputs()
 model, hw, sc, res = inputs.model, inputs.hardware, inputs.scenario, inputs.resolved
 
-st.caption(f"{model.name} on {sc.total_gpus} x {hw.name} · config.json from the {inputs.source.origin}",
-           help=f"Source: {inputs.source.citation}")
+st.caption(
+    f"{model.name} on {sc.total_gpus} x {hw.name} · config.json from the {inputs.source.origin}",
+    help=f"Source: {inputs.source.citation}",
+)
 for warning in inputs.source.warnings:
     st.warning(warning, icon=":material/warning:")
 
@@ -30,24 +34,72 @@ if plan.suggestions:
     st.markdown("**What would change it**\n" + "\n".join(f"- {s}" for s in plan.suggestions))
 
 cols = st.columns(5)
-cols[0].metric("Max concurrency", fmt_requests(plan.max_concurrency),
-               help=type(plan).model_fields["max_concurrency"].description + " Rounded down: never more than fits.")
-cols[1].metric("KV cache tokens", fmt_int(plan.kv_cache_tokens), help=type(plan).model_fields["kv_cache_tokens"].description)
-kv_cache_metric(cols[2], "KV cache per GPU", plan.kv_cache_bytes_per_gpu,
-                help=type(plan).model_fields["kv_cache_bytes_per_gpu"].description)
-cols[3].metric("Weights per GPU", fmt_gib(plan.weight_bytes_per_gpu), help=type(plan).model_fields["weight_bytes_per_gpu"].description)
-cols[4].metric("KV blocks", fmt_int(plan.num_gpu_blocks), help=f"{plan.resolved.block_size} tokens per block; "
-               f"{plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request")
+cols[0].metric(
+    "Max concurrency",
+    fmt_requests(plan.max_concurrency),
+    help=type(plan).model_fields["max_concurrency"].description + " Rounded down: never more than fits.",
+)
+cols[1].metric(
+    "KV cache tokens", fmt_int(plan.kv_cache_tokens), help=type(plan).model_fields["kv_cache_tokens"].description
+)
+kv_cache_metric(
+    cols[2],
+    "KV cache per GPU",
+    plan.kv_cache_bytes_per_gpu,
+    help=type(plan).model_fields["kv_cache_bytes_per_gpu"].description,
+)
+cols[3].metric(
+    "Weights per GPU",
+    fmt_gib(plan.weight_bytes_per_gpu),
+    help=type(plan).model_fields["weight_bytes_per_gpu"].description,
+)
+cols[4].metric(
+    "KV blocks",
+    fmt_int(plan.num_gpu_blocks),
+    help=f"{plan.resolved.block_size} tokens per block; "
+    f"{plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request",
+)
 
 st.subheader("Memory per GPU")
 st.plotly_chart(charts.memory_bar(plan), key="plan_memory_bar")
+terms = memory_terms_table(plan)
 st.dataframe(
-    memory_terms_table(plan), hide_index=True, key="plan_terms",
+    terms,
+    hide_index=True,
+    key="plan_terms",
     column_config={
         "GiB": st.column_config.NumberColumn(format="%.2f"),
         "share": st.column_config.ProgressColumn("share of the card", format="percent", min_value=0.0, max_value=1.0),
         "kind": st.column_config.TextColumn(help="exact: follows from config.json; estimate: a documented overhead"),
     },
+)
+plan_json = {
+    "model": model.name,
+    "gpu_id": hw.id,
+    "scenario": sc.model_dump(mode="json"),
+    **plan.model_dump(mode="json"),
+}
+left, right, _ = st.columns([1, 1, 2])
+left.download_button(
+    "Download the plan (JSON)",
+    json.dumps(plan_json, indent=2),
+    file_name="plan.json",
+    mime="application/json",
+    key="plan_json",
+    on_click="ignore",
+    icon=":material/download:",
+    help="The keys `python -m planner plan MODEL --format json` writes (but its `kinds` legend: "
+    "each term says its kind), and the scenario it was planned for.",
+)
+right.download_button(
+    "Download the terms (CSV)",
+    terms.assign(bytes=[t.bytes for t in plan.terms]).to_csv(index=False),
+    file_name="plan-terms.csv",
+    mime="text/csv",
+    key="plan_csv",
+    on_click="ignore",
+    icon=":material/download:",
+    help="One row per slice of a GPU's memory, as in the table above, in bytes too.",
 )
 
 left, right = st.columns(2)
