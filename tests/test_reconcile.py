@@ -376,3 +376,18 @@ def test_cli_bad_input_exits_2(capsys, tmp_path: Path, content, message):
     code, out, err = run_cli(capsys, "reconcile", str(path))
     assert code == 2 and out == ""
     assert err.startswith("error:") and message in err and "Traceback" not in err
+
+
+def test_cli_flags_a_log_of_another_model_before_the_terms(capsys):
+    """An 8B log reconciled against a 70B plan is flagged before any term is read (issue 10, point 1): this
+    log does not print the model's name, so the weights it loaded (15 GB against the plan's 131 GiB) say
+    it; the same log against its own model is not flagged."""
+    log = LOGS / "v0_issue10517_llama8b_rtx3090_20k.log"
+    code, out, err = run_cli(capsys, "reconcile", str(log), "meta-llama/Llama-3.1-70B", "--format", "json")
+    assert code == 0, err
+    kinds = [m["kind"] for m in json.loads(out)["mismatches"]]
+    assert kinds == ["weights"]
+    assert "warning: not the same weights" in err
+    code, out, err = run_cli(capsys, "reconcile", str(log), "meta-llama/Llama-3.1-8B", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["mismatches"] == [] and "not the same" not in err

@@ -245,7 +245,8 @@ def test_cli_score_json(capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     )
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) == {"bench_file", "runs", "median_abs_error_pct", "recorded_to", "calibration_used"}
+    assert set(data) == {"bench_file", "runs", "median_abs_error_pct", "mismatches", "recorded_to", "calibration_used"}
+    assert data["mismatches"] == []  # the file names the model it is scored on
     run = data["runs"][0]
     assert len(data["runs"]) == 1 and run["card"] == "l40s" and run["model"] == "meta-llama/Llama-3.2-3B-Instruct"
     assert run["workload"]["arrivals"]["request_rate_per_s"] == 2.0  # --request-rate 8 wins over the file's 10, / 4
@@ -310,3 +311,16 @@ def test_cli_score_garbage_file(capsys, tmp_path: Path):
     path.write_text("no json here")
     code, _out, err = run_cli(capsys, "score", str(path))
     assert code == 2 and "neither JSON nor JSON lines" in err
+
+
+def test_cli_score_flags_a_result_file_of_another_model(capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A Llama-3.2-3B result scored against Qwen2.5-7B is flagged before any error is read (issue 10, point 1)."""
+    monkeypatch.setenv("PLANNER_HISTORY_PATH", str(tmp_path / "h.jsonl"))
+    code, out, err = run_cli(
+        capsys, "score", str(SWEEP), "Qwen/Qwen2.5-7B", "--gpu", "l40s", "--index", "0", "--format", "json"
+    )
+    assert code == 0, err
+    mismatches = json.loads(out)["mismatches"]
+    assert [m["kind"] for m in mismatches] == ["model"]
+    assert "Llama-3.2-3B" in mismatches[0]["run"] and mismatches[0]["plan"] == "Qwen/Qwen2.5-7B"
+    assert "warning: not the same model" in err and "Llama-3.2-3B" in err

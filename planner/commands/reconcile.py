@@ -24,9 +24,12 @@ from planner.commands.common import (
     parse_precision,
     render,
     table,
+    warn,
 )
 from planner.errors import ConfigError
+from planner.hardware import get_profile
 from planner.verify.history import append, entries_from_reconciliation
+from planner.verify.mismatch import log_mismatches
 from planner.verify.reconcile import Reconciliation, adopt_overheads, format_term_value, reconcile
 from planner.verify.vllm_log import parse_vllm_log
 
@@ -39,6 +42,8 @@ EXAMPLE = "python -m planner reconcile server.log --gpu l40s --format json"
 
 OUTPUT_KEYS = {
     **field_descriptions(Reconciliation),
+    "mismatches": "Ways the log is not about the plan (kind model/weights/card, run, plan, message); empty when "
+    "they agree.",
     "adopted_to": "Calibration file the measured overheads were written to (--adopt); null otherwise.",
     "recorded_to": "History file the compared terms were appended to (--record); null otherwise.",
 }
@@ -157,10 +162,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         use_calibration=args.calibrated,
         calibration_path=args.calibration_file,
     )
+    # flagged before the terms are read: a log of another model or card makes every term off by their ratio
+    overrides = overrides_from_args(args)
+    card = get_profile(overrides["gpu"]) if "gpu" in overrides else None
+    mismatches = log_mismatches(report, rec, plan_model=model.name if model else None, card=card)
+    for m in mismatches:
+        warn(f"not the same {m.kind}: {m.message}")
     source = "stdin" if args.logfile == "-" else str(Path(args.logfile).expanduser().resolve())
     adopted = str(adopt_overheads(rec, path=args.calibration_file, source=source)) if args.adopt else None
     recorded = str(append(entries_from_reconciliation(rec, label=source))) if args.record else None
-    return {**rec.model_dump(mode="json"), "adopted_to": adopted, "recorded_to": recorded}
+    return {
+        **rec.model_dump(mode="json"),
+        "mismatches": [m.model_dump() for m in mismatches],
+        "adopted_to": adopted,
+        "recorded_to": recorded,
+    }
 
 
 def render_table(r: dict[str, Any]) -> str:

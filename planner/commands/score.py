@@ -31,6 +31,7 @@ from planner.scenario import MAX_TOKENS, Scenario
 from planner.serve.workload import MAX_REQUESTS
 from planner.verify.bench_results import load_bench_results
 from planner.verify.history import append, entries_from_score
+from planner.verify.mismatch import Mismatch, bench_mismatches
 from planner.verify.reconcile import apply_overheads, load_overheads
 from planner.verify.scoring import Score, bench_with_overrides, score
 
@@ -45,6 +46,7 @@ OUTPUT_KEYS = {
     "bench_file": "The result file read.",
     "runs": "One score per run in the file (or the one --index picks): " + ", ".join(Score.model_fields) + ".",
     "median_abs_error_pct": "Median |error_pct| over every compared row of every run, percent.",
+    "mismatches": "Ways a run is not about the given MODEL (kind, run, plan, message); empty when they agree.",
     "recorded_to": "History file the scored rows were appended to (--record); null otherwise.",
     "calibration_used": "The adopted memory-overhead calibration applied (reconcile --adopt) for the card, "
     "--engine-version and TP; null when none.",
@@ -142,6 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     efficiency = efficiency_from_args(args, hw)
     specs: dict[str, Any] = {}
     scores: list[Score] = []
+    mismatches: list[Mismatch] = []
     for bench in runs:
         name = args.model or bench.model
         if not name:
@@ -149,6 +152,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "the result file does not name the model.",
                 hint="Pass MODEL: a catalog name, a Hub repo id or a path to its config.json.",
             )
+        if args.model:  # flagged before the score: a file for another model makes every error meaningless
+            for m in bench_mismatches(bench, args.model):
+                warn(f"not the same {m.kind}: {m.message}")
+                mismatches.append(m)
         if name not in specs:
             args.model, given = name, args.model
             specs[name] = load_model(args)[0]
@@ -180,6 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "bench_file": args.bench,
         "runs": scores,
         "median_abs_error_pct": median,
+        "mismatches": [m.model_dump() for m in mismatches],
         "recorded_to": recorded,
         "calibration_used": used,
     }
