@@ -645,3 +645,12 @@ def test_a_pp_suggestion_says_across_nodes_only_when_it_leaves_the_node():
     assert "--pipeline-parallel-size 2 (within one node)" in suggestions and "across nodes" not in suggestions
     big = plan_memory(spec_of("meta-llama/Llama-3.1-405B"), get_profile("h100-sxm"), Scenario(tp=8, max_model_len=8192))
     assert any("--pipeline-parallel-size 2 (across nodes)" in s for s in big.suggestions)  # 16 GPUs: two servers
+
+
+def test_log_axes_label_a_readable_1_2_5_sequence_not_every_minor_tick():
+    """Point 4: the tokens/s panel over 15.6-900 tok/s had every minor tick labelled (20, 30, ..., 900)."""
+    from ui.charts import log_ticks
+
+    assert log_ticks(15.6, 900) == [20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+    assert log_ticks(100, 50_000) == [100.0, 1000.0, 10_000.0]  # 1-2-5 would crowd: decades only
+    assert log_ticks(6.0, 6.5) is None  # inside one step plotly's own ticks stay

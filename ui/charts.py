@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import pickle
 import threading
 from collections import OrderedDict
@@ -282,6 +283,19 @@ def _fits_word(value: bool | None) -> str:
     return "unknown" if value is None else ("fits" if value else "exceeds the KV cache")
 
 
+def log_ticks(lo: float, hi: float, most: int = 8) -> list[float] | None:
+    """Tick values for a log axis over [lo, hi]: 1-2-5 per decade, or only the decades when that would
+    crowd the axis (more than ``most`` labels); None (plotly's own) inside one 1-2-5 step."""
+    if not (0 < lo <= hi) or not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for mantissas in ((1, 2, 5), (1,)):
+        ticks = [m * 10.0**k for k in decades for m in mantissas if lo / 1.2 <= m * 10.0**k <= hi * 1.2]
+        if len(ticks) <= most:
+            return ticks if len(ticks) >= 2 else None
+    return ticks
+
+
 @_memoized
 def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[OperatingPoint] | None = None) -> go.Figure:
     """TTFT, TPOT (ms) and tokens/s against ``x`` (batch or input length), one line per kind (bound dotted);
@@ -341,9 +355,10 @@ def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[Opera
                 hovertemplate=f"{point.label}, {point.serving}: {x_title} %{{x:,}}<extra></extra>",
             )
         fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d", title=x_title, row=1, col=col)
-        fig.update_yaxes(
-            type="log", tickformat=",~g", row=1, col=col
-        )  # no dtick: a panel inside one decade keeps ticks
+        values = (sweep[metric] * scale).to_numpy(dtype=float)
+        values = values[np.isfinite(values) & (values > 0)]
+        ticks = log_ticks(float(values.min()), float(values.max())) if len(values) else None
+        fig.update_yaxes(type="log", tickformat=",~g", tickvals=ticks, row=1, col=col)
     fig.update_layout(
         height=400, margin={"l": 10, "r": 10, "t": 70, "b": 10}, legend={"orientation": "h", "y": 1.22, "x": 0}
     )
