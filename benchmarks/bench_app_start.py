@@ -18,27 +18,15 @@ message where /usr/bin/chromium or Playwright is missing. Usage, from the reposi
 from __future__ import annotations
 
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, app_server, offline_env
+
 RUNS = 5
 START_TIMEOUT_S = 90
 #: The Plan page has answered: its verdict box (success or error) is drawn and nothing is running.
@@ -49,87 +37,25 @@ IMPORTS = "import streamlit, ui.sidebar, ui.state, ui.charts, ui.sweeps, ui.deri
 SERVER_IMPORTS = "import streamlit.web.bootstrap"  # loaded before the server answers /_stcore/health
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def offline_env(home: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": "http://127.0.0.1:9",
-        "HF_HOME": str(home),
-        "HF_HUB_CACHE": str(home / "hub"),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "PYTHONPATH": str(ROOT),
-    }
-    env.pop("HF_TOKEN", None)
-    return env
-
-
-def wait_health(url: str, process: subprocess.Popen, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-                if answer.read().strip() == b"ok":
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if process.poll() is not None:
-            raise SystemExit(f"streamlit exited with {process.returncode}")
-        time.sleep(0.02)
-    raise SystemExit(f"streamlit did not answer {url}/_stcore/health within {START_TIMEOUT_S} s")
-
-
 def one_start(browser) -> dict[str, float]:
     """Start a server, open the app once it is healthy, time until the first page has answered."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as home:
         start = time.monotonic()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlit",
-                "run",
-                "app.py",
-                "--server.port",
-                str(port),
-                "--server.address",
-                "127.0.0.1",
-                "--server.headless",
-                "true",
-                "--browser.gatherUsageStats",
-                "false",
-                "--server.fileWatcherType",
-                "none",
-            ],
-            cwd=ROOT,
-            env=offline_env(Path(home)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         try:
-            deadline = start + START_TIMEOUT_S
-            wait_health(url, process, deadline)
-            health = time.monotonic() - start
-            context = browser.new_context(viewport={"width": 1440, "height": 1000})
-            page = context.new_page()
-            page.goto(url)
-            while not page.evaluate(ANSWERED_JS):
-                if time.monotonic() > deadline:
-                    raise SystemExit("the first page did not answer in time")
-                time.sleep(0.02)
-            first_page = time.monotonic() - start
-            context.close()
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            server = app_server(Path(home), start_timeout_s=START_TIMEOUT_S)
+            with server as url:
+                health = time.monotonic() - start
+                context = browser.new_context(viewport={"width": 1440, "height": 1000})
+                page = context.new_page()
+                page.goto(url)
+                while not page.evaluate(ANSWERED_JS):
+                    if time.monotonic() > start + START_TIMEOUT_S:
+                        raise SystemExit("the first page did not answer in time")
+                    time.sleep(0.02)
+                first_page = time.monotonic() - start
+                context.close()
+        except RuntimeError as err:
+            raise SystemExit(str(err)) from None
     return {"health_s": health, "first_page_s": first_page, "app_run_s": first_page - health}
 
 

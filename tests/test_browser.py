@@ -12,12 +12,7 @@ anything beyond 127.0.0.1. A screenshot goes to ``test-artifacts/`` (gitignored,
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,19 +25,10 @@ from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
 from planner.scenario import Scenario
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, app_server
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ROOT / "docs" / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SERVER_START_S = 60
 PAGE_TIMEOUT_S = 60
 
@@ -56,70 +42,14 @@ IDLE_JS = """() => !document.querySelector('[data-testid="stStatusWidget"]')
   && !!document.querySelector('[data-testid="stMain"] h1')"""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`streamlit run app.py` on a free 127.0.0.1 port, freshly started; yields its base URL."""
-    port = free_port()
+    """`streamlit run app.py` on a free 127.0.0.1 port, freshly started; yields its base URL (a server
+    that does not start raises with its log's path)."""
     home = tmp_path_factory.mktemp("hf_home")
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": "http://127.0.0.1:9",
-        "HF_HOME": str(home),
-        "HF_HUB_CACHE": str(home / "hub"),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-    }
-    env.pop("HF_TOKEN", None)
-    log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-                    if answer.read().strip() == b"ok":
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start on {url} (exit code {process.poll()}); see {log.name}")
-            time.sleep(0.3)
+    log_path = tmp_path_factory.mktemp("server") / "streamlit.log"
+    with log_path.open("w") as log, app_server(home, log, start_timeout_s=SERVER_START_S) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -218,6 +218,26 @@ def _layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:
     return out
 
 
+def engine_row(name: str, seconds: float) -> OpTime:
+    """A row of engine time that moves no bytes and does no math (launches or host work the GPU waits for)."""
+    return OpTime(
+        name=name,
+        group="engine",
+        count=1,
+        kind="overhead",
+        flops=0.0,
+        bytes=0.0,
+        arithmetic_intensity=None,
+        compute_dtype="-",
+        bound="overhead",
+        compute_seconds=0.0,
+        memory_seconds=0.0,
+        overhead_seconds=seconds,
+        seconds=seconds,
+        total_seconds=seconds,
+    )
+
+
 def roofline(
     model: ModelSpec,
     hw: HardwareProfile,
@@ -270,45 +290,11 @@ def roofline(
     launches = sum(r.overhead_seconds * r.count for r in rows)
     gpu = float(step.gpu_step_seconds(kernels_gpu, launches))
     if gpu > kernels_gpu:
-        rows.append(
-            OpTime(
-                name="engine / kernel launches not hidden behind the GPU",
-                group="engine",
-                count=1,
-                kind="overhead",
-                flops=0.0,
-                bytes=0.0,
-                arithmetic_intensity=None,
-                compute_dtype="-",
-                bound="overhead",
-                compute_seconds=0.0,
-                memory_seconds=0.0,
-                overhead_seconds=gpu - kernels_gpu,
-                seconds=gpu - kernels_gpu,
-                total_seconds=gpu - kernels_gpu,
-            )
-        )
+        rows.append(engine_row("engine / kernel launches not hidden behind the GPU", gpu - kernels_gpu))
     visible_host = float(step.combine_step(gpu, step.host_seconds(eff, batch), engine.async_scheduling)) - gpu
     if visible_host > 0:
         hidden = " not hidden by async scheduling" if engine.async_scheduling else ""
-        rows.append(
-            OpTime(
-                name=f"engine / host work{hidden} (scheduler, input prep, outputs)",
-                group="engine",
-                count=1,
-                kind="overhead",
-                flops=0.0,
-                bytes=0.0,
-                arithmetic_intensity=None,
-                compute_dtype="-",
-                bound="overhead",
-                compute_seconds=0.0,
-                memory_seconds=0.0,
-                overhead_seconds=visible_host,
-                seconds=visible_host,
-                total_seconds=visible_host,
-            )
-        )
+        rows.append(engine_row(f"engine / host work{hidden} (scheduler, input prep, outputs)", visible_host))
     total = sum(r.total_seconds for r in rows)
     by_bound: dict[str, float] = {}
     for r in rows:

@@ -529,7 +529,8 @@ def _from_catalog(entry: CatalogEntry, catalog_dir: str | Path | None, *, warnin
     )
 
 
-def _normalise(text: str) -> str:
+def normalise_name(text: str) -> str:
+    """A model name for matching: lower case, letters and digits only ('Llama-3.1-8B' -> 'llama318b')."""
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
@@ -537,8 +538,8 @@ def _match_score(query: str, entry: CatalogEntry) -> tuple[int, float] | None:
     """(rank, -similarity): rank 0 exact, 1 prefix, 2 substring, 3 fuzzy; None if no match."""
     keys = [entry.repo_id.lower(), entry.repo_id.rsplit("/", 1)[-1].lower(), *(a.lower() for a in entry.aliases)]
     queries = {query, query.rsplit("/", 1)[-1]}
-    norm_keys = [_normalise(k) for k in keys]
-    norm_queries = {_normalise(q) for q in queries} - {""}
+    norm_keys = [normalise_name(k) for k in keys]
+    norm_queries = {normalise_name(q) for q in queries} - {""}
     similarity = max(difflib.SequenceMatcher(None, q, k).ratio() for q in queries for k in keys)
     if queries & set(keys) or norm_queries & set(norm_keys):
         return (0, -similarity)

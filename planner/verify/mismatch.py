@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.hardware import HardwareProfile
+from planner.model.sources import normalise_name
 from planner.units import GiB, fmt_gib
 from planner.verify.bench_results import BenchResult
 from planner.verify.reconcile import Reconciliation
@@ -56,7 +57,7 @@ def model_key(name: str) -> str:
     last = name.strip().rstrip("/").split("/")[-1].lower()
     for suffix in FINE_TUNE_SUFFIXES:
         last = re.sub(rf"[-_.]{suffix}$", "", last)
-    return re.sub(r"[^a-z0-9]", "", last)
+    return normalise_name(last)
 
 
 def model_mismatch(run_model: str | None, plan_model: str) -> Mismatch | None:
