@@ -44,6 +44,47 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts[:4])
 
 
+class MoeWeightLayout(BaseModel):
+    """How an engine holds a quantized checkpoint's routed-expert weights once loaded, on one range of cards.
+
+    The kernel backend an engine picks for a weight format depends on the card (vLLM's ``mxfp4.py``: Marlin
+    below SM90, triton_kernels on Hopper, FlashInfer on Blackwell), and each backend pads the expert shapes
+    or keeps extra copies, so the resident bytes differ from the checkpoint's.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weight_format: str = Field(description="Expert weight format the rule is for, as WeightFormat names it (mxfp4).")
+    backend: str = Field(description="Kernel backend the engine picks on these cards (marlin, triton, flashinfer).")
+    min_compute_capability: float = Field(description="Lowest CUDA compute capability it holds for (included).")
+    max_compute_capability: float | None = Field(
+        None, description="First compute capability it no longer holds for (excluded); None: no upper end."
+    )
+    pad_intermediate_to: int = Field(
+        1, ge=1, description="Each rank's expert FFN width is rounded up to a multiple of this, in elements."
+    )
+    pad_hidden_to: int = Field(1, ge=1, description="The hidden size of the expert weights is rounded up to this.")
+    scale_bits_per_weight: float = Field(
+        0.0, ge=0, description="The format's scale bits per weight (MXFP4: one 8-bit E8M0 scale per 32 = 0.25)."
+    )
+    scale_copies: int = Field(
+        1, ge=1, description="Copies of the scales held after loading (triton_kernels keeps the loaded ones too)."
+    )
+    bias_bytes_per_element: float | None = Field(
+        None, gt=0, description="Bytes per expert-bias element after loading (fp32: 4); None: the model dtype."
+    )
+    source: str = Field(description="Where the rule comes from, and a measurement that checks it.")
+
+    def holds(self, weight_format: str, compute_capability: str | None) -> bool:
+        """Whether the rule applies to experts stored as ``weight_format`` on a card of ``compute_capability``."""
+        if compute_capability is None or weight_format != self.weight_format:
+            return False
+        cc = float(compute_capability)
+        return cc >= self.min_compute_capability and (
+            self.max_compute_capability is None or cc < self.max_compute_capability
+        )
+
+
 class EngineProfile(BaseModel):
     """One engine family over a range of versions (``min_version`` <= v < ``max_version``)."""
 
@@ -66,6 +107,11 @@ class EngineProfile(BaseModel):
     custom_allreduce: bool = Field(
         description="A custom all-reduce takes small TP messages (< 8 MiB, NVLink or 2 ranks)."
     )
+    custom_allreduce_graph_fit: bool = Field(
+        True,
+        description="A custom all-reduce replayed inside a CUDA graph is priced with the in-graph fit "
+        "(planner.estimate.step); false: with the eager fit, for profiles whose factors were fitted that way.",
+    )
     reserves_cuda_graph_memory: bool = Field(
         description="The CUDA-graph pool is estimated and reserved before the KV cache is sized."
     )
@@ -73,6 +119,9 @@ class EngineProfile(BaseModel):
         description="Version from which reserves_cuda_graph_memory holds inside this range (None: the whole range)."
     )
     chunked_prefill_default: bool = Field(description="Chunked prefill is on by default.")
+    moe_weight_layouts: tuple[MoeWeightLayout, ...] = Field(
+        (), description="Resident layouts of quantized expert weights by card; none listed: the checkpoint's bytes."
+    )
     sources: dict[str, str] = Field(default_factory=dict, description="Field -> citation.")
     efficiency: Efficiency = Field(
         default_factory=Efficiency, description="Fitted kernel and host factors for this engine (fitted.yaml)."
@@ -81,6 +130,10 @@ class EngineProfile(BaseModel):
     def holds(self, version: tuple[int, ...]) -> bool:
         lo = parse_version(self.min_version)
         return version >= lo and (self.max_version is None or version < parse_version(self.max_version))
+
+    def moe_weight_layout(self, weight_format: str, compute_capability: str | None) -> MoeWeightLayout | None:
+        """The rule for experts stored as ``weight_format`` on a card of ``compute_capability``, if any."""
+        return next((r for r in self.moe_weight_layouts if r.holds(weight_format, compute_capability)), None)
 
     def reserves_graph_memory_at(self, version: str | None) -> bool:
         """Whether the graph pool is reserved before KV sizing at ``version`` (None: the range's newest)."""

@@ -90,8 +90,12 @@ _DTYPE_ALIASES: dict[str, str] = {
 }
 
 
-def normalize_dtype(dtype: str) -> Dtype:
-    """'bfloat16' -> 'bf16', 'FP8' -> 'fp8', 'nvfp4' -> 'fp4'; raises for names it does not know."""
+def math_dtype(dtype: str) -> Dtype:
+    """The math-unit dtype whose datasheet peak applies: 'bfloat16' -> 'bf16', 'FP8' -> 'fp8', 'nvfp4' -> 'fp4'.
+
+    Unlike ``planner.model.quantization.canonical_dtype`` (spelling only) it folds formats into their
+    tensor-core class and raises for names it does not know.
+    """
     key = dtype.strip().lower().replace("torch.", "")
     key = _DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
@@ -186,6 +190,13 @@ class HardwareProfile(BaseModel):
         description="Device names torch/NVML report for this card, e.g. 'NVIDIA H100 80GB HBM3', used by "
         "match_profile; no unit.",
     )
+    compute_capability: str | None = Field(
+        None,
+        pattern=r"^\d+\.\d+$",
+        description="CUDA compute capability as NVIDIA lists it (e.g. '9.0' for Hopper); it picks an engine's kernel "
+        "backend and so the resident layout of some quantized weights (engine profile moe_weight_layouts). "
+        "Null for a card without CUDA.",
+    )
     sources: dict[str, str] = Field(
         default_factory=dict,
         description="Citation per field: field name (or 'peak_flops_per_s.fp8') -> URL or reference; no unit.",
@@ -260,7 +271,7 @@ class HardwareProfile(BaseModel):
         A100 has no FP8 tensor cores: ``has_native('fp8')`` is False and FP8 weights there run
         through weight-only kernels at the BF16 rate (see :meth:`compute_dtype_for`).
         """
-        return normalize_dtype(dtype) in self.peak_flops_per_s
+        return math_dtype(dtype) in self.peak_flops_per_s
 
     def compute_dtype_for(self, dtype: str) -> Dtype | None:
         """The dtype whose units actually do ``dtype``'s math here: itself if native, else its fallback.
@@ -269,7 +280,7 @@ class HardwareProfile(BaseModel):
         fp16 <-> bf16, bf16 -> fp32 on CPUs without bf16 units, tf32 -> fp32. None when nothing
         applies (e.g. fp32 on a GPU profile that lists only tensor-core rates).
         """
-        key = normalize_dtype(dtype)
+        key = math_dtype(dtype)
         if key in self.peak_flops_per_s:
             return key
         for fallback in _FALLBACK[key]:
@@ -327,6 +338,7 @@ _FIELD_HINTS: dict[str, str] = {
     "price_per_hour_usd": "write US dollars per GPU-hour, e.g. 2.99, or null when you have no source",
     "aliases": "write a list of names, e.g. [h100, h100-sxm5]",
     "device_names": "write a list of names as torch reports them, e.g. ['NVIDIA H100 80GB HBM3']",
+    "compute_capability": "write the CUDA compute capability in quotes, e.g. '9.0', or null for a non-CUDA card",
     "sources": "map field name to a URL or citation, e.g. {hbm_bandwidth_bytes_per_s: https://...}",
     "confidence": "write A (vendor datasheet), B (secondary or derived) or C (community or rough)",
     "notes": "write free text",
@@ -673,7 +685,7 @@ def profile_from_detected(
         ),
         "unknown",
     )
-    flops = {normalize_dtype(k): float(v) for k, v in (peak_flops_per_s or {}).items()}
+    flops = {math_dtype(k): float(v) for k, v in (peak_flops_per_s or {}).items()}
     measured = "measured on this machine" if (hbm_bandwidth_bytes_per_s or flops) else "unknown until measured"
     memory_note = (
         "memory_bytes as the CUDA runtime reported it"

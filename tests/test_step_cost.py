@@ -17,7 +17,8 @@ from planner.estimate.roofline import roofline
 from planner.estimate.sweep import sweep
 from planner.hardware import get_profile
 from planner.scenario import Scenario
-from planner.verify.public_records import StepOps, StepOpsBatch, catalog_model
+from planner.verify.public_records import catalog_model
+from planner.verify.public_records_predict import StepOps, StepOpsBatch
 
 CASES = [  # dense GQA, MHA, MoE, MLA (prefill and decode differ), sliding windows, hybrid Mamba, MXFP4 MoE
     ("meta-llama/Llama-3.1-70B", 4, "cuda-graphs"),
@@ -139,3 +140,25 @@ def test_cuda_graph_batches_pad_to_the_captured_size():
         600,
     ]
     np.testing.assert_array_equal(step.graph_padded_batch(np.asarray([3.0, 13.0, 600.0]), 512), [4.0, 16.0, 600.0])
+
+
+@pytest.mark.parametrize(
+    ("ranks", "mib", "measured_us"),
+    [(4, 0.5, 10.0), (4, 1.0, 14.5), (4, 1.5, 19.0), (4, 2.0, 22.5), (2, 0.5, 7.0)],
+)
+def test_custom_allreduce_in_a_cuda_graph_matches_vllms_communicator_benchmark(ranks, mib, measured_us):
+    """vLLM's ca_1stage rows on H100 (vllm-project/vllm#24111, #24532; TP4 the mean of the two PRs)."""
+    link = step.Link.for_group(get_profile("h100-sxm"), ranks)
+    eff = StepTimeModel(catalog_model("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm"), Scenario()).eff
+    got = step.allreduce_seconds(eff, mib * 2**20, ranks, link, True, in_graph=True)
+    assert got * 1e6 == pytest.approx(measured_us, rel=0.12)
+
+
+def test_an_allreduce_inside_a_cuda_graph_is_cheaper_than_launched_eagerly():
+    """Eager: the published eager timings (sglang#2904, vLLM column: TP4 1 MiB 40.2 us); in a graph ~14 us."""
+    link = step.Link.for_group(get_profile("h100-sxm"), 4)
+    eff = StepTimeModel(catalog_model("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm"), Scenario()).eff
+    eager = step.allreduce_seconds(eff, 2**20, 4, link, True, in_graph=False)
+    graph = step.allreduce_seconds(eff, 2**20, 4, link, True, in_graph=True)
+    assert eager * 1e6 == pytest.approx(40.2, rel=0.1)
+    assert graph < eager / 2

@@ -25,7 +25,14 @@ that in FLOP/s but stream the touched experts' weights at the card's full ``band
 One all-reduce of ``P`` bytes over ``n`` ranks (``allreduce_seconds``), as the engine dispatches it
 (``shared/reference/engines.md`` 3a):
 
-* custom all-reduce (vLLM, SGLang, TensorRT-LLM) when the engine has one, ``n`` is 2, 4, 6 or 8,
+* custom all-reduce replayed inside a CUDA graph (a decode step, or a piecewise-graph step):
+  ``6.0 us + (n - 1) x P / (one-way link bandwidth x 0.83)`` (the one-stage kernel reads every peer's
+  buffer), fitted to the ``ca_1stage`` rows of vLLM's device-communicator benchmark on H100 TP4
+  (vllm-project/vllm#24111 and #24532: 0.5 / 1 / 1.5 / 2 MiB in 10 / 14.5 / 19 / 22.5 us, the two runs
+  within 1 us of each other) and checked at TP2 (0.5 MiB: 7 us measured, 7.4 us modelled); the engine
+  dispatches whichever of it and NCCL is faster for the size (#24111, #33839), so the cost is the
+  smaller of the two;
+* custom all-reduce launched eagerly, when the engine has one, ``n`` is 2, 4, 6 or 8,
   ``P`` < 8 MiB and the ranks share NVLink (or ``n`` = 2 over PCIe): ``alpha_n + P / beta_n`` with
   ``alpha``/``beta`` fitted to the published vLLM custom all-reduce latencies on H100 NVLink
   (sgl-project/sglang#2904, eager, 512 B - 1 MiB; least squares on four sizes per world size:
@@ -67,6 +74,10 @@ CUSTOM_ALLREDUCE_H100: dict[int, tuple[float, float]] = {
     6: (10.8e-6, 32.2e9),
     8: (11.8e-6, 30.8e9),
 }
+#: Custom all-reduce inside a CUDA graph: latency and the fraction of the one-way link bandwidth its
+#: one-stage kernel reaches reading the peers' buffers (fit in the module docstring).
+CUSTOM_ALLREDUCE_GRAPH_LATENCY_SECONDS = 6.0e-6
+CUSTOM_ALLREDUCE_GRAPH_LINK_FRACTION = 0.83
 #: One-way NVLink 4 bandwidth of an H100 SXM (900 GB/s bidirectional), the reference of the fit.
 NVLINK4_ONE_WAY_BYTES_PER_S = 450e9
 #: Largest message of the published custom all-reduce timings the fit is drawn from.
@@ -226,12 +237,16 @@ def custom_allreduce_applies(payload_bytes: Any, ranks: int, link: Link, engine_
     return payload_bytes < CUSTOM_ALLREDUCE_MAX_BYTES
 
 
-def allreduce_seconds(eff: Efficiency, payload_bytes: Any, ranks: int, link: Link, engine_has_custom: bool) -> Any:
-    """Seconds of one all-reduce of ``payload_bytes`` over ``ranks`` GPUs (0 for one rank).
+def allreduce_seconds(
+    eff: Efficiency, payload_bytes: Any, ranks: int, link: Link, engine_has_custom: bool, in_graph: Any = False
+) -> Any:
+    """Seconds of one all-reduce of ``payload_bytes`` over ``ranks`` GPUs (0 for one rank); ``in_graph``
+    (a bool or an array like ``payload_bytes``): it is replayed inside a CUDA graph.
 
     Worked example: 70B decode at batch 16, TP4 on H100: P = 16 x 8192 x 2 B = 256 KiB ->
-    custom all-reduce 9.8 us + 262,144 / 33.7 GB/s = 17.6 us (NCCL ring: 12.5 us + 1.5 x 256 KiB /
-    (450 GB/s x 0.47) = 14.4 us; the engine picks custom below 8 MiB as vLLM does).
+    eager custom all-reduce 9.8 us + 262,144 / 33.7 GB/s = 17.6 us; inside the decode step's CUDA graph
+    6.0 us + 3 x 262,144 / (450 GB/s x 0.83) = 8.1 us (NCCL ring: 12.5 us + 1.5 x 256 KiB /
+    (450 GB/s x 0.82) = 13.6 us; the engine picks custom below 8 MiB as vLLM does).
     """
     if ranks <= 1:
         return payload_bytes * 0.0
@@ -243,6 +258,10 @@ def allreduce_seconds(eff: Efficiency, payload_bytes: Any, ranks: int, link: Lin
     measured = np.minimum(payload_bytes, CUSTOM_ALLREDUCE_FIT_MAX_BYTES)
     custom = alpha + measured / (beta * scale) + (payload_bytes - measured) / ring_bytes_per_s
     ring = NCCL_LATENCY_SECONDS[link.kind] + payload_bytes / ring_bytes_per_s
+    graph = CUSTOM_ALLREDUCE_GRAPH_LATENCY_SECONDS + (ranks - 1) * payload_bytes / (
+        link.one_way_bytes_per_s * CUSTOM_ALLREDUCE_GRAPH_LINK_FRACTION
+    )
+    custom = np.where(in_graph, np.minimum(graph, ring), custom)
     use_custom = custom_allreduce_applies(payload_bytes, ranks, link, engine_has_custom)
     out = np.where(use_custom, custom, ring)
     return float(out) if _ndim(out) == 0 else out
