@@ -1,6 +1,6 @@
 """Accuracy report: the planner against every published measurement it can express.
 
-Runs ``planner.verify.public_records.evaluate`` over shared/reference/measured_public.json with the
+Runs ``planner.verify.public_records_report.evaluate`` over shared/reference/measured_public.json with the
 fitted default factors, prints per source family and metric the count, median and P90 absolute %
 error and the worst five cases, then the records it cannot express grouped by reason, then the
 same totals for the pure roofline (``BOUND``) to show what the fit buys, and one line of JSON.
@@ -18,7 +18,8 @@ import time
 
 from planner.commands.accuracy import render_table
 from planner.efficiency import BOUND
-from planner.verify.public_records import AccuracyReport, evaluate, load_records
+from planner.verify.public_records import load_records
+from planner.verify.public_records_report import AccuracyReport, evaluate
 
 
 def summary_line(report: AccuracyReport, bound: AccuracyReport, seconds: float) -> dict:

@@ -86,11 +86,11 @@ def planner_whatif_seconds(rounds: int) -> float:
     from planner.hardware import get_profile
     from planner.model.families import build_spec
     from planner.model.sources import load_config
-    from planner.scenario import Scenario, Workload
+    from planner.scenario import RequestShape, Scenario
 
     model = build_spec(load_config(PLANNER_MODEL).config, PLANNER_MODEL)
     hw = get_profile("h100-sxm")
-    workload = Workload(input_len=PROMPT, output_len=GENERATED, batch_size=BATCH)
+    workload = RequestShape(input_len=PROMPT, output_len=GENERATED, batch_size=BATCH)
     times = []
     for i in range(rounds + 1):
         sc = Scenario(gpu="h100-sxm", tp=TP, workload=workload)  # new each round: nothing keyed on it is reused

@@ -26,7 +26,7 @@ from planner.estimate.roofline import roofline
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import Scenario, Workload
+from planner.scenario import RequestShape, Scenario
 
 MODEL = "meta-llama/Llama-3.1-70B"
 #: Targets of issue 15, seconds.
@@ -43,7 +43,7 @@ def main() -> None:
         "gpu": "h100-sxm",
         "tp": 4,
         "max_model_len": 8192,
-        "workload": Workload(input_len=2048, output_len=256, batch_size=32),
+        "workload": RequestShape(input_len=2048, output_len=256, batch_size=32),
     }
     sc = Scenario(**fields)
 

@@ -38,16 +38,9 @@ import numpy as np
 
 from planner.efficiency import BOUND, Efficiency
 from planner.estimate.defaults import FITTED
-from planner.verify.public_records import (
-    Expressed,
-    MemoryPrediction,
-    ServingPrediction,
-    StepOpsBatch,
-    catalog_model,
-    express_all,
-    load_records,
-    step_ops,
-)
+from planner.verify.public_records import catalog_model, load_records
+from planner.verify.public_records_express import Expressed, express_all
+from planner.verify.public_records_predict import MemoryPrediction, ServingPrediction, StepOpsBatch, step_ops
 
 DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "planner" / "estimate" / "defaults.py"
 
@@ -255,7 +248,7 @@ def fitted_source(summary: dict) -> str:
 def write_defaults(eff: Efficiency, path: Path = DEFAULTS_FILE) -> None:
     """Replace the ``FITTED = Efficiency(...)`` block of defaults.py, keeping the rest of the file."""
     text = path.read_text()
-    lines = ["FITTED = Efficiency(", '    kind="default",']
+    lines = ["FITTED = Efficiency(", '    kind="estimate",']
     for p in PARAMS:
         value = getattr(eff, p.name)
         lines.append(f"    {p.name}={value if p.integer else float(f'{value:.4g}')!r},")

@@ -39,15 +39,10 @@ from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import plan_memory
 from planner.serve.replica import scheduler_config
 from planner.serve.slo import saturated_run
-from planner.verify.public_records import (
-    MAX_THROUGHPUT_BATCH_CAP,
-    Expressed,
-    ThroughputPrediction,
-    error_pct,
-    express,
-    load_records,
-    source_family,
-)
+from planner.verify.public_records import load_records, source_family
+from planner.verify.public_records_express import MAX_THROUGHPUT_BATCH_CAP, Expressed, express
+from planner.verify.public_records_predict import ThroughputPrediction
+from planner.verify.public_records_report import error_pct
 
 SERVING = ("vllm-0.5/0.6 serving (Lambda)", "sglang-0.3 / vllm-0.6 serving")
 TRT_WAVES = 3  # the saturated run sends 3 x in-flight requests; the first wave is not counted

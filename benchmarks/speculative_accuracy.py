@@ -28,7 +28,7 @@ from planner.estimate.speculative import acceptance_rate_for_length
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import Scenario, SpeculativeDecoding, Workload
+from planner.scenario import RequestShape, Scenario, SpeculativeDecoding
 
 SOURCE = "https://github.com/vllm-project/vllm/issues/20780"
 MODEL = "meta-llama/Llama-3.1-8B"  # the Instruct model has the same config.json
@@ -49,7 +49,7 @@ MEASURED = {
     ("eagle3", 6): (3.46, 4.20),
     ("eagle3", 7): (3.54, 4.29),
 }
-WORKLOAD = Workload(input_len=128, output_len=256, batch_size=1)
+WORKLOAD = RequestShape(input_len=128, output_len=256, batch_size=1)
 
 
 def main() -> None:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: What older files call the fitted factors (``kind: default``); read as ``estimate``.
+_LEGACY_KINDS = {"default": "estimate"}
 
 
 class Efficiency(BaseModel):
@@ -20,10 +23,11 @@ class Efficiency(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["bound", "default", "calibrated"] = Field(
-        "default",
-        description="'bound': no derating (pure roofline); 'default': factors fitted to public "
-        "measurements; 'calibrated': factors measured on this card by the Validate benchmarks.",
+    kind: Literal["bound", "estimate", "calibrated"] = Field(
+        "estimate",
+        description="'bound': no derating (pure roofline); 'estimate': factors fitted to public "
+        "measurements; 'calibrated': factors measured on this card by the Validate benchmarks. The "
+        "same word as the kind of every prediction made with them ('default' in older files reads as 'estimate').",
     )
     bandwidth_fraction: float = Field(
         0.8, gt=0, le=1, description="Achieved fraction of HBM bandwidth when streaming weights and KV (unitless)."
@@ -46,8 +50,8 @@ class Efficiency(BaseModel):
         1.0,
         gt=0,
         le=1,
-        description="Fused-MoE grouped GEMMs reach this fraction of what a dense GEMM of the same "
-        "rows achieves, in both FLOP/s and bandwidth (unitless).",
+        description="Fused-MoE grouped GEMMs reach this fraction of the FLOP/s a dense GEMM of the same "
+        "rows achieves; they stream the touched experts' weights at bandwidth_fraction (unitless).",
     )
     attention_fraction: float = Field(
         0.6,
@@ -106,6 +110,12 @@ class Efficiency(BaseModel):
     source: str = Field(
         "planner defaults", description="Where these factors come from (fit, card and date, or 'none')."
     )
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _legacy_kind(cls, value: object) -> object:
+        """Older efficiency files and calibrations say 'default' for the fitted factors."""
+        return _LEGACY_KINDS.get(value, value) if isinstance(value, str) else value
 
 
 BOUND = Efficiency(

@@ -3,7 +3,7 @@
 Field names follow vLLM's CLI flags (``--tensor-parallel-size`` is ``tp`` here, the rest match:
 ``max_model_len``, ``gpu_memory_utilization``, ``block_size``, ``max_num_seqs``,
 ``max_num_batched_tokens``, ``kv_cache_dtype``). ``None`` means "vLLM's default", resolved against
-the model and card by ``resolve_defaults``; the resolved values are what the plan reports.
+the model and card by ``planner.estimate.resolve.resolve``; the resolved values are what the plan reports.
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ MAX_GPUS = 2**16
 MAX_GPU_BYTES = 2**40
 
 
-class Workload(BaseModel):
-    """What the requests look like, for latency and throughput."""
+class RequestShape(BaseModel):
+    """What the requests look like, for latency and throughput: prompt and output lengths, and how many run together.
+
+    The simulator's traffic over time (arrivals, length distributions) is ``planner.serve.workload.Workload``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -107,6 +110,80 @@ class SpeculativeDecoding(BaseModel):
                 hint="Drop --draft-model, or use --speculative-method draft / eagle / eagle3.",
             )
         return self
+
+
+#: vLLM's --max-lora-rank choices (vllm/config/lora.py ``MaxLoRARanks``, 0.33.0; the argument parser refuses others).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: Most adapter slots or CPU-cached adapters: 1,024 (vLLM sets no upper bound; ``max_loras`` is only >= 1).
+MAX_LORAS = 1024
+
+
+class LoRAAdapter(BaseModel):
+    """What a PEFT ``adapter_config.json`` says about one adapter (``planner.estimate.lora.read_adapter_config``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    r: int = Field(ge=1, le=max(LORA_RANKS), description="The adapter's rank r (its largest over rank_pattern).")
+    lora_alpha: float = Field(allow_inf_nan=False, description="Scaling numerator: the update is (lora_alpha / r) B A.")
+    target_modules: tuple[str, ...] = Field(
+        description="Modules the adapter changes (PEFT names: q_proj, down_proj ...)."
+    )
+
+
+class LoRA(BaseModel):
+    """Multi-LoRA serving (vLLM ``--enable-lora``): adapter slots on the GPU, their rank, the host cache."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_loras: int = Field(
+        1, ge=1, le=MAX_LORAS, description=f"Adapters in one batch (vLLM --max-loras), 1 to {MAX_LORAS:,}; default 1."
+    )
+    max_lora_rank: int = Field(
+        16,
+        description="Largest adapter rank served (vLLM --max-lora-rank), one of "
+        f"{', '.join(map(str, LORA_RANKS))}; default 16. Every slot is allocated at this rank.",
+    )
+    max_cpu_loras: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_LORAS,
+        description="Adapters cached in host memory (vLLM --max-cpu-loras), >= --max-loras; default --max-loras. "
+        "Host memory only: it takes no GPU memory.",
+    )
+    lora_dtype: Literal["auto", "float16", "bfloat16"] = Field(
+        "auto", description="Adapter dtype (vLLM --lora-dtype): auto (the model dtype), float16, bfloat16."
+    )
+    adapter: LoRAAdapter | None = Field(
+        None, description="The adapter's adapter_config.json (--lora-config), checked against --max-lora-rank."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> LoRA:
+        if self.max_lora_rank not in LORA_RANKS:
+            raise ScenarioError(
+                f"--max-lora-rank {self.max_lora_rank} is not one of vLLM's choices.",
+                hint=f"Use one of {', '.join(map(str, LORA_RANKS))} (vllm/config/lora.py MaxLoRARanks).",
+            )
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ScenarioError(
+                f"--max-cpu-loras {self.max_cpu_loras} is fewer than --max-loras {self.max_loras} "
+                f"(vLLM: max_cpu_loras ({self.max_cpu_loras}) must be >= max_loras ({self.max_loras})).",
+                hint=f"Use --max-cpu-loras {self.max_loras} or more, or leave it out (default --max-loras).",
+            )
+        if self.adapter is not None and self.adapter.r > self.max_lora_rank:
+            allowed = [r for r in LORA_RANKS if r >= self.adapter.r]
+            raise ScenarioError(
+                f"--lora-config: the adapter's rank r = {self.adapter.r} exceeds --max-lora-rank "
+                f"{self.max_lora_rank} (vLLM: LoRA rank {self.adapter.r} is greater than max_lora_rank "
+                f"{self.max_lora_rank}).",
+                hint=f"Use --max-lora-rank {allowed[0]} or more.",
+            )
+        return self
+
+    @property
+    def cpu_loras(self) -> int:
+        """Adapters the host cache holds: --max-cpu-loras, else --max-loras (vLLM's default)."""
+        return self.max_cpu_loras or self.max_loras
 
 
 class Scenario(BaseModel):
@@ -201,9 +278,16 @@ class Scenario(BaseModel):
         le=MAX_GPU_BYTES,
         description="CUDA-graph pool per GPU, 0 to 1 TiB; default an estimate, 0 with eager.",
     )
-    workload: Workload = Field(default_factory=Workload, description="Request shape for latency and throughput.")
+    workload: RequestShape = Field(
+        default_factory=RequestShape, description="Request shape for latency and throughput."
+    )
     speculative: SpeculativeDecoding | None = Field(
         None, description="Speculative decoding (vLLM --speculative-config); None: off, one token per decode step."
+    )
+    lora: LoRA | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Multi-LoRA serving (vLLM --enable-lora); None: off.",
     )
 
     @model_validator(mode="after")

@@ -2,7 +2,7 @@
 
 Two fast runs, each against the medians recorded in ``tests/golden/accuracy_guard.json``:
 
-* ``public``: ``planner.verify.public_records.evaluate(fast=True)``, per source family and metric
+* ``public``: ``planner.verify.public_records_report.evaluate(fast=True)``, per source family and metric
   (TensorRT-LLM tables, Vidur per-op timings, vLLM/SGLang serving sweeps, startup logs);
 * ``vllm_v0.15``: the open-loop vLLM 0.15.1 runs (``planner.verify.serving_runs``) simulated with
   the fitted vllm-v1-async profile, per metric (mean TPOT, E2E, TTFT);
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from planner.verify import serving_corpus, static_batch
-from planner.verify.public_records import evaluate
+from planner.verify.public_records_report import evaluate
 from planner.verify.serving_runs import METRICS, load_runs, stage_predictions
 
 GOLDEN = Path(__file__).parent / "golden" / "accuracy_guard.json"

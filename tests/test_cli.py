@@ -22,7 +22,7 @@ from planner.estimate.roofline import roofline
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import Scenario, Workload
+from planner.scenario import RequestShape, Scenario
 from tests.conftest import CLOSED_LOCAL_ENDPOINT
 from tests.hub_standin import HubStandin
 
@@ -298,7 +298,7 @@ def test_latency_from_a_config_path_matches_the_library(capsys, files):
         ["latency", files["config"], "--gpu", "l40s", "--batch", "16", "--input-len", "2048", "--output-len", "256"],
     )
     spec = build_spec(json.loads(Path(files["config"]).read_text()), files["config"])
-    sc = Scenario(gpu="l40s", workload=Workload(batch_size=16, input_len=2048, output_len=256))
+    sc = Scenario(gpu="l40s", workload=RequestShape(batch_size=16, input_len=2048, output_len=256))
     direct = estimate_latency(spec, get_profile("l40s"), sc)
     assert d["kind"] == "estimate"
     assert d["ttft_seconds"] == pytest.approx(direct.ttft_seconds, rel=1e-12)

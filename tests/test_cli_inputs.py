@@ -33,7 +33,7 @@ from planner.errors import (
     PlannerError,
     ScenarioError,
 )
-from planner.scenario import MAX_TOKENS, Scenario, Workload
+from planner.scenario import MAX_TOKENS, RequestShape, Scenario
 from planner.serve.workload import MAX_REQUESTS, FixedLength, LognormalLength, PoissonArrivals
 from planner.serve.workload import Workload as Traffic
 from tests.conftest import CLOSED_LOCAL_ENDPOINT
@@ -280,7 +280,7 @@ def test_the_library_refuses_the_same_values():
         lambda: Scenario(block_size=10**9),
         lambda: Scenario(max_model_len=MAX_TOKENS + 1),
         lambda: Scenario(non_torch_memory_bytes=2**41),
-        lambda: Workload(batch_size=10**6),
+        lambda: RequestShape(batch_size=10**6),
         lambda: Traffic(num_requests=MAX_REQUESTS + 1),
         lambda: Traffic(prefix_cache_hit_rate=float("nan")),
         lambda: Traffic(seed=2**64),

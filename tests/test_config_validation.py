@@ -519,7 +519,7 @@ def test_mutated_configs_give_a_sane_spec_or_a_config_error():
 
 def test_config_invariants_come_first_and_tp_stays_a_scenario_check():
     """7 KV heads is the config's fault at any TP (ConfigError, no plan); --tp 3 on a valid config is
-    the scenario's (planner.estimate.memory.check_parallelism, unchanged)."""
+    the scenario's (planner.estimate.resolve.check_parallelism, unchanged)."""
     from planner.errors import ScenarioError
     from planner.estimate.memory import plan_memory
     from planner.hardware import get_profile

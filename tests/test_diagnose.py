@@ -15,7 +15,7 @@ from planner.estimate.roofline import roofline
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import Scenario, Workload
+from planner.scenario import RequestShape, Scenario
 from planner.verify.bench_results import load_bench_results
 from planner.verify.diagnose import (
     Baseline,
@@ -34,7 +34,7 @@ from planner.verify.diagnose import (
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
-SC = Scenario(gpu="h100-sxm", max_model_len=8192, workload=Workload(input_len=1024, output_len=256, batch_size=1))
+SC = Scenario(gpu="h100-sxm", max_model_len=8192, workload=RequestShape(input_len=1024, output_len=256, batch_size=1))
 
 
 @pytest.fixture(scope="module")

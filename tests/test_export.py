@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.deploy.export import LATENCY_TPOT_SLACK, ExportBundle, export_bundle
+from planner.deploy.export import ExportBundle, export_bundle
 from planner.estimate.latency import estimate_latency
+from planner.estimate.operating_points import LATENCY_TPOT_SLACK
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
@@ -503,7 +504,7 @@ def test_bundle_round_trips_as_json(bundles):
 )
 def test_latency_profile_takes_concurrent_requests(name, scenario):
     """MoE TPOT rises at batch 2 (more experts read), but a latency server still takes 8 requests."""
-    from planner.deploy.export import LATENCY_MIN_NUM_SEQS
+    from planner.estimate.operating_points import LATENCY_MIN_NUM_SEQS
 
     lat = bundle(name, **scenario).profile("latency")
     fit = lat.plan.kv_cache_tokens // (lat.scenario.workload.input_len + lat.scenario.workload.output_len)

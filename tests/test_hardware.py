@@ -24,7 +24,7 @@ from planner.hardware import (
     get_profile,
     load_profiles,
     match_profile,
-    normalize_dtype,
+    math_dtype,
     profile_from_detected,
     profile_path,
     read_profile,
@@ -248,12 +248,12 @@ def test_gb200_nvlink_domain_is_72():
     assert "72" in p.notes
 
 
-def test_normalize_dtype():
-    assert normalize_dtype("torch.bfloat16") == "bf16"
-    assert normalize_dtype("FP8") == "fp8"
-    assert normalize_dtype("mxfp4") == "fp4"
+def test_math_dtype():
+    assert math_dtype("torch.bfloat16") == "bf16"
+    assert math_dtype("FP8") == "fp8"
+    assert math_dtype("mxfp4") == "fp4"
     with pytest.raises(HardwareProfileError, match=r"fp9.*bf16"):
-        normalize_dtype("fp9")
+        math_dtype("fp9")
 
 
 # --- lookup ---------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import ScenarioError
-from planner.estimate.memory import kv_layout, plan_memory, resolve, stage_layers, weight_bytes
+from planner.estimate.memory import kv_layout, plan_memory, stage_layers, weight_bytes
+from planner.estimate.resolve import resolve
 from planner.hardware import get_profile, load_profiles, profile_from_detected
 from planner.model.families import build_spec
 from planner.model.sources import load_config

@@ -112,7 +112,7 @@ def test_every_family_of_the_issue_is_in_the_catalog():
 def test_seed_worked_example_is_256_mib_not_536_mb():
     """32 layers x 2 x 8 KV heads x 128 head_dim x fp16 x 2048 tokens = 268,435,456 B per sequence."""
     spec = spec_for("meta-llama/Meta-Llama-3-8B")  # 32 layers, 8 KV heads, head_dim 128
-    assert spec.kv_bytes_per_sequence(2048, kv_bytes=2.0) == 268_435_456 == 256 * 2**20
+    assert spec.kv_bytes_per_sequence(2048, kv_bytes_per_element=2.0) == 268_435_456 == 256 * 2**20
 
 
 # ------------------------------------------------------------------------ invariants

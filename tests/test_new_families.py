@@ -88,7 +88,7 @@ def test_llama4_kv_bytes_per_token_and_tp():
 
 def test_chunked_layers_are_kept_whole_while_vllm_disables_the_hybrid_manager():
     spec = spec_for("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic")
-    specs = spec.kv_specs(tp=2, kv_bytes=2.0)
+    specs = spec.kv_specs(tp=2, kv_bytes_per_element=2.0)
     chunked = next(s for s in specs if isinstance(s, ChunkedLocalKV))
     full = next(s for s in specs if type(s) is FullAttentionKV)
     assert chunked.group_key == full.group_key  # one KV-cache group, as after unify_hybrid_kv_cache_specs

@@ -21,25 +21,18 @@ from planner.errors import PlannerError
 from planner.estimate.defaults import FITTED
 from planner.estimate.latency import estimate_latency
 from planner.estimate.roofline import roofline
-from planner.verify.public_records import (
-    VIDUR_LINEAR_OPS,
-    Expressed,
+from planner.verify.public_records import PublicRecord, load_records, reference_dir
+from planner.verify.public_records_express import VIDUR_LINEAR_OPS, Expressed, Unexpressed, express, express_all
+from planner.verify.public_records_predict import (
     MemoryPrediction,
     OpsPrediction,
-    PublicRecord,
     ServingPrediction,
     StepOpsBatch,
     ThroughputPrediction,
     TTFTPrediction,
-    Unexpressed,
-    evaluate,
-    express,
-    express_all,
-    fast_subset,
-    load_records,
-    reference_dir,
     step_ops,
 )
+from planner.verify.public_records_report import evaluate, fast_subset
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from planner.estimate.sweep import sweep
 from planner.hardware import get_profile, load_profiles
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import Scenario, Workload
+from planner.scenario import RequestShape, Scenario
 
 MODELS = [
     "meta-llama/Llama-3.1-8B",
@@ -167,5 +167,5 @@ def test_sweep_fit_flag_matches_memory_plan_direction():
 def test_calibrated_efficiency_is_labelled_calibrated():
     hw = get_profile("h100-sxm")
     eff = BOUND.model_copy(update={"kind": "calibrated", "bandwidth_fraction": 0.5})
-    est = estimate_latency(spec("meta-llama/Llama-3.1-8B"), hw, Scenario(workload=Workload()), efficiency=eff)
+    est = estimate_latency(spec("meta-llama/Llama-3.1-8B"), hw, Scenario(workload=RequestShape()), efficiency=eff)
     assert est.kind == "calibrated"

@@ -103,9 +103,9 @@ def scenario_outputs(model, scenario_fields: dict[str, Any]) -> dict[str, Any]:
     from planner.estimate.memory import plan_memory
     from planner.estimate.roofline import roofline
     from planner.hardware import get_profile
-    from planner.scenario import Scenario, Workload
+    from planner.scenario import RequestShape, Scenario
 
-    fields = {"workload": Workload(**_workload_for(model.max_position_embeddings)), **scenario_fields}
+    fields = {"workload": RequestShape(**_workload_for(model.max_position_embeddings)), **scenario_fields}
     sc = Scenario(**fields)
     hw = get_profile(sc.gpu)
     wl = sc.workload

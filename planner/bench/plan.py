@@ -59,7 +59,7 @@ def bench_shape(stage: str, batch: int, seq_len: int, dtype: str) -> StepShape:
         causal=stage == "prefill",
         tp=1,
         act_bytes=elt,
-        kv_bytes=elt,
+        kv_bytes_per_element=elt,
         state_bytes=elt,
         weight_bits={c: 8 * elt for c in _BENCH_COMPONENTS},
         compute_dtypes={c: dtype for c in _BENCH_COMPONENTS},

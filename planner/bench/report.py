@@ -112,7 +112,7 @@ class ModelInfo(_Frozen):
 
 
 class SuiteSizes(_Frozen):
-    """Sizes and repeat counts of the suite (``for_device`` picks safe defaults)."""
+    """Sizes and repeat counts of the suite (``planner.bench.suite.default_sizes`` picks safe defaults)."""
 
     copy_bytes: int = Field(description="Bytes of the source buffer of the bandwidth copy (traffic is twice that).")
     gemm_prefill_tokens: tuple[int, ...] = Field(description="GEMM rows M for prefill-shaped GEMMs, in tokens.")

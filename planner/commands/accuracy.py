@@ -2,7 +2,7 @@
 
 Per source family and metric: how many records the planner expresses, the median and P90 absolute
 % error, the signed median (negative: it predicts low) and the worst cases; then the records it
-cannot express, grouped by reason. The work is ``planner.verify.public_records.evaluate``.
+cannot express, grouped by reason. The work is ``planner.verify.public_records_report.evaluate``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 
 from planner.commands.common import field_descriptions, heading, render, table
 from planner.efficiency import BOUND
-from planner.verify.public_records import AccuracyReport, evaluate
+from planner.verify.public_records_report import AccuracyReport, evaluate
 
 NAME = "accuracy"
 HELP = (

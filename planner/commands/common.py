@@ -25,7 +25,7 @@ from planner.hardware import HardwareProfile, get_profile
 from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario, SpeculativeDecoding, Workload
+from planner.scenario import LORA_RANKS, LoRA, RequestShape, Scenario, SpeculativeDecoding
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 if TYPE_CHECKING:  # rich is imported by the table views only: --format json never pays for it
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # rich is imported by the table views only: --format json nev
 
 FORMATS = ("table", "json", "yaml")
 
-#: Scenario/Workload field -> the flag that sets it, so a validation error names the flag.
+#: Scenario/RequestShape field -> the flag that sets it, so a validation error names the flag.
 FIELD_FLAGS: dict[str, str] = {
     "gpu": "--gpu",
     "num_gpus": "--num-gpus",
@@ -59,6 +59,10 @@ FIELD_FLAGS: dict[str, str] = {
     "num_speculative_tokens": "--num-speculative-tokens",
     "acceptance_rate": "--acceptance-rate",
     "draft_model": "--draft-model",
+    "max_loras": "--max-loras",
+    "max_lora_rank": "--max-lora-rank",
+    "max_cpu_loras": "--max-cpu-loras",
+    "lora_dtype": "--lora-dtype",
 }
 
 
@@ -329,6 +333,7 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         type=Number.of(float, "--cuda-graph-memory-gib", Scenario, "cuda_graph_memory_bytes", scale=GiB),
         help=_described(Scenario, "cuda_graph_memory_bytes", "Given in GiB here (2**30 bytes)."),
     )
+    add_lora_flags(parser)
     if workload:
         w = parser.add_argument_group("workload")
         w.add_argument(
@@ -336,23 +341,23 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
             "--batch-size",
             dest="batch_size",
             metavar="N",
-            type=Number.of(int, "--batch", Workload, "batch_size"),
-            default=_default(Workload, "batch_size"),
-            help=_described(Workload, "batch_size", "Default: %(default)s."),
+            type=Number.of(int, "--batch", RequestShape, "batch_size"),
+            default=_default(RequestShape, "batch_size"),
+            help=_described(RequestShape, "batch_size", "Default: %(default)s."),
         )
         w.add_argument(
             "--input-len",
             metavar="N",
-            type=Number.of(int, "--input-len", Workload, "input_len"),
-            default=_default(Workload, "input_len"),
-            help=_described(Workload, "input_len", "Default: %(default)s."),
+            type=Number.of(int, "--input-len", RequestShape, "input_len"),
+            default=_default(RequestShape, "input_len"),
+            help=_described(RequestShape, "input_len", "Default: %(default)s."),
         )
         w.add_argument(
             "--output-len",
             metavar="N",
-            type=Number.of(int, "--output-len", Workload, "output_len"),
-            default=_default(Workload, "output_len"),
-            help=_described(Workload, "output_len", "Default: %(default)s."),
+            type=Number.of(int, "--output-len", RequestShape, "output_len"),
+            default=_default(RequestShape, "output_len"),
+            help=_described(RequestShape, "output_len", "Default: %(default)s."),
         )
 
 
@@ -373,10 +378,10 @@ def parse_precision(items: Iterable[str]) -> dict[str, str]:
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The Scenario the flags describe (pydantic validates the ranges; the core checks the rest)."""
-    workload = Workload(
-        input_len=getattr(args, "input_len", _default(Workload, "input_len")),
-        output_len=getattr(args, "output_len", _default(Workload, "output_len")),
-        batch_size=getattr(args, "batch_size", _default(Workload, "batch_size")),
+    workload = RequestShape(
+        input_len=getattr(args, "input_len", _default(RequestShape, "input_len")),
+        output_len=getattr(args, "output_len", _default(RequestShape, "output_len")),
+        batch_size=getattr(args, "batch_size", _default(RequestShape, "batch_size")),
     )
     return Scenario(
         gpu=args.gpu,
@@ -398,7 +403,69 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         cuda_graph_memory_bytes=_gib_to_bytes(getattr(args, "cuda_graph_memory_gib", None)),
         workload=workload,
         speculative=speculative_from_args(args),
+        lora=lora_from_args(args),
     )
+
+
+#: The LoRA flags (argparse dest) and the LoRA field each sets; --lora-config fills ``adapter``.
+LORA_FLAGS = {"max_loras": "max_loras", "max_lora_rank": "max_lora_rank", "max_cpu_loras": "max_cpu_loras"}
+
+
+def add_lora_flags(parser: argparse.ArgumentParser) -> None:
+    """--enable-lora, --max-loras, --max-lora-rank, --max-cpu-loras, --lora-dtype, --lora-config (vLLM's names)."""
+    g = parser.add_argument_group("LoRA adapters (vLLM --enable-lora)")
+    g.add_argument("--enable-lora", action="store_true", help="Serve LoRA adapters (vLLM --enable-lora). Default: off.")
+    g.add_argument(
+        "--max-loras",
+        metavar="N",
+        default=None,
+        type=Number.of(int, "--max-loras", LoRA, "max_loras"),
+        help=_described(LoRA, "max_loras"),
+    )
+    g.add_argument(
+        "--max-lora-rank",
+        metavar="R",
+        default=None,
+        type=Number(int, "--max-lora-rank", ge=min(LORA_RANKS), le=max(LORA_RANKS)),
+        choices=LORA_RANKS,
+        help=_described(LoRA, "max_lora_rank"),
+    )
+    g.add_argument(
+        "--max-cpu-loras",
+        metavar="N",
+        default=None,
+        type=Number.of(int, "--max-cpu-loras", LoRA, "max_cpu_loras"),
+        help=_described(LoRA, "max_cpu_loras"),
+    )
+    g.add_argument(
+        "--lora-dtype", choices=("auto", "float16", "bfloat16"), default=None, help=_described(LoRA, "lora_dtype")
+    )
+    g.add_argument(
+        "--lora-config",
+        metavar="FILE",
+        default=None,
+        help="A PEFT adapter_config.json (or its folder): its rank r must be at most --max-lora-rank.",
+    )
+
+
+def lora_from_args(args: argparse.Namespace) -> LoRA | None:
+    """The LoRA the flags describe; None without --enable-lora (the other LoRA flags are then refused)."""
+    from planner.estimate.lora import load_adapter_config  # the estimate floor, for the flags that use it
+
+    given = {flag: getattr(args, flag, None) for flag in (*LORA_FLAGS, "lora_dtype", "lora_config")}
+    if not getattr(args, "enable_lora", False):
+        stray = [f"--{flag.replace('_', '-')}" for flag, value in given.items() if value is not None]
+        if stray:
+            raise ScenarioError(
+                f"{', '.join(stray)} given without --enable-lora.", hint="Add --enable-lora, or drop them."
+            )
+        return None
+    fields: dict[str, Any] = {field: given[flag] for flag, field in LORA_FLAGS.items() if given[flag] is not None}
+    if given["lora_dtype"] is not None:
+        fields["lora_dtype"] = given["lora_dtype"]
+    if given["lora_config"] is not None:
+        fields["adapter"] = load_adapter_config(given["lora_config"])
+    return LoRA(**fields)
 
 
 #: The speculative-decoding flags and the SpeculativeDecoding field each sets.
@@ -679,6 +746,7 @@ __all__ = [
     "FORMATS",
     "Number",
     "add_efficiency_flag",
+    "add_lora_flags",
     "add_model_argument",
     "add_scenario_flags",
     "add_speculative_flags",
@@ -699,6 +767,7 @@ __all__ = [
     "kind_text",
     "load_draft_model",
     "load_model",
+    "lora_from_args",
     "parse_precision",
     "render",
     "scenario_from_args",

@@ -20,7 +20,8 @@ from planner.commands.common import (
     warn,
 )
 from planner.errors import ScenarioError
-from planner.estimate.memory import kv_bytes_per_element, weight_bytes
+from planner.estimate.memory import weight_bytes
+from planner.estimate.resolve import kv_bytes_per_element
 from planner.model.layers import Attention, MoE
 from planner.model.spec import ModelSpec
 from planner.scenario import MAX_TOKENS
@@ -183,8 +184,8 @@ def run(args: argparse.Namespace) -> Inspection:
         weight_bytes=weight_bytes(spec, args.weight_dtype),
         kv_cache_dtype=kv_name,
         context_len=context,
-        kv_bytes_per_token=spec.kv_bytes_per_token(kv_bytes=kv_b),
-        kv_bytes_per_sequence=spec.kv_bytes_per_sequence(context, kv_bytes=kv_b),
+        kv_bytes_per_token=spec.kv_bytes_per_token(kv_bytes_per_element=kv_b),
+        kv_bytes_per_sequence=spec.kv_bytes_per_sequence(context, kv_bytes_per_element=kv_b),
         state_bytes_per_sequence=spec.state_bytes_per_sequence(),
         num_layers=spec.num_layers,
         hidden_size=spec.hidden_size,

@@ -7,19 +7,8 @@ launch arguments, a Kubernetes manifest, and the ``vllm bench serve`` command th
 the deployment (its JSON carries the predictions as ``--metadata`` so a later import can score
 them).
 
-The two profiles (vLLM's own tuning advice, docs/configuration/optimization.md: a smaller
-``max_num_batched_tokens`` gives better inter-token latency, a larger one better throughput):
-
-* **latency** (online serving): ``max_num_seqs`` is the largest power-of-two batch whose
-  estimated TPOT stays within ``LATENCY_TPOT_SLACK`` (25 %) of batch 1, but at least
-  ``LATENCY_MIN_NUM_SEQS`` (8), and capped by what the KV cache holds at the workload's lengths;
-  chunked prefill with a 2,048-token step budget, so a long prompt never stalls the running
-  decodes for long.
-* **throughput** (offline / batch): ``max_num_seqs`` as high as the KV cache holds requests of
-  the workload's length (at most vLLM's default cap, 1,024 or 256), and a 16,384-token step
-  budget so prefills run as large GEMMs.
-
-Flags the user set explicitly (``--max-num-seqs``, ``--max-num-batched-tokens``) win over both.
+The two profiles and how their limits are chosen live in ``planner.estimate.operating_points``
+(``latency_profile``, ``throughput_profile``); this module writes them out.
 A deployment needing more GPUs than one server holds (``host_gpus``) becomes multi-node: vLLM on Ray
 (``distributed-executor-backend: ray``), tensor parallel within a node and pipeline parallel
 across nodes, as a LeaderWorkerSet. Every config names the Hugging Face token only as a
@@ -47,20 +36,17 @@ from pydantic import BaseModel, ConfigDict, Field
 import planner
 from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
-from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory
-from planner.estimate.roofline import efficiency_for
+from planner.estimate.operating_points import PROFILES, Profile, ServingProfile, latency_profile, throughput_profile
 from planner.estimate.speculative import vllm_speculative_config
 from planner.hardware import HardwareProfile
-from planner.model.quantization import normalize_dtype
+from planner.model.quantization import canonical_dtype
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario, default_batch_limits
+from planner.scenario import Scenario
 from planner.units import cdiv, fmt_seconds
 
-Profile = Literal["latency", "throughput"]
 Target = Literal["vllm-yaml", "vllm-cmd", "sglang", "k8s", "bench"]
-PROFILES: tuple[str, ...] = get_args(Profile)
 TARGETS: tuple[str, ...] = get_args(Target)
 
 #: vLLM release whose semantics the memory plan follows (planner.scenario); the default image tag.
@@ -109,6 +95,12 @@ VLLM_FLAGS: tuple[str, ...] = (
     "enable-prefix-caching",
     "enforce-eager",
     "speculative-config",
+    # LoRA: vllm 0.33.0's wheel, vllm/engine/arg_utils.py EngineArgs.add_cli_args (the "LoRAConfig" group)
+    "enable-lora",
+    "max-loras",
+    "max-lora-rank",
+    "max-cpu-loras",
+    "lora-dtype",
 )
 VLLM_FLAG_SOURCE = (
     "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs.add_cli_args) @ 99d7eb5d6a51; "
@@ -178,21 +170,6 @@ SGLANG_COMMAND = ("sglang", "serve")
 #: add_dataset_parser (--dataset-name random, --num-prompts, --random-input-len, --random-output-len).
 BENCH_FLAG_SOURCE = "vllm-project/vllm vllm/benchmarks/serve.py (add_cli_args) @ def9ce85ba10 and datasets.py"
 
-LATENCY_TPOT_SLACK = 1.25
-"""The latency profile keeps TPOT within this factor of its batch-1 value."""
-LATENCY_MAX_NUM_SEQS = 256
-LATENCY_MIN_NUM_SEQS = 8
-"""The latency profile's floor on max-num-seqs (when the KV cache holds that many requests).
-
-The TPOT rule alone picks 1 or 2 for MoE models (Mixtral, Qwen3-30B-A3B, Jamba, DeepSeek-V3): each
-extra sequence in a decode step routes to other experts, so the step reads more expert weights and
-TPOT rises past the 25 % slack at batch 2. But a server with max-num-seqs 1 queues every concurrent
-request behind the running one, so its time to first token grows with the queue: that is not a
-latency deployment, it is a single-user one. 8 is the batch vLLM's own latency benchmark measures
-by default (``vllm bench latency --batch-size``, vllm/benchmarks/latency.py, default 8), the smallest
-concurrency a latency-tuned online server is measured at."""
-LATENCY_BATCHED_TOKENS = 2048
-THROUGHPUT_BATCHED_TOKENS = 16384
 BENCH_MIN_PROMPTS = 200
 BENCH_ROUNDS = 5
 """The bench sends BENCH_ROUNDS x max-num-seqs prompts (at least BENCH_MIN_PROMPTS) so steady state dominates."""
@@ -214,26 +191,6 @@ _SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}
 #: --weight-dtype values an engine can apply to an unquantized checkpoint at load time.
 _ONLINE_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes"}
 _GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "intel": "habana.ai/gaudi"}
-
-
-class ServingProfile(BaseModel):
-    """One operating point: the vLLM limits chosen for it, and what the planner expects of it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    profile: Profile = Field(description="latency (online serving) or throughput (offline / batch).")
-    purpose: str = Field(description="One line: what the profile is for.")
-    rule: str = Field(description="How max_num_seqs and max_num_batched_tokens were chosen, with the numbers.")
-    max_num_seqs: int = Field(ge=1, description="vLLM --max-num-seqs of this profile (sequences per step).")
-    max_num_batched_tokens: int = Field(
-        ge=1, description="vLLM --max-num-batched-tokens of this profile (tokens per step)."
-    )
-    enable_chunked_prefill: bool = Field(description="vLLM --enable-chunked-prefill.")
-    scenario: Scenario = Field(description="The full scenario of this profile (the user's, with the limits above).")
-    plan: MemoryPlan = Field(description="Memory plan of the profile's scenario.")
-    latency: LatencyEstimate = Field(
-        description="Static-batch latency at batch = max_num_seqs and the workload's lengths."
-    )
 
 
 class Deployment(BaseModel):
@@ -306,160 +263,6 @@ class ExportBundle(BaseModel):
             if p.profile == name:
                 return p
         raise KeyError(name)
-
-
-# ------------------------------------------------------------------------------ profiles
-
-
-def _tokens_per_request(sc: Scenario, max_model_len: int) -> int:
-    return max(1, min(sc.workload.input_len + sc.workload.output_len, max_model_len))
-
-
-def _with_limits(sc: Scenario, seqs: int, tokens: int) -> Scenario:
-    return sc.model_copy(
-        update={
-            "max_num_seqs": seqs,
-            "max_num_batched_tokens": tokens,
-            "workload": sc.workload.model_copy(update={"batch_size": seqs}),
-        }
-    )
-
-
-def _legal_budget(tokens: int, seqs: int, sc: Scenario, max_model_len: int) -> int:
-    """vLLM requires max_num_batched_tokens >= max_num_seqs, and >= max_model_len without chunked prefill."""
-    tokens = max(tokens, seqs)
-    return tokens if sc.enable_chunked_prefill else max(tokens, max_model_len)
-
-
-def _finish(
-    model: ModelSpec,
-    hw: HardwareProfile,
-    sc: Scenario,
-    eff: Efficiency,
-    profile: Profile,
-    purpose: str,
-    rule: str,
-    seqs: int,
-    tokens: int,
-    draft_model: ModelSpec | None = None,
-) -> ServingProfile:
-    final = _with_limits(sc, seqs, tokens)
-    return ServingProfile(
-        profile=profile,
-        purpose=purpose,
-        rule=rule,
-        max_num_seqs=seqs,
-        max_num_batched_tokens=tokens,
-        enable_chunked_prefill=sc.enable_chunked_prefill,
-        scenario=final,
-        plan=plan_memory(model, hw, final),
-        latency=estimate_latency(model, hw, final, batch_size=seqs, efficiency=eff, draft_model=draft_model),
-    )
-
-
-def latency_profile(
-    model: ModelSpec,
-    hw: HardwareProfile,
-    sc: Scenario,
-    efficiency: Efficiency | None = None,
-    draft_model: ModelSpec | None = None,
-) -> ServingProfile:
-    """Online serving: the largest power-of-two batch whose TPOT stays within 25 % of batch 1, at least
-    ``LATENCY_MIN_NUM_SEQS`` (see there: a server of one request at a time is no latency profile) and at
-    most what the KV cache holds."""
-    eff = efficiency or efficiency_for(hw, sc=sc)
-    tokens = sc.max_num_batched_tokens or LATENCY_BATCHED_TOKENS
-    max_len = sc.max_model_len or model.max_position_embeddings  # as planner.estimate.memory.resolve sets it
-    start = sc.max_num_seqs or 1
-    probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
-    per_request = _tokens_per_request(sc, max_len)
-    if sc.max_num_seqs:
-        seqs = sc.max_num_seqs
-        rule = f"max-num-seqs {seqs} as given"
-    else:
-        fit = max(1, probe.kv_cache_tokens // per_request)
-        cap = min(LATENCY_MAX_NUM_SEQS, fit)
-        base = _with_limits(sc, 1, tokens)
-        tpot_1 = estimate_latency(
-            model, hw, base, batch_size=1, efficiency=eff, check_memory=False, draft_model=draft_model
-        ).tpot_seconds
-        seqs, batch = 1, 2
-        while batch <= cap:
-            tpot = estimate_latency(
-                model, hw, base, batch_size=batch, efficiency=eff, check_memory=False, draft_model=draft_model
-            ).tpot_seconds
-            if tpot > LATENCY_TPOT_SLACK * tpot_1:
-                break
-            seqs, batch = batch, batch * 2
-        floor = min(LATENCY_MIN_NUM_SEQS, cap)
-        rule = (
-            f"max-num-seqs {max(seqs, floor)}: the largest power-of-two batch whose TPOT stays within "
-            f"{LATENCY_TPOT_SLACK:g} x batch 1 ({fmt_seconds(tpot_1)}) is {seqs}; at least {floor} (a latency "
-            f"server still takes concurrent requests; vllm bench latency measures batch {LATENCY_MIN_NUM_SEQS}), "
-            f"capped at {cap} (the smaller of {LATENCY_MAX_NUM_SEQS} and the {fit:,} requests of "
-            f"{per_request:,} tokens the KV cache holds)"
-        )
-        seqs = max(seqs, floor)
-    legal = _legal_budget(tokens, seqs, sc, max_len)
-    source = "as given" if sc.max_num_batched_tokens else "small step budget: short decode stalls behind prefill chunks"
-    rule += f"; max-num-batched-tokens {legal:,} ({source})"
-    return _finish(
-        model, hw, sc, eff, "latency", "online serving: low TTFT and TPOT per request", rule, seqs, legal, draft_model
-    )
-
-
-def throughput_profile(
-    model: ModelSpec,
-    hw: HardwareProfile,
-    sc: Scenario,
-    efficiency: Efficiency | None = None,
-    draft_model: ModelSpec | None = None,
-) -> ServingProfile:
-    """Offline serving: as many sequences as the KV cache holds at the workload's lengths."""
-    eff = efficiency or efficiency_for(hw, sc=sc)
-    default_tokens, default_seqs = default_batch_limits(hw.memory_bytes, hw.name)
-    tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
-    start = sc.max_num_seqs or default_seqs
-    max_len = sc.max_model_len or model.max_position_embeddings
-    probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
-    per_request = _tokens_per_request(sc, max_len)
-    if sc.max_num_seqs:
-        seqs = sc.max_num_seqs
-        rule = f"max-num-seqs {seqs} as given"
-    else:
-
-        def fits_at(seqs: int) -> int:  # requests the KV cache holds with this many sequences' logits reserved
-            plan = plan_memory(
-                model, hw, _with_limits(sc, seqs, _legal_budget(tokens, seqs, sc, max_len)), suggest=False
-            )
-            return plan.kv_cache_tokens // per_request
-
-        fit = probe.kv_cache_tokens // per_request
-        seqs = max(1, min(default_seqs, fit))
-        if seqs < default_seqs:  # fewer sequences reserve less sampler memory: one refinement step
-            again = max(1, min(default_seqs, fits_at(seqs)))
-            fit_again = fits_at(again) if again > seqs else 0
-            if fit_again >= again > seqs:
-                seqs, fit = again, fit_again
-        rule = (
-            f"max-num-seqs {seqs}: the {fit:,} requests of {per_request:,} tokens the KV cache holds, "
-            f"at most vLLM's default {default_seqs}"
-        )
-    legal = _legal_budget(tokens, seqs, sc, max_len)
-    source = "as given" if sc.max_num_batched_tokens else "large step budget: prefills run as large GEMMs"
-    rule += f"; max-num-batched-tokens {legal:,} ({source})"
-    return _finish(
-        model,
-        hw,
-        sc,
-        eff,
-        "throughput",
-        "offline / batch serving: most tokens per second per GPU",
-        rule,
-        seqs,
-        legal,
-        draft_model,
-    )
 
 
 # ----------------------------------------------------------------------------- deployment
@@ -581,7 +384,7 @@ def deployment(
 def _weight_flags(model: ModelSpec, sc: Scenario) -> tuple[str | None, str | None, list[str]]:
     """(dtype override, quantization method, warnings) for --weight-dtype and --precision."""
     notes: list[str] = []
-    wd = normalize_dtype(sc.weight_dtype or "auto")
+    wd = canonical_dtype(sc.weight_dtype or "auto")
     dtype = quant = None
     if model.quantization is not None:
         notes.append(
@@ -608,7 +411,7 @@ def _weight_flags(model: ModelSpec, sc: Scenario) -> tuple[str | None, str | Non
 
 def _kv_of(model: ModelSpec, sc: Scenario, resolved: str) -> str:
     """The resolved KV dtype, or 'auto' when it is the model's own dtype."""
-    if normalize_dtype(sc.kv_cache_dtype or "auto") == "auto" or resolved == model.dtype:
+    if canonical_dtype(sc.kv_cache_dtype or "auto") == "auto" or resolved == model.dtype:
         return "auto"
     return resolved
 
@@ -687,6 +490,11 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
         args["enforce-eager"] = True
     if sc.speculative is not None:  # a mapping in the YAML (vLLM's loader turns it to JSON), JSON on a command line
         args["speculative-config"] = vllm_speculative_config(sc.speculative)
+    if sc.lora is not None:  # the adapters themselves are loaded at run time (--lora-modules or the API)
+        args |= {"enable-lora": True, "max-loras": sc.lora.max_loras, "max-lora-rank": sc.lora.max_lora_rank}
+        args["max-cpu-loras"] = sc.lora.cpu_loras
+        if sc.lora.lora_dtype != "auto":
+            args["lora-dtype"] = sc.lora.lora_dtype
     unknown = set(args) - set(VLLM_FLAGS)
     assert not unknown, f"unverified vLLM flags {unknown}"  # a programming error, not the user's
     return args
@@ -851,6 +659,10 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
         notes.append(
             "speculative decoding is written for vLLM only (--speculative-config); SGLang's --speculative-* "
             "flags are not exported, so this command decodes one token per step."
+        )
+    if sc.lora is not None:
+        notes.append(
+            "LoRA serving is written for vLLM only (--enable-lora); this SGLang command serves the base model."
         )
     if dep.multi_node:
         flags += [

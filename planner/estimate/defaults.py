@@ -17,7 +17,7 @@ from planner.hardware import HardwareProfile
 
 #: Fitted factors (see the module docstring). Update with benchmarks/fit_efficiency.py --write.
 FITTED = Efficiency(
-    kind="default",
+    kind="estimate",
     bandwidth_fraction=0.7562,
     gemm_fraction_large=0.6562,
     gemm_fraction_small=0.0599,

@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from planner.efficiency import Efficiency
 from planner.estimate import step
-from planner.estimate.memory import plan_memory, resolve
+from planner.estimate.memory import plan_memory
+from planner.estimate.resolve import resolve
 from planner.estimate.roofline import (
     PredictionKind,
     efficiency_for,
@@ -39,7 +40,7 @@ from planner.estimate.roofline import (
 )
 from planner.estimate.speculative import SpeculativeEstimate, estimate_speculation
 from planner.hardware import HardwareProfile
-from planner.model.ops import Op
+from planner.model.ops import LORA_OP_PREFIX, Op
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.units import cdiv
@@ -243,11 +244,16 @@ class OpTable:
             float,
         )
         self.moe: list[tuple[int, float, float, float]] = []  # (row, E, k, bytes of one expert)
+        self.lora = _lora_rows(first, res, X[0])  # (row, slots, bytes of one adapter [of one expert], E, k)
+        lora_rows = {row for row, *_ in self.lora}
         quantities = {"flops": [], "other_bytes": [], "m": [], "comm": []}
         for rows in per_basis:
             quantities["flops"].append([op.flops for op, _, _ in rows])
             quantities["other_bytes"].append(
-                [op.bytes - (op.weight_bytes if op.kind == "grouped_gemm" else 0.0) for op, _, _ in rows]
+                [
+                    op.bytes - (op.weight_bytes if op.kind == "grouped_gemm" or i in lora_rows else 0.0)
+                    for i, (op, _, _) in enumerate(rows)
+                ]
             )
             quantities["m"].append([0 if op.kind == "grouped_gemm" else op.gemm_m_tokens or 0 for op, _, _ in rows])
             quantities["comm"].append([op.comm_bytes for op, _, _ in rows])
@@ -302,6 +308,7 @@ class OpTable:
             hit.coef = {k: v[rows] for k, v in self.coef.items()}
             where = {int(r): j for j, r in enumerate(rows)}
             hit.moe = [(where[i], E, k, b) for i, E, k, b in self.moe if i in where]
+            hit.lora = [(where[i], *rest) for i, *rest in self.lora if i in where]
             hit._finish()
             hit._subsets = {}
             self._subsets[key] = hit
@@ -338,7 +345,28 @@ class OpTable:
             touched = E * (1.0 - (1.0 - k / E) ** tokens)
             nbytes[i] = nbytes[i] + per_expert * touched
             m[i] = np.maximum(1, np.round(tokens * k / np.maximum(touched, 1.0)))
+        for i, slots, per_adapter, E, k in self.lora:  # the active adapters' A and B (of the touched experts)
+            touched = E * (1.0 - (1.0 - k / E) ** tokens) if E else 1.0
+            nbytes[i] = nbytes[i] + per_adapter * np.minimum(f[2], slots) * touched
         return flops, nbytes, m, comm
+
+
+def _lora_rows(first: list[tuple[Op, int, object]], res, basis) -> list[tuple[int, int, float, float, float]]:
+    """The LoRA kernels' rows (``planner.model.ops.lora_op``): their adapter reads follow min(sequences, slots)
+    and, for routed experts, the touched experts, so they are kept out of the linear fit (as MoE weights are)."""
+    if res.lora is None:
+        return []
+    out = []
+    adapters = min(float(basis[2]), res.lora.max_loras)
+    for i, (op, _, layer) in enumerate(first):
+        if not op.name.startswith(LORA_OP_PREFIX):
+            continue
+        ffn = getattr(layer, "ffn", None)
+        routed = op.name.startswith(LORA_OP_PREFIX + "experts.") and ffn is not None
+        E, k = (ffn.num_experts, ffn.experts_per_token) if routed else (0, 0)
+        touched = ffn.expected_distinct_experts(int(basis[1])) if routed else 1.0
+        out.append((i, res.lora.max_loras, op.weight_bytes / (adapters * touched), float(E), float(k)))
+    return out
 
 
 def op_tables(model: ModelSpec, res) -> tuple[OpTable, OpTable]:
@@ -426,7 +454,18 @@ class StepTimeModel:
         ar = table.allreduce_rows
         if len(ar):
             t[ar] = np.maximum(
-                step.allreduce_seconds(eff, comm[ar], self.tp, self.link, self.engine.custom_allreduce), floor[ar]
+                step.allreduce_seconds(
+                    eff,
+                    comm[ar],
+                    self.tp,
+                    self.link,
+                    self.engine.custom_allreduce,
+                    np.logical_and(
+                        self.engine.custom_allreduce_graph_fit,
+                        step.replays_graph(step.KIND_CODES["allreduce"], graphs, piecewise),
+                    ),
+                ),
+                floor[ar],
             )
         count = col(table.count)
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)

@@ -30,37 +30,21 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.errors import ScenarioError
+from planner.estimate import lora as lora_slots
+from planner.estimate.resident import resident_bias_bytes, resident_expert_bits
+from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile
 from planner.model.kv import KVSpec
-from planner.model.quantization import WeightFormat, normalize_dtype, resolve_formats
+from planner.model.layers import MoE
+from planner.model.quantization import resolve_formats
 from planner.model.spec import ModelSpec, derived, dtype_bytes
-from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, Scenario, default_batch_limits
+from planner.scenario import Scenario
 from planner.units import GiB, MiB, cdiv, fmt_gib, fmt_requests, round_up
 
 NON_TORCH_SINGLE_GPU_BYTES = int(0.4 * GiB)
 NON_TORCH_TP_BYTES = int(1.0 * GiB)
 CUDA_GRAPH_BASE_BYTES = int(0.25 * GiB)
 CUDA_GRAPH_PER_LAYER_BYTES = 12 * MiB
-KV_DTYPES = ("auto", "bf16", "fp16", "fp8", "int8")
-
-
-class Resolved(BaseModel):
-    """The scenario with every vLLM default filled in for this model and card."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tp: int = Field(description="Tensor-parallel size.")
-    pp: int = Field(description="Pipeline-parallel size.")
-    max_model_len: int = Field(description="Longest request, in tokens.")
-    block_size: int = Field(description="Tokens per KV block.")
-    kv_cache_dtype: str = Field(description="KV dtype actually used (auto resolved).")
-    kv_bytes_per_element: float = Field(description="Bytes per cached KV element.")
-    act_bytes_per_element: float = Field(description="Bytes per activation element (the model dtype).")
-    max_num_seqs: int = Field(description="Sequences per step.")
-    max_num_batched_tokens: int = Field(description="Token budget per step.")
-    gpu_memory_utilization: float = Field(description="Fraction of total memory vLLM may use.")
-    weight_formats: dict[str, WeightFormat] = Field(description="Storage format per component.")
 
 
 class MemoryTerm(BaseModel):
@@ -111,80 +95,18 @@ class MemoryPlan(BaseModel):
         description="Largest max_model_len with room for one request; None if even 1 token does not fit."
     )
     terms: list[MemoryTerm] = Field(description="Memory per GPU by use, for the stacked bar (sums to the total).")
-
-
-# ------------------------------------------------------------------------- resolution
-
-
-def kv_bytes_per_element(model: ModelSpec, kv_cache_dtype: str) -> tuple[str, float]:
-    name = normalize_dtype(kv_cache_dtype or "auto")
-    if name not in KV_DTYPES:
-        raise ScenarioError(
-            f"unknown --kv-cache-dtype '{kv_cache_dtype}'.", hint=f"Use one of: {', '.join(KV_DTYPES)}."
-        )
-    if name == "auto":
-        name = model.default_kv_dtype
-    return name, dtype_bytes(name)
-
-
-def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
-    """Fill vLLM's defaults and check the combination (TP vs heads, lengths)."""
-    check_parallelism(model, hw, sc)
-    kv_name, kv_b = kv_bytes_per_element(model, sc.kv_cache_dtype)
-    max_len = sc.max_model_len or model.max_position_embeddings
-    if sc.max_model_len and sc.max_model_len > model.max_position_embeddings:
-        raise ScenarioError(
-            f"--max-model-len {sc.max_model_len:,} exceeds the model's maximum context of "
-            f"{model.max_position_embeddings:,} tokens.",
-            hint=f"Use --max-model-len {model.max_position_embeddings:,} or less (vLLM refuses longer unless "
-            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which may give wrong outputs).",
-        )
-    tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
-    block = sc.block_size or (MLA_BLOCK_SIZE if model.num_kv_heads == 1 and _has_mla(model) else DEFAULT_BLOCK_SIZE)
-    budget = sc.max_num_batched_tokens or (
-        tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default)
+    lora_bytes_per_gpu: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="LoRA adapter slots on the fullest rank (--max-loras x --max-lora-rank, planner.estimate.lora), "
+        "taken from the KV cache; present with --enable-lora.",
     )
-    return Resolved(
-        tp=sc.tp,
-        pp=sc.pp,
-        max_model_len=max_len,
-        block_size=block,
-        kv_cache_dtype=kv_name,
-        kv_bytes_per_element=kv_b,
-        act_bytes_per_element=dtype_bytes(model.dtype),
-        max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
-        max_num_batched_tokens=budget,
-        gpu_memory_utilization=sc.gpu_memory_utilization,
-        weight_formats=resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides),
+    lora_host_bytes_per_worker: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Host memory of the --max-cpu-loras adapter cache per worker (not GPU memory; an upper bound); "
+        "present with --enable-lora.",
     )
-
-
-def _has_mla(model: ModelSpec) -> bool:
-    memo = derived(model)
-    if "has_mla" not in memo:
-        memo["has_mla"] = any(layer.mixer.kind == "mla" for layer in model.layers)
-    return memo["has_mla"]
-
-
-def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> None:
-    """TP must divide the query heads (and K must divide by TP or TP by K); PP at most the layers."""
-    heads = model.num_attention_heads
-    if heads is not None and heads % sc.tp:
-        divisors = [t for t in (1, 2, 4, 8, 16, 32, 64) if heads % t == 0 and t <= max(8, hw.gpus_per_node)]
-        raise ScenarioError(
-            f"--tp {sc.tp} does not divide the {heads} attention heads of {model.name}.",
-            hint=f"Use --tp {' or '.join(str(t) for t in divisors)}, or add --pp to split layers instead.",
-        )
-    kv = model.num_kv_heads  # 1 for MLA: any TP replicates its latent
-    if kv and sc.tp > kv and sc.tp % kv:
-        raise ScenarioError(
-            f"--tp {sc.tp} neither divides nor is a multiple of the {kv} KV heads.",
-            hint=f"Use a --tp that is a multiple of {kv} or divides it.",
-        )
-    if sc.pp > model.num_layers:
-        raise ScenarioError(
-            f"--pp {sc.pp} exceeds the {model.num_layers} layers.", hint=f"Use --pp {model.num_layers} or less."
-        )
 
 
 # --------------------------------------------------------------------------- weights
@@ -202,21 +124,27 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
     return out
 
 
-def _group_bytes(groups, res: Resolved, tp: int) -> float:
+def _group_bytes(groups, res: Resolved, tp: int, ffn=None) -> float:
     """Bytes on one rank: linear weights at their component's format (sharded ones / tp), the rest
-    (biases, norms, routers) in the activation dtype, replicated."""
+    (biases, norms, routers) in the activation dtype, replicated. Routed experts the engine holds in
+    another layout (``res.expert_layout``) count at their resident bits (``planner.estimate.resident``)."""
     total = 0.0
+    act = res.act_bytes_per_element
     for g in groups:
         fmt = res.weight_formats.get(g.component)
-        bits = fmt.bits_per_weight if fmt else res.act_bytes_per_element * 8
-        total += (g.sharded_linear / tp + g.replicated_linear) * bits / 8 + g.other * res.act_bytes_per_element
+        bits = fmt.bits_per_weight if fmt else act * 8
+        other = act
+        if g.component == "experts" and res.expert_layout is not None and isinstance(ffn, MoE):
+            bits = resident_expert_bits(res.expert_layout, bits, ffn.hidden_size, ffn.expert_intermediate_size, tp)
+            other = resident_bias_bytes(res.expert_layout, act)
+        total += (g.sharded_linear / tp + g.replicated_linear) * bits / 8 + g.other * other
     return total
 
 
 def stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
     """Weight bytes on one rank of each pipeline stage (vocab padded to 64, as vLLM allocates)."""
     formats = tuple((name, fmt.bits_per_weight) for name, fmt in res.weight_formats.items())
-    key = ("stage_weight_bytes", res.tp, res.pp, res.act_bytes_per_element, formats)
+    key = ("stage_weight_bytes", res.tp, res.pp, res.act_bytes_per_element, formats, res.expert_layout)
     memo = derived(model)  # the sum depends on the spec and these four only
     if key not in memo:
         memo[key] = tuple(_stage_weight_bytes(model, res))
@@ -236,7 +164,7 @@ def _stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
         for i in layers:
             layer = model.layers[i]
             if id(layer) not in per_layer:
-                per_layer[id(layer)] = _group_bytes(layer.param_groups(), res, tp)
+                per_layer[id(layer)] = _group_bytes(layer.param_groups(), res, tp, layer.ffn)
             b += per_layer[id(layer)]
         if s == 0:
             b += vocab_rows / tp * emb_bits / 8
@@ -407,6 +335,7 @@ class _Numbers(NamedTuple):
     budget: int
     concurrency: float
     fits: bool
+    lora: int
 
 
 def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
@@ -417,11 +346,12 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     requested = math.ceil(hw.memory_bytes * res.gpu_memory_utilization)
     act = activation_peak_bytes(model, res)
     non_torch = non_torch_bytes(sc)
+    adapters = lora_slots.stage_lora_bytes(model, res, stages)
     worst = None
     for s, layers in enumerate(stages):
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
-        budget = requested - weights[s] - non_torch - act - graphs
+        budget = requested - weights[s] - non_torch - act - graphs - adapters[s]
         blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
         row = (blocks, s, layout, graphs, budget)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
@@ -431,14 +361,27 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     concurrency = blocks / layout.blocks_per_request if layout.blocks_per_request else float("inf")
     fits = budget > 0 and concurrency >= 1.0
     return _Numbers(
-        res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits
+        res,
+        stages,
+        weights,
+        requested,
+        act,
+        non_torch,
+        s,
+        blocks,
+        layout,
+        graphs,
+        budget,
+        concurrency,
+        fits,
+        adapters[s],
     )
 
 
 def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
     """The per-GPU memory plan and verdict for ``model`` on ``hw`` under ``sc``."""
-    res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits = _numbers(
-        model, hw, sc
+    res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits, adapters = (
+        _numbers(model, hw, sc)
     )
     total = hw.memory_bytes
     kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
@@ -453,6 +396,8 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
         MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate"),
     ]
+    if res.lora is not None:  # vLLM --enable-lora: the adapter slots, exact from the shapes
+        terms.insert(1, MemoryTerm(name="lora", bytes=adapters, kind="exact"))
     used = sum(t.bytes for t in terms)
     terms.append(MemoryTerm(name="free", bytes=max(0, total - used), kind="estimate"))
     plan = MemoryPlan(
@@ -477,6 +422,8 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         max_concurrency=round(concurrency, 2),
         max_model_len_that_fits=best_len,
         terms=terms,
+        lora_bytes_per_gpu=adapters if res.lora is not None else None,
+        lora_host_bytes_per_worker=lora_slots.host_bytes_per_worker(model, res),
     )
     if suggest:
         plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan)})

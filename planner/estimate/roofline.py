@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import BOUND, Efficiency
 from planner.engine import DEFAULT_ENGINE, EngineProfile, resolve_engine
-from planner.estimate import step
-from planner.estimate.memory import Resolved, resolve
+from planner.estimate import lora, step
+from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile
 from planner.model.ops import Op, StepShape, elementwise, gemm
 from planner.model.spec import ModelSpec, derived, dtype_bytes
@@ -88,7 +88,8 @@ class Roofline(BaseModel):
 
 
 def prediction_kind(eff: Efficiency) -> PredictionKind:
-    return {"bound": "bound", "default": "estimate", "calibrated": "calibrated"}[eff.kind]
+    """The kind of a prediction made with these factors: the factors' own kind (one word for both)."""
+    return eff.kind
 
 
 def engine_of(sc: Scenario | None) -> EngineProfile:
@@ -126,9 +127,12 @@ def bind(
     compute_dtype = hw.compute_dtype_for(op.compute_dtype) or hw.compute_dtype_for("bf16") or "fp32"
     launch = float(step.launch_seconds(eff, op.kernels, graphs))
     if op.kind == "allreduce":
-        custom = (engine or engine_of(None)).custom_allreduce
+        profile = engine or engine_of(None)
+        in_graph = graphs and profile.custom_allreduce_graph_fit
         t = max(
-            step.allreduce_seconds(eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), custom),
+            step.allreduce_seconds(
+                eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), profile.custom_allreduce, in_graph
+            ),
             float(step.kernel_floor_seconds(eff, op.kernels)),
         )
         return t, "interconnect", 0.0, 0.0, launch, compute_dtype
@@ -165,12 +169,13 @@ def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_le
         causal=stage == "prefill",
         tp=res.tp,
         act_bytes=res.act_bytes_per_element,
-        kv_bytes=res.kv_bytes_per_element,
+        kv_bytes_per_element=res.kv_bytes_per_element,
         state_bytes=dtype_bytes(model.dtype),
         weight_bits={c: f.bits_per_weight for c, f in formats.items()},
         compute_dtypes={
             c: f.compute_dtype if f.compute_dtype not in ("bf16", "fp16") else model.dtype for c, f in formats.items()
         },
+        **lora.shape_fields(res),
     )
 
 
@@ -189,7 +194,7 @@ def model_ops(model: ModelSpec, shape: StepShape) -> list[Op]:
         elementwise(shape, "final_norm", B * h, 4.0),
         gemm(shape, "lm_head", "lm_head", B, vocab, model.embedding_dim),
         elementwise(shape, "sampler", B * vocab / shape.tp, 6.0, passes=3.0),
-    ]
+    ] + lora.model_lora_ops(model, shape)
 
 
 def layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:

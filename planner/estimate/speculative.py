@@ -53,7 +53,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
 from planner.estimate import step
-from planner.estimate.memory import _group_bytes, plan_memory, resolve, stage_weight_bytes
+from planner.estimate.memory import _group_bytes, plan_memory, stage_weight_bytes
+from planner.estimate.resolve import resolve
 from planner.estimate.roofline import PredictionKind, layer_groups
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec

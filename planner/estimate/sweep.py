@@ -21,9 +21,9 @@ from planner.estimate.memory import (
     activation_peak_bytes,
     cuda_graph_bytes,
     non_torch_bytes,
-    resolve,
     stage_weight_bytes,
 )
+from planner.estimate.resolve import resolve
 from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
@@ -51,10 +51,10 @@ class SweepResult:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
-def _kv_per_sequence(model: ModelSpec, tp: int, kv_bytes: float, context: np.ndarray) -> np.ndarray:
+def _kv_per_sequence(model: ModelSpec, tp: int, kv_bytes_per_element: float, context: np.ndarray) -> np.ndarray:
     """``KVSpec.sequence_bytes`` over an array of contexts: min(context, cap) x bytes/token + fixed."""
     out = np.zeros_like(context, dtype=float)
-    for spec in model.kv_specs(tp, kv_bytes):
+    for spec in model.kv_specs(tp, kv_bytes_per_element):
         cap = np.inf if spec.token_cap is None else spec.token_cap
         out += np.minimum(context, cap) * spec.bytes_per_token + spec.fixed_bytes
     return out

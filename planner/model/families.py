@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from planner.errors import ConfigError, UnknownArchitectureError
 from planner.model import validation
 from planner.model.layers import MLA, Attention, DecoderLayer, DenseMLP, GatedDeltaNet, Mamba, Mamba2, MoE
-from planner.model.quantization import checkpoint_quantization, normalize_dtype
+from planner.model.quantization import canonical_dtype, checkpoint_quantization
 from planner.model.spec import ModelSpec
 
 #: Keys vLLM takes the minimum over to derive the longest context (``derive_max_model_len_and_key``).
@@ -247,7 +247,7 @@ def served_dtype(config_dtype: Any) -> tuple[str, str | None]:
     """vLLM's --dtype auto: the config dtype, except float32 (and missing) become bf16."""
     if config_dtype is None:
         return "bf16", "config.json names no dtype; assuming bf16 (vLLM would read the safetensors header)."
-    dtype = normalize_dtype(config_dtype)
+    dtype = canonical_dtype(config_dtype)
     if dtype == "fp32":
         return "bf16", "the checkpoint is float32; vLLM serves it in bf16 with --dtype auto (weights planned in bf16)."
     if dtype not in ("bf16", "fp16"):

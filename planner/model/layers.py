@@ -5,7 +5,7 @@ elsewhere branches on the kind of layer:
 
 * ``param_groups()``: its parameters, split into TP-sharded linear weights, replicated linear
   weights and small "other" tensors (biases, norms, routers) that stay in the activation dtype;
-* ``kv_spec(tp, kv_bytes, state_bytes)``: what it caches (see ``planner.model.kv``);
+* ``kv_spec(tp, kv_bytes_per_element, state_bytes)``: what it caches (see ``planner.model.kv``);
 * ``ops(shape)``: FLOPs and bytes of one forward step (see ``planner.model.ops``).
 
 Parameter formulas follow transformers 5.24.0 module definitions; the derivations are in
@@ -20,8 +20,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.errors import ScenarioError
 from planner.model.kv import MLAKV, ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, SlidingWindowKV
-from planner.model.ops import Op, StepShape, allreduce, elementwise, gemm
+from planner.model.ops import LoRALinear, Op, StepShape, allreduce, elementwise, gemm, lora_op
 
 
 class ParamGroup(BaseModel):
@@ -49,6 +50,23 @@ class _Block(BaseModel):
 
     def ops(self, shape: StepShape) -> list[Op]:
         raise NotImplementedError
+
+    def lora_linears(self, tp: int) -> list[LoRALinear] | None:
+        """The linears vLLM wraps with LoRA on one rank of ``tp`` (``LoRALinear``); None: not modelled here."""
+        return None
+
+    def lora_ops(self, shape: StepShape) -> list[Op]:
+        """The LoRA kernels of this block's linears (``planner.model.ops.lora_op``)."""
+        return [lora_op(shape, linear) for linear in self._lora_linears(shape.tp)]
+
+    def _lora_linears(self, tp: int) -> list[LoRALinear]:
+        linears = self.lora_linears(tp)
+        if linears is None:
+            raise ScenarioError(
+                f"LoRA buffers of a {getattr(self, 'kind', type(self).__name__)} block are not modelled.",
+                hint="--enable-lora is costed for attention, MLA, dense and MoE blocks; drop it for this model.",
+            )
+        return linears
 
     @property
     def params(self) -> int:
@@ -96,6 +114,16 @@ class Attention(_Block):
         q_width = 2 * H * d if self.output_gate else H * d
         return [ParamGroup(component="attention", sharded_linear=h * q_width + H * d * h + 2 * h * K * d, other=other)]
 
+    def lora_linears(self, tp: int) -> list[LoRALinear]:
+        """qkv_proj (column, q / k / v packed: 3 slices, KV heads per rank as cached) and o_proj (row)."""
+        H, d = self.num_heads, self.head_dim
+        q = (2 if self.output_gate else 1) * H * d / tp
+        kv = self.kv_heads_per_rank(tp) * d
+        return [
+            LoRALinear(name="qkv_proj", parallel="column", in_features=self.hidden_size, out_slices=(q, kv, kv)),
+            LoRALinear(name="o_proj", parallel="row", in_features=H * d, out_slices=(self.hidden_size,)),
+        ]
+
     @property
     def local_span_tokens(self) -> int | None:
         """Most past tokens one query attends to: the sliding window or the chunk; None when unbounded."""
@@ -115,9 +143,12 @@ class Attention(_Block):
         """vLLM ``get_num_kv_heads``: max(1, K // tp); heads are replicated when tp > K."""
         return max(1, self.num_kv_heads // tp)
 
-    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> KVSpec:
         common = dict(
-            kv_heads=self.kv_heads_per_rank(tp), head_dim=self.head_dim, head_dim_v=self.head_dim, dtype_bytes=kv_bytes
+            kv_heads=self.kv_heads_per_rank(tp),
+            head_dim=self.head_dim,
+            head_dim_v=self.head_dim,
+            dtype_bytes=kv_bytes_per_element,
         )
         if self.chunk_tokens is not None:
             return ChunkedLocalKV(chunk_tokens=self.chunk_tokens, **common)
@@ -138,7 +169,7 @@ class Attention(_Block):
         elif local is not None:
             pairs = shape.query_len * span
         B = shape.num_seqs
-        kv_elt = shape.kv_bytes
+        kv_elt = shape.kv_bytes_per_element
         new_kv = T * 2 * K_r * d * kv_elt
         return [
             gemm(shape, "attn.q_proj", "attention", T, (2 if self.output_gate else 1) * H * d, h),
@@ -207,6 +238,26 @@ class MLA(_Block):
             other += h
         return [ParamGroup(component="attention", sharded_linear=sharded, replicated_linear=replicated, other=other)]
 
+    def lora_linears(self, tp: int) -> list[LoRALinear]:
+        """q_a / kv_a (replicated), q_b or q_proj and kv_b (column), o_proj (row), as vLLM's DeepSeek-V2 builds them."""
+        h, H = self.hidden_size, self.num_heads
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        latent = self.kv_lora_rank + self.qk_rope_head_dim
+        out = [LoRALinear(name="kv_a_proj_with_mqa", parallel="replicated", in_features=h, out_slices=(latent,))]
+        if self.q_lora_rank is None:
+            out.append(LoRALinear(name="q_proj", parallel="column", in_features=h, out_slices=(H * qk / tp,)))
+        else:
+            out.append(
+                LoRALinear(name="q_a_proj", parallel="replicated", in_features=h, out_slices=(self.q_lora_rank,))
+            )
+            out.append(
+                LoRALinear(name="q_b_proj", parallel="column", in_features=self.q_lora_rank, out_slices=(H * qk / tp,))
+            )
+        kv_b = H * (self.qk_nope_head_dim + self.v_head_dim) / tp
+        out.append(LoRALinear(name="kv_b_proj", parallel="column", in_features=self.kv_lora_rank, out_slices=(kv_b,)))
+        out.append(LoRALinear(name="o_proj", parallel="row", in_features=H * self.v_head_dim, out_slices=(h,)))
+        return out
+
     @property
     def cache_kv_heads(self) -> int:
         """vLLM caches one latent 'head' for MLA."""
@@ -217,15 +268,20 @@ class MLA(_Block):
         """vLLM's head size for MLA: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek V2/V3)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
 
-    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
-        return MLAKV(kv_heads=1, head_dim=self.kv_lora_rank + self.qk_rope_head_dim, head_dim_v=0, dtype_bytes=kv_bytes)
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> KVSpec:
+        return MLAKV(
+            kv_heads=1,
+            head_dim=self.kv_lora_rank + self.qk_rope_head_dim,
+            head_dim_v=0,
+            dtype_bytes=kv_bytes_per_element,
+        )
 
     def ops(self, shape: StepShape) -> list[Op]:
         h, H = self.hidden_size, self.num_heads
         T, B = shape.tokens, shape.num_seqs
         H_r = H / shape.tp
         nope, rope, v, r = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, self.kv_lora_rank
-        latent_bytes = (r + rope) * shape.kv_bytes
+        latent_bytes = (r + rope) * shape.kv_bytes_per_element
         pairs = shape.attended_pairs_per_seq()
         ops: list[Op] = []
         if self.q_lora_rank is None:
@@ -311,7 +367,7 @@ class Mamba(_Block):
         other += (R + 2 * N) if self.inner_norms else 0
         return [ParamGroup(component="mamba", sharded_linear=sharded, other=other)]
 
-    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> KVSpec:
         inner = self.d_inner // tp
         elements = inner * (self.d_conv - 1) + inner * self.d_state
         return MambaStateKV(state_bytes=int(elements * state_bytes))
@@ -381,7 +437,7 @@ class Mamba2(_Block):
         conv = (self.d_inner + 2 * groups * self.d_state) // tp * (self.d_conv - 1)
         return conv + self.num_heads // tp * self.head_dim * self.d_state
 
-    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> KVSpec:
         return MambaStateKV(state_bytes=int(self.state_elements(tp) * state_bytes))
 
     def ops(self, shape: StepShape) -> list[Op]:
@@ -444,7 +500,7 @@ class GatedDeltaNet(_Block):
         conv = self.conv_dim // tp * (self.d_conv - 1)
         return conv + self.num_value_heads // tp * self.key_head_dim * self.value_head_dim
 
-    def kv_spec(self, tp: int, kv_bytes: float, state_bytes: float) -> KVSpec:
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> KVSpec:
         return MambaStateKV(state_bytes=int(self.state_elements(tp) * state_bytes))
 
     def ops(self, shape: StepShape) -> list[Op]:
@@ -488,6 +544,17 @@ class DenseMLP(_Block):
         mats = 3 if self.gated else 2
         bias = ((2 if self.gated else 1) * I + h) if self.bias else 0
         return [ParamGroup(component=self.component, sharded_linear=mats * h * I, other=bias)]
+
+    def lora_linears(self, tp: int) -> list[LoRALinear]:
+        """gate_up_proj (column, gate / up packed: 2 slices) or up_proj, and down_proj (row)."""
+        h, I = self.hidden_size, self.intermediate_size
+        up = (I / tp, I / tp) if self.gated else (I / tp,)
+        return [
+            LoRALinear(
+                name="gate_up_proj" if self.gated else "up_proj", parallel="column", in_features=h, out_slices=up
+            ),
+            LoRALinear(name="down_proj", parallel="row", in_features=I, out_slices=(h,)),
+        ]
 
     def ops(self, shape: StepShape) -> list[Op]:
         h, I, T = self.hidden_size, self.intermediate_size, shape.tokens
@@ -547,6 +614,32 @@ class MoE(_Block):
         if self.shared is not None:
             groups += self.shared.param_groups()
         return groups
+
+    def lora_linears(self, tp: int) -> list[LoRALinear]:
+        """The router (``gate``, replicated), the routed experts as vLLM's ``FusedMoEWithLoRA`` allocates them
+        (vllm/lora/layers/fused_moe.py ``_create_lora_a_weights`` / ``_create_lora_b_weights``: per expert w13
+        A [r, h] x 2 slices, w13 B [I / tp, r] x 2, w2 A [r, I / tp], w2 B [h, r]: the gated MLP's rule, E
+        copies, no expert parallelism), the shared expert's MLP and its gate (Qwen2-MoE)."""
+        h = self.hidden_size
+        expert = self.expert.lora_linears(tp)
+        out = [LoRALinear(name="gate", parallel="replicated", in_features=h, out_slices=(self.num_experts,))]
+        out += [
+            linear.model_copy(update={"name": f"experts.{linear.name}", "copies": self.num_experts})
+            for linear in expert
+        ]
+        if self.shared is not None:
+            shared = self.shared.lora_linears(tp)
+            out += [linear.model_copy(update={"name": f"shared_expert.{linear.name}"}) for linear in shared]
+        if self.shared_gate:
+            out.append(LoRALinear(name="shared_expert_gate", parallel="replicated", in_features=h, out_slices=(1,)))
+        return out
+
+    def lora_ops(self, shape: StepShape) -> list[Op]:
+        """As any block's, the routed experts' kernels on the k experts each token uses (the touched ones read)."""
+        routed = (self.experts_per_token, self.expected_distinct_experts(shape.tokens))
+        return [
+            lora_op(shape, linear, routed if linear.copies > 1 else None) for linear in self._lora_linears(shape.tp)
+        ]
 
     def expected_distinct_experts(self, tokens: int) -> float:
         """Experts touched by ``tokens`` tokens under uniform routing: E (1 - (1 - k/E)^tokens)."""
@@ -641,7 +734,13 @@ class DecoderLayer(BaseModel):
             ops += self.ffn.ops(shape)
             reduce = allreduce(shape, "tp.allreduce (ffn)", h)
             ops += [reduce] if reduce else []
+        if shape.lora_rank is not None:  # vLLM --enable-lora: every wrapped linear runs its shrink and expand
+            ops += self.mixer.lora_ops(shape) + (self.ffn.lora_ops(shape) if self.ffn is not None else [])
         return ops
+
+    def lora_linears(self, tp: int) -> list[LoRALinear]:
+        """Every linear of the layer vLLM wraps with LoRA (mixer, then FFN), on one rank of ``tp``."""
+        return self.mixer._lora_linears(tp) + (self.ffn._lora_linears(tp) if self.ffn is not None else [])
 
 
 def ceil_div_rank(h: int) -> int:

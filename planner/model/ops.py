@@ -54,7 +54,7 @@ class StepShape(BaseModel):
     causal: bool = Field(description="True for prefill: new tokens attend causally among themselves.")
     tp: int = Field(1, ge=1, description="Tensor-parallel degree: linear layers are split over tp ranks.")
     act_bytes: float = Field(2.0, description="Bytes per activation element (2 for bf16/fp16).")
-    kv_bytes: float = Field(2.0, description="Bytes per cached KV element (2 for bf16, 1 for fp8).")
+    kv_bytes_per_element: float = Field(2.0, description="Bytes per cached KV element (2 for bf16, 1 for fp8).")
     state_bytes: float = Field(2.0, description="Bytes per recurrent-state element (Mamba), the model dtype.")
     weight_bits: dict[str, float] = Field(
         default_factory=dict,
@@ -66,6 +66,16 @@ class StepShape(BaseModel):
     compute_dtypes: dict[str, str] = Field(
         default_factory=dict, description="Math dtype of each component's GEMMs (bf16 for weight-only quantization)."
     )
+    lora_rank: int | None = Field(
+        None, ge=1, description="LoRA on (vLLM --enable-lora): the slots' rank, --max-lora-rank; None: off."
+    )
+    lora_slots: int = Field(1, ge=1, description="Adapter slots, --max-loras: most adapters one step reads.")
+    lora_bytes: float = Field(2.0, description="Bytes per LoRA weight element (--lora-dtype, default the model's).")
+
+    @property
+    def active_adapters(self) -> int:
+        """Adapters one step reads: min(sequences, --max-loras) (each request may name its own adapter)."""
+        return min(self.num_seqs, self.lora_slots)
 
     @property
     def tokens(self) -> int:
@@ -120,3 +130,76 @@ def allreduce(shape: StepShape, name: str, hidden_size: int) -> Op | None:
     if shape.tp == 1:
         return None
     return Op(name=name, kind="allreduce", flops=0.0, comm_bytes=shape.tokens * hidden_size * shape.act_bytes)
+
+
+#: Name prefix of the LoRA kernels' ops (``lora_op``): the step model keys their adapter reads on it.
+LORA_OP_PREFIX = "lora."
+
+
+class LoRALinear(BaseModel):
+    """One LoRA-capable linear layer as vLLM wraps it, and its A / B buffers on one TP rank.
+
+    vLLM 0.33.0 (``vllm/lora/layers/base_linear.py`` ``BaseLinearLayerWithLoRA.create_lora_weights``,
+    ``column_parallel_linear.py`` ``MergedColumnParallelLinearWithLoRA.create_lora_weights``,
+    ``row_parallel_linear.py`` ``RowParallelLinearWithLoRA``) allocates per slot and per packed slice
+    ``A[rank, in]`` and ``B[out, rank]``, sharded as the base layer is:
+
+    * column-parallel (qkv_proj, gate_up_proj, kv_b_proj): A whole on every rank (one per slice), B split
+      (``output_size_per_partition``): A = slices x r x in, B = r x sum(out_slice / tp);
+    * row-parallel (o_proj, down_proj): A split (``input_size_per_partition``), B whole: A = r x in / tp,
+      B = r x out; the expand adds into the partial output before the layer's one all-reduce;
+    * replicated (a MoE router, MLA's q_a / kv_a): A = r x in, B = r x out on every rank.
+
+    ``fully_sharded_loras`` (A of column layers split too) is not modelled: vLLM's default is off.
+    ``copies`` is how many such linears the op stands for (the routed experts: E of them).
+    Worked case, Llama-3.1-8B qkv_proj (h 4096, q 4096, k = v 1024) at TP1, rank 16:
+    A = 3 x 16 x 4096 = 196,608, B = 16 x 6,144 = 98,304 elements per slot.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="vLLM's module name: qkv_proj, o_proj, gate_up_proj, down_proj, experts ...")
+    parallel: Literal["column", "row", "replicated"] = Field(description="How the base layer is split over TP.")
+    in_features: int = Field(ge=1, description="Input width of the whole (unsharded) layer, elements.")
+    out_slices: tuple[float, ...] = Field(
+        description="Output width of each packed slice on one rank (column: already / tp), elements."
+    )
+    copies: int = Field(1, ge=1, description="Identical linears this one stands for (routed experts: E).")
+
+    def a_elements(self, rank: int, tp: int) -> float:
+        """A's elements per slot on one rank (all copies)."""
+        width = self.in_features / tp if self.parallel == "row" else self.in_features
+        return self.copies * len(self.out_slices) * rank * width
+
+    def b_elements(self, rank: int, tp: int) -> float:
+        """B's elements per slot on one rank (all copies): r x the rank's output width."""
+        return self.copies * rank * sum(self.out_slices)
+
+
+def lora_op(shape: StepShape, linear: LoRALinear, routed: tuple[int, float] | None = None) -> Op:
+    """The punica shrink (x A^T) and expand (+= (x A^T) B^T) kernels of one LoRA linear in one step.
+
+    Each token multiplies by its own adapter's A and B: FLOPs = 2 x rows x (A + B elements of one copy),
+    rows = T tokens (T x k for routed experts, ``routed = (k, experts touched)``). Bytes: the active
+    adapters' A and B (min(sequences, --max-loras) adapters; of routed experts only the touched ones), the
+    input rows, the fp32 [rows, r] intermediate per slice written and read back, and the output read and
+    written (the expand adds in place).
+    Worked case, Llama-3.1-8B qkv_proj, rank 16, TP1, decode of 4 sequences with 4 slots: FLOPs
+    2 x 4 x 294,912 = 2.36 M; adapter reads 4 x 294,912 x 2 B = 2.36 MB.
+    """
+    rank = shape.lora_rank or 0
+    per_copy = (linear.a_elements(rank, shape.tp) + linear.b_elements(rank, shape.tp)) / linear.copies
+    k, touched = routed if routed is not None else (1, float(linear.copies))
+    rows = shape.tokens * k
+    in_width = linear.in_features / shape.tp if linear.parallel == "row" else linear.in_features
+    slices = len(linear.out_slices)
+    return Op(
+        name=f"{LORA_OP_PREFIX}{linear.name} (shrink+expand)",
+        kind="gemm",
+        flops=2.0 * rows * per_copy,
+        weight_bytes=shape.active_adapters * per_copy * touched * shape.lora_bytes,
+        activation_bytes=rows * (in_width + 2 * sum(linear.out_slices)) * shape.act_bytes
+        + 2 * rows * slices * rank * 4.0,
+        gemm_m_tokens=rows,
+        kernels=2,
+    )

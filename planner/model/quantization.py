@@ -82,8 +82,13 @@ DTYPE_ALIASES = {
 }
 
 
-def normalize_dtype(name: str) -> str:
-    """'bfloat16' -> 'bf16', 'torch.float16' -> 'fp16'; unknown names pass through lowercased."""
+def canonical_dtype(name: str) -> str:
+    """The planner's spelling of a storage dtype: 'bfloat16' -> 'bf16', 'torch.float16' -> 'fp16'.
+
+    Spelling only: formats stay distinct ('nvfp4', 'mxfp4') and unknown names pass through lowercased,
+    for the caller to refuse in its own words. Which tensor-core peak a dtype runs at is
+    ``planner.hardware.math_dtype``.
+    """
     key = str(name).lower().removeprefix("torch.")
     return DTYPE_ALIASES.get(key, key)
 
@@ -323,12 +328,12 @@ def resolve_formats(
     experts, mamba) as vLLM's ``--quantization`` does; embedding and lm_head stay in the model
     dtype unless overridden. A quantized checkpoint cannot be re-quantized to another format.
     """
-    base = NAMED_FORMATS.get(normalize_dtype(model_dtype), NAMED_FORMATS["bf16"])
+    base = NAMED_FORMATS.get(canonical_dtype(model_dtype), NAMED_FORMATS["bf16"])
     formats = {c: base for c in COMPONENTS}
     if quantization is not None:
         for c in quantization.components:
             formats[c] = quantization.weight_format
-    wd = normalize_dtype(weight_dtype or "auto")
+    wd = canonical_dtype(weight_dtype or "auto")
     if wd != "auto":
         fmt = NAMED_FORMATS.get(wd)
         if fmt is None:
@@ -358,7 +363,7 @@ def resolve_formats(
                 f"unknown component '{component}' in a precision override.",
                 hint=f"Use one of: {', '.join(COMPONENTS)}.",
             )
-        fmt = NAMED_FORMATS.get(normalize_dtype(name))
+        fmt = NAMED_FORMATS.get(canonical_dtype(name))
         if fmt is None:
             raise ScenarioError(
                 f"unknown dtype '{name}' for {component}.", hint=f"Use one of: {', '.join(NAMED_FORMATS)}."

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.model.kv import KVSpec
 from planner.model.layers import MLA, Attention, DecoderLayer, MoE, ParamGroup
-from planner.model.quantization import QuantizationSpec, normalize_dtype
+from planner.model.quantization import QuantizationSpec, canonical_dtype
 from planner.units import round_up
 
 #: vLLM pads the vocabulary of the embedding and lm_head to a multiple of 64
@@ -152,33 +152,35 @@ class ModelSpec(BaseModel):
         """KV dtype with --kv-cache-dtype auto: the model dtype."""
         return self.dtype
 
-    def kv_specs(self, tp: int = 1, kv_bytes: float = 2.0) -> list[KVSpec]:
+    def kv_specs(self, tp: int = 1, kv_bytes_per_element: float = 2.0) -> list[KVSpec]:
         """One cache spec per layer, per TP rank (state in the model dtype)."""
         memo = derived(self)
-        key = ("kv_specs", tp, kv_bytes)
+        key = ("kv_specs", tp, kv_bytes_per_element)
         if key not in memo:
-            memo[key] = tuple(self._kv_specs(tp, kv_bytes))
+            memo[key] = tuple(self._kv_specs(tp, kv_bytes_per_element))
         return list(memo[key])
 
-    def _kv_specs(self, tp: int, kv_bytes: float) -> list[KVSpec]:
+    def _kv_specs(self, tp: int, kv_bytes_per_element: float) -> list[KVSpec]:
         state_bytes = dtype_bytes(self.dtype)
         made: dict[int, KVSpec] = {}  # identical layers share one mixer object
         out = []
         for layer in self.layers:
             key = id(layer.mixer)
             if key not in made:
-                made[key] = layer.mixer.kv_spec(tp, kv_bytes, state_bytes)
+                made[key] = layer.mixer.kv_spec(tp, kv_bytes_per_element, state_bytes)
             out.append(made[key])
         return out
 
-    def kv_bytes_per_token(self, kv_bytes: float = 2.0, tp: int = 1) -> int:
+    def kv_bytes_per_token(self, kv_bytes_per_element: float = 2.0, tp: int = 1) -> int:
         """Bytes per token over all attention layers, below every window, on one rank."""
-        return sum(spec.bytes_per_token for spec in self.kv_specs(tp, kv_bytes))
+        return sum(spec.bytes_per_token for spec in self.kv_specs(tp, kv_bytes_per_element))
 
-    def kv_bytes_per_sequence(self, context_len: int, kv_bytes: float = 2.0, tp: int = 1) -> int:
+    def kv_bytes_per_sequence(self, context_len: int, kv_bytes_per_element: float = 2.0, tp: int = 1) -> int:
         """One sequence of ``context_len`` tokens: sliding layers capped at their window, no block
         rounding, recurrent state excluded (see ``state_bytes_per_sequence``)."""
-        return sum(spec.sequence_bytes(context_len) for spec in self.kv_specs(tp, kv_bytes) if spec.bytes_per_token)
+        return sum(
+            spec.sequence_bytes(context_len) for spec in self.kv_specs(tp, kv_bytes_per_element) if spec.bytes_per_token
+        )
 
     def state_bytes_per_sequence(self, tp: int = 1) -> int:
         """Fixed recurrent (Mamba) state one sequence holds, whatever its length."""
@@ -232,7 +234,7 @@ _DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, 
 
 def dtype_bytes(name: str) -> float:
     """Bytes per element of a dtype name ('bfloat16', 'bf16', 'fp8', ...)."""
-    key = normalize_dtype(name)
+    key = canonical_dtype(name)
     if key not in _DTYPE_BYTES:
         raise KeyError(key)
     return _DTYPE_BYTES[key]

@@ -63,7 +63,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
-from planner.estimate.memory import KV_DTYPES, MemoryPlan, Resolved, plan_memory
+from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.resolve import KV_DTYPES, Resolved
 from planner.hardware import (
     CALIBRATED_SUFFIX,
     HardwareProfile,
@@ -73,7 +74,7 @@ from planner.hardware import (
     user_dir,
 )
 from planner.model.families import build_spec
-from planner.model.quantization import normalize_dtype
+from planner.model.quantization import canonical_dtype
 from planner.model.sources import load_config
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
@@ -297,7 +298,7 @@ def _kv_dtype(raw: str | None) -> tuple[str | None, str | None]:
     """The log's kv_cache_dtype as a planner KV dtype ('fp8_e4m3' -> 'fp8'); a note when unknown."""
     if raw is None:
         return None, None
-    name = normalize_dtype(raw)
+    name = canonical_dtype(raw)
     if name.startswith("fp8"):
         name = "fp8"
     if name in KV_DTYPES:
@@ -445,7 +446,7 @@ def _weight_dtype(report: VllmStartupReport, model: ModelSpec, notes: list[str])
         return None
     if method or report.dtype is None or model.quantization is not None:
         return None
-    served = normalize_dtype(report.dtype)
+    served = canonical_dtype(report.dtype)
     if served in ("fp16", "bf16", "fp32") and served != model.dtype:
         return served
     return None

@@ -18,7 +18,7 @@ simulation of one replica, with ``planner.serve.replica.simulate_scenario(..., s
   with the prompts, so it is never cut); a ``--max-concurrency`` run is a closed loop at that
   concurrency and a rate is Poisson arrivals, both capped at ``MAX_PACED_REQUESTS``;
 * lengths: the measured means (total tokens / successful requests); fixed for random datasets,
-  log-normal around the means for ShareGPT (spread as ``public_records.SHAREGPT_STD_OVER_MEAN``);
+  log-normal around the means for ShareGPT (spread as ``public_records_express.SHAREGPT_STD_OVER_MEAN``);
 * step cost: the fitted factors of the engine's profile (``planner/engines/fitted.yaml``).
 
 A record that cannot be expressed comes back as ``Unexpressed`` with the reason: a flag of the
@@ -55,14 +55,8 @@ from planner.serve.workload import (
     PoissonArrivals,
     Workload,
 )
-from planner.verify.public_records import (
-    SGLANG_MEM_FRACTION,
-    SHAREGPT_STD_OVER_MEAN,
-    catalog_model,
-    match_gpu,
-    match_model,
-    reference_dir,
-)
+from planner.verify.public_records import catalog_model, match_gpu, match_model, reference_dir
+from planner.verify.public_records_express import SGLANG_MEM_FRACTION, SHAREGPT_STD_OVER_MEAN
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 

@@ -856,43 +856,86 @@ def _put(target: dict[str, object], field: str, value: object) -> None:
         target[field] = value
 
 
-def _read_line(line: str, label: str, engine: dict[str, object], workers: dict[str, dict[str, object]]) -> bool:
-    """File what one cleaned line states into ``engine`` / ``workers[label]``; True when it matched a phrasing."""
+def _put_all(target: dict[str, object], found: dict[str, object]) -> None:
+    """``_put`` every field of ``found``."""
+    for field, value in found.items():
+        _put(target, field, value)
+
+
+class _Line(NamedTuple):
+    """One cleaned log line as every line reader sees it."""
+
+    text: str
+    low: str
+    label: str
+
+
+class _Facts(NamedTuple):
+    """What the lines read so far stated: engine-level fields, and memory fields per worker label."""
+
+    engine: dict[str, object]
+    workers: dict[str, dict[str, object]]
+
+
+def _read_engine_init(line: _Line, facts: _Facts) -> bool:
+    """'Initializing a V1 LLM engine (v0.x.y) with config: model=..., ...': engine, version, settings."""
+    init = _ENGINE_INIT_RE.search(line.text, line.low)
+    if not init:
+        return False
+    _put(facts.engine, "engine", init.group(1).upper() if init.group(1) else None)
+    _put(facts.engine, "vllm_version", init.group(2))
+    _put_all(facts.engine, _config_from_engine_line(init.group(3)))
+    return True
+
+
+def _config_from_namespace(rest: str) -> dict[str, object]:
+    """Settings of an 'args: Namespace(...)' dump (its closing parenthesis may be cut)."""
+    return _config_from_engine_line(rest.removesuffix(")"))
+
+
+#: The argument dumps a server prints at start, and how each is read into settings.
+_ARG_DUMPS: tuple[tuple[_Keyed, Callable[[str], dict[str, object]]], ...] = (
+    (_NON_DEFAULT_ARGS_RE, _config_from_dict_text),
+    (_NAMESPACE_RE, _config_from_namespace),
+)
+
+
+def _read_arg_dumps(line: _Line, facts: _Facts) -> bool:
+    """'non-default args: {...}' and 'args: Namespace(...)': the engine settings they hold."""
     matched = False
-    low = line.lower()
-    init = _ENGINE_INIT_RE.search(line, low)
-    if init:
-        matched = True
-        _put(engine, "engine", init.group(1).upper() if init.group(1) else None)
-        _put(engine, "vllm_version", init.group(2))
-        for field, value in _config_from_engine_line(init.group(3)).items():
-            _put(engine, field, value)
-    for regex, parser in (
-        (_NON_DEFAULT_ARGS_RE, _config_from_dict_text),
-        (_NAMESPACE_RE, lambda rest: _config_from_engine_line(rest.removesuffix(")"))),
-    ):
-        found = regex.search(line, low)
+    for regex, parser in _ARG_DUMPS:
+        found = regex.search(line.text, line.low)
         if found:
             matched = True
-            for field, value in parser(found.group(1)).items():
-                _put(engine, field, value)
-    command = _COMMAND_RE.search(line, low)
-    if command and not init:
-        matched = True
-        use_v1 = re.search(r"\bVLLM_USE_V1=([01])\b", line)
-        if use_v1:
-            _put(engine, "engine", f"V{use_v1.group(1)}")
-        for field, value in _config_from_command(command.group(1)).items():
-            _put(engine, field, value)
+            _put_all(facts.engine, parser(found.group(1)))
+    return matched
+
+
+def _read_launch_command(line: _Line, facts: _Facts) -> bool:
+    """A pasted 'VLLM_USE_V1=1 vllm serve MODEL --flag value' line: the engine and its flags."""
+    command = _COMMAND_RE.search(line.text, line.low)
+    if not command or _ENGINE_INIT_RE.search(line.text, line.low):
+        return False
+    use_v1 = re.search(r"\bVLLM_USE_V1=([01])\b", line.text)
+    if use_v1:
+        _put(facts.engine, "engine", f"V{use_v1.group(1)}")
+    _put_all(facts.engine, _config_from_command(command.group(1)))
+    return True
+
+
+def _read_memory_facts(line: _Line, facts: _Facts) -> bool:
+    """The phrasings of ``_RULES`` (weights, KV budget, blocks, concurrency, ...), converted to base units."""
+    low = line.low
     hits = [rule for key, rule in _RULE_KEYS if key in low] if any(a in low for a in _ANCHORS) else []
-    if hits and _LONG_DIGITS_RE.search(line):
-        _refuse_long_number(line, hits)
+    if hits and _LONG_DIGITS_RE.search(line.text):
+        _refuse_long_number(line.text, hits)
+    matched = False
     for rule in hits:
-        found = rule.pattern.search(line)
+        found = rule.pattern.search(line.text)
         if not found:
             continue
         matched = True
-        target = engine if rule.scope == "engine" else workers.setdefault(label, {})
+        target = facts.engine if rule.scope == "engine" else facts.workers.setdefault(line.label, {})
         for group, (field, convert) in enumerate(rule.fields, start=1):
             raw = found.group(group)
             if raw is None or not field:
@@ -901,10 +944,34 @@ def _read_line(line: str, label: str, engine: dict[str, object], workers: dict[s
                 value = convert(raw)
             except BadLogValue as err:
                 raise BadLogValue(f"{field} {err}") from None
-            _put(engine if field == "gpu_memory_utilization" else target, field, value)
-    if _STARTUP_ERROR_RE.search(line, low):
-        matched = True
-        _put(engine, "startup_error", line[:_MAX_KEPT_LINE_CHARS])
+            _put(facts.engine if field == "gpu_memory_utilization" else target, field, value)
+    return matched
+
+
+def _read_startup_error(line: _Line, facts: _Facts) -> bool:
+    """The error vLLM raises when the KV cache cannot hold one request: kept as the line."""
+    if not _STARTUP_ERROR_RE.search(line.text, line.low):
+        return False
+    _put(facts.engine, "startup_error", line.text[:_MAX_KEPT_LINE_CHARS])
+    return True
+
+
+#: One reader per kind of startup line, in the order they are tried on every line (the first value
+#: printed for a field wins, so the order decides between an engine-config line and a later dump).
+_LINE_READERS: tuple[Callable[[_Line, _Facts], bool], ...] = (
+    _read_engine_init,
+    _read_arg_dumps,
+    _read_launch_command,
+    _read_memory_facts,
+    _read_startup_error,
+)
+
+
+def _read_line(line: _Line, facts: _Facts) -> bool:
+    """File what one cleaned line states into ``facts``; True when any reader matched a phrasing."""
+    matched = False
+    for reader in _LINE_READERS:
+        matched = reader(line, facts) or matched
     return matched
 
 
@@ -940,6 +1007,78 @@ _MAX_KEPT_LINE_CHARS = 400
 """Longest line kept in a report (startup_error, unparsed_relevant_lines), characters."""
 
 
+def _log_text(text: str | bytes) -> str:
+    """The log as checked text: bytes decoded (``planner.verify.reading``), at most ``MAX_LOG_CHARS``."""
+    text = decode_text(text, "the log") if isinstance(text, (bytes, bytearray)) else check_text(text, "the log")
+    if len(text) > MAX_LOG_CHARS:
+        raise ConfigError(
+            f"the log is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read (a startup log is a few MiB).",
+            hint="Pass the part of the log from the server's start.",
+        )
+    return text
+
+
+class _Reading(NamedTuple):
+    """The outcome of reading a log's lines from its last start."""
+
+    facts: _Facts
+    unparsed: list[str]
+    n_unparsed: int
+    matched_any: bool
+
+
+def _read_lines(lines: list[str], labels: list[str], begin: int) -> _Reading:
+    """Every line from ``begin`` through the readers; relevant lines no reader matched are kept (bounded)."""
+    facts = _Facts({}, {})
+    unparsed: list[str] = []
+    n_unparsed = 0
+    matched_any = False
+    for number, (text, label) in enumerate(zip(lines[begin:], labels[begin:]), start=begin + 1):
+        if not text:
+            continue
+        try:
+            matched = _read_line(_Line(text, text.lower(), label), facts)
+        except BadLogValue as err:
+            raise _bad_value(number, text, err) from None
+        if matched:
+            matched_any = True
+        elif _RELEVANT_RE.search(text) and not _RUNTIME_STATS_RE.search(text):
+            n_unparsed += 1
+            if len(unparsed) < _MAX_UNPARSED_LINES:
+                unparsed.append(text[:_MAX_KEPT_LINE_CHARS])
+    return _Reading(facts, unparsed, n_unparsed, matched_any)
+
+
+def _ray_folded(raw_lines: list[str]) -> int:
+    """Worker lines Ray folded into '[repeated Nx across cluster]' markers."""
+    return sum(int(m.group(1)) for line in raw_lines if "[repeated " in line for m in _RAY_REPEAT_RE.finditer(line))
+
+
+def _report_warnings(
+    engine: dict[str, object], summary: dict[str, object], reading: _Reading, ray_folded: int
+) -> list[str]:
+    """What the reader of the report should know about how it was read (after the starts and worker spreads)."""
+    warnings: list[str] = []
+    if ray_folded:
+        warnings.append(
+            f"Ray folded {ray_folded} repeated worker lines ('[repeated Nx across cluster]'); "
+            "per_worker lists only the workers whose lines were printed"
+        )
+    cuda_graph = summary.get("cuda_graph_bytes")
+    if isinstance(cuda_graph, int) and cuda_graph < 0:
+        warnings.append(
+            f"CUDA-graph memory is printed as negative ({cuda_graph / GiB:.2f} GiB): allocator "
+            "noise, treat it as about zero"
+        )
+    if engine.get("startup_error"):
+        warnings.append("the engine refused to start for lack of KV cache memory")
+    if reading.n_unparsed > _MAX_UNPARSED_LINES:
+        warnings.append(
+            f"{reading.n_unparsed} relevant lines matched no known phrasing; the first {_MAX_UNPARSED_LINES} are kept"
+        )
+    return warnings
+
+
 def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
     """Parse vLLM server output (V0 or V1, any prefix) into a :class:`VllmStartupReport`.
 
@@ -950,82 +1089,36 @@ def parse_vllm_log(text: str | bytes) -> VllmStartupReport:
     UTF-16 text read as UTF-8, and for a printed value no engine can have (a number of more than
     20 digits, per-GPU memory above 1 PiB, a utilization outside (0, 1]), naming the line.
     """
-    text = decode_text(text, "the log") if isinstance(text, (bytes, bytearray)) else check_text(text, "the log")
-    if len(text) > MAX_LOG_CHARS:
-        raise ConfigError(
-            f"the log is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read (a startup log is a few MiB).",
-            hint="Pass the part of the log from the server's start.",
-        )
-    raw_lines = text.splitlines()
+    raw_lines = _log_text(text).splitlines()
     lines = [_clean(line) for line in raw_lines]
     labels = [_process_label(line) for line in lines]
     begin, n_starts = _last_start(lines, labels)
-    ray_folded = sum(
-        int(m.group(1)) for line in raw_lines[begin:] if "[repeated " in line for m in _RAY_REPEAT_RE.finditer(line)
-    )
     warnings: list[str] = []
     if n_starts > 1:
         warnings.append(
             f"the log holds {n_starts} starts of the same engine; only the last one (from line {begin + 1}) is read"
         )
-
-    engine: dict[str, object] = {}
-    workers: dict[str, dict[str, object]] = {}
-    unparsed: list[str] = []
-    n_unparsed = 0
-    matched_any = False
-    for number, (line, label) in enumerate(zip(lines[begin:], labels[begin:]), start=begin + 1):
-        if not line:
-            continue
-        try:
-            matched = _read_line(line, label, engine, workers)
-        except BadLogValue as err:
-            raise _bad_value(number, line, err) from None
-        if matched:
-            matched_any = True
-        elif _RELEVANT_RE.search(line) and not _RUNTIME_STATS_RE.search(line):
-            n_unparsed += 1
-            if len(unparsed) < _MAX_UNPARSED_LINES:
-                unparsed.append(line[:_MAX_KEPT_LINE_CHARS])
-
-    if not matched_any:
+    reading = _read_lines(lines, labels, begin)
+    if not reading.matched_any:
         raise ConfigError(
             f"no vLLM startup lines found in the log ({len(raw_lines)} lines read); "
             f"expected lines such as {', '.join(_EXPECTED_LINES)}.",
             hint="Pass the server's own output from its start, e.g. `docker logs <container> "
             "2>&1` or the terminal where `vllm serve` ran.",
         )
-
+    engine, workers = reading.facts
     per_worker = tuple(WorkerMemory(worker=label, **values) for label, values in workers.items() if values)
     summary = _summarise(per_worker, warnings)
     per_worker_min = WorkerMemory(worker="min", **_field_minimum(per_worker)) if len(per_worker) > 1 else None
-
-    if ray_folded:
-        warnings.append(
-            f"Ray folded {ray_folded} repeated worker lines ('[repeated Nx across cluster]'); "
-            "per_worker lists only the workers whose lines were printed"
-        )
     if engine.get("max_model_len") is None and engine.get("max_concurrency_tokens_per_request"):
         engine["max_model_len"] = engine["max_concurrency_tokens_per_request"]
-    cuda_graph = summary.get("cuda_graph_bytes")
-    if isinstance(cuda_graph, int) and cuda_graph < 0:
-        warnings.append(
-            f"CUDA-graph memory is printed as negative ({cuda_graph / GiB:.2f} GiB): allocator "
-            "noise, treat it as about zero"
-        )
-    if engine.get("startup_error"):
-        warnings.append("the engine refused to start for lack of KV cache memory")
-    if n_unparsed > _MAX_UNPARSED_LINES:
-        warnings.append(
-            f"{n_unparsed} relevant lines matched no known phrasing; the first {_MAX_UNPARSED_LINES} are kept"
-        )
-
+    warnings += _report_warnings(engine, summary, reading, _ray_folded(raw_lines[begin:]))
     return VllmStartupReport(
         **engine,
         **summary,
         per_worker=per_worker,
         per_worker_min=per_worker_min,
-        unparsed_relevant_lines=tuple(unparsed),
+        unparsed_relevant_lines=tuple(reading.unparsed),
         warnings=tuple(warnings),
     )
 
