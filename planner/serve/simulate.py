@@ -37,7 +37,9 @@ Speed: decoding requests all advance the same tokens per step, so the loop never
 one. A decoding request keeps ``c0 = computed_tokens - G(step_index)``; from it follow, in O(1) per
 step, the step at which it finishes, whether it needs a new block this step (a count per
 ``c0 mod block_size``) and the sum of context lengths (``sum(c0) + D * G(step)``). Per-request work
-happens only on admission, completion and preemption.
+happens only on admission, completion and preemption: the step loop (``_Continuous.run``) keeps the
+clock in locals and calls a named phase (preemption, prefill scheduling, finishing, advancing prefills)
+only in a step that has that work.
 
 Metrics are those of ``vllm bench serve`` (``vllm/benchmarks/serve.py``): TTFT = first token time
 - arrival (queueing included); TPOT = (E2E - TTFT) / (output_tokens - 1) per request with more
@@ -51,8 +53,9 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -429,34 +432,66 @@ def run_engine(requests: RequestSet, scheduler: SchedulerConfig, step_cost: Step
             "the static-batching simulation does not model speculative decoding.",
             hint="Simulate continuous batching (drop --static), or drop --speculative-method.",
         )
-    engine = _run_static if scheduler.mode == "static" else _run_continuous
-    return engine(requests, scheduler, step_cost, cached, rejected, reasons)
+    engine = (_Static if scheduler.mode == "static" else _Continuous)(requests, scheduler, step_cost, cached, rejected)
+    engine.run()
+    return engine.result(requests, rejected, reasons)
 
 
 class _Recorder:
-    """Per-step records in compact arrays (no Python object per step)."""
+    """Each step's timing and the engine state at its start, in two compact arrays (no Python object per
+    step): ``times`` holds (start, seconds) and ``state`` (running, waiting, used blocks, prefill tokens,
+    decoding requests) for every step, in that order; ``itl_weight`` per step, or None when it is
+    the decoding requests (continuous batching: every decode token's gap is its step)."""
 
-    def __init__(self) -> None:
-        self.start = array("d")
-        self.seconds = array("d")
-        self.running = array("q")
-        self.waiting = array("q")
-        self.used = array("q")
-        self.prefill = array("q")
-        self.decode = array("q")
-        self.itl_weight = array("q")
+    __slots__ = ("itl_weight", "state", "step", "times")
+
+    def __init__(self, step_cost: StepCost) -> None:
+        self.times = array("d")
+        self.state = array("q")
+        self.itl_weight: array | None = None
+        self.step = self._timer(step_cost)
+
+    def _timer(self, step_cost: StepCost) -> Callable[[float, int, int, int, int, float, int, int], float]:
+        """``step(now, running, waiting, used, prefill, pairs, decode, kv)``: time one step of that mix
+        (``StepCost.step_seconds``'s arguments), record it, return when it ends (``arrays`` refuses a
+        step time that is not finite and >= 0)."""
+        step_seconds, times, state = step_cost.step_seconds, self.times.extend, self.state.extend  # not hot
+
+        def step(
+            now: float, running: int, waiting: int, used: int, prefill: int, pairs: float, decode: int, kv: int
+        ) -> float:
+            dt = step_seconds(
+                prefill_tokens=prefill, prefill_attention_pairs=pairs, decode_seqs=decode, decode_kv_tokens=kv
+            )
+            times((now, dt))
+            state((running, waiting, used, prefill, decode))
+            return now + dt
+
+        return step
 
     def arrays(self) -> dict[str, np.ndarray]:
-        as_np = lambda a, dtype: np.frombuffer(a, dtype=dtype).copy() if len(a) else np.zeros(0, dtype)  # noqa: E731
+        """The per-step arrays of ``EngineRun``."""
+        times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, 2) if self.times else np.zeros((0, 2))
+        state = np.frombuffer(self.state, dtype=np.int64).reshape(-1, 5) if self.state else np.zeros((0, 5), np.int64)
+        column = lambda a, i: np.ascontiguousarray(a[:, i])  # noqa: E731 (a copy: the buffers are not kept)
+        seconds, decode = column(times, 1), column(state, 4)
+        bad = ~((seconds >= 0.0) & (seconds < math.inf))  # NaN fails both
+        if bad.any():  # checked once at the end, not in the loop: a bad step time cannot stall the run
+            first = int(np.argmax(bad))
+            raise _bad_step(float(seconds[first]), int(state[first, 3]), int(decode[first]))
+        itl = self.itl_weight
+        itl_weight = (
+            decode.copy() if itl is None else np.array(np.frombuffer(itl, dtype=np.int64) if itl else [], np.int64)
+        )
         return dict(
-            step_start_s=as_np(self.start, np.float64),
-            step_seconds=as_np(self.seconds, np.float64),
-            running=as_np(self.running, np.int64),
-            waiting=as_np(self.waiting, np.int64),
-            used_blocks=as_np(self.used, np.int64),
-            prefill_tokens=as_np(self.prefill, np.int64),
-            decode_seqs=as_np(self.decode, np.int64),
-            itl_weight=as_np(self.itl_weight, np.int64),
+            step_start_s=column(times, 0),
+            step_seconds=seconds,
+            running=column(state, 0),
+            waiting=column(state, 1),
+            used_blocks=column(state, 2),
+            prefill_tokens=column(state, 3),
+            decode_seqs=decode,
+            itl_weight=itl_weight,
         )
 
 
@@ -468,300 +503,420 @@ def _bad_step(seconds: float, prefill_tokens: int, decode_seqs: int) -> Scenario
     )
 
 
-def _run_continuous(requests, scheduler, step_cost, cached_arr, rejected_arr, reasons) -> EngineRun:
-    n = len(requests)
-    prompt = requests.input_tokens.tolist()
-    out = requests.output_tokens.tolist()
-    cached = cached_arr.tolist()
-    rejected = rejected_arr.tolist()
-    bs = scheduler.block_size_tokens
-    total_blocks = scheduler.num_gpu_blocks
-    token_budget = scheduler.max_num_batched_tokens
-    max_seqs = scheduler.max_num_seqs
-    chunked = scheduler.enable_chunked_prefill
-    step_seconds = step_cost.step_seconds
-    speculation = decode_speculation(step_cost)
-    pos = speculation.position  # G(s): tokens gained by a request decoding since step 0 (plain: s)
-    reach = speculation.first_step_at
-    grows: dict[tuple[int, int], list[int]] = {}  # new blocks per c0 mod bs, by the step's slot window
-    verified = speculation.verified_tokens  # per decoding request and step (plain: 1)
+class _Arrivals:
+    """When requests join the waiting queue: at their arrival times (open loop), or one each time a
+    request leaves, ``concurrency`` in flight (closed loop). A refused request never joins it (closed
+    loop: it frees its slot at once). ``time_s`` is each request's arrival (NaN: not yet, closed loop)."""
 
-    nan = math.nan
-    first_t = [nan] * n
-    finish_t = [nan] * n
-    last_tok = [nan] * n  # time of the last token before the latest preemption
-    ntok = prompt[:]  # tokens the request holds: prompt + generated (target of its (re)prefill)
-    gen = [0] * n  # output tokens generated so far
-    comp = [0] * n  # computed tokens, while in (re)prefill
-    c0 = [0] * n  # while decoding: computed tokens = c0 + G(step index)
-    last_step = [0] * n  # while decoding: the step that gives its last token
+    __slots__ = ("closed", "count", "next_id", "next_time_s", "rejected", "time_s", "waiting")
 
-    waiting: deque[int] = deque()
-    decoding: dict[int, None] = {}  # insertion-ordered set: admission order
-    phase_count = [0] * bs  # decoding requests by c0 mod bs
-    finish_at: dict[int, list[int]] = {}  # step index -> decoding requests that finish in it
-    c0_sum = 0
-    used = 0  # KV blocks held by running requests
-    prefilling = -1  # the running request still in (re)prefill; at most one, last in running order
-    preemptions = 0
-    recomputed = 0
-    itl_extra: list[float] = []
-    rec = _Recorder()
+    def __init__(self, requests: RequestSet, rejected: list[bool], waiting: deque[int]) -> None:
+        self.count = len(requests)
+        self.rejected = rejected
+        self.waiting = waiting
+        self.next_id = 0  # the next request to arrive
+        self.closed = requests.concurrency is not None or requests.arrival_time_s is None
+        if self.closed or requests.arrival_time_s is None:
+            self.time_s = [math.nan] * self.count
+            self.next_time_s = math.inf  # no arrival is due by the clock
+            self.replace(0.0, requests.concurrency or 0)
+        else:
+            self.time_s = requests.arrival_time_s.tolist()
+            self.next_time_s = self.time_s[0] if self.count else math.inf
 
-    closed = requests.concurrency is not None
-    if closed:
-        arrival = [nan] * n
-        arr_list: list[float] = []
-        next_closed = 0
-    else:
-        arrival = requests.arrival_time_s.tolist()
-        arr_list = arrival
-    next_open = 0
+    @property
+    def start_s(self) -> float:
+        """When the engine's clock starts: the first arrival (open loop) or 0."""
+        return self.time_s[0] if self.count and not self.closed else 0.0
 
-    def send_next(now: float) -> None:
-        """Closed loop: the next request arrives now (refused ones free their slot at once)."""
-        nonlocal next_closed
-        while next_closed < n:
-            rid = next_closed
-            next_closed += 1
-            arrival[rid] = now
-            if not rejected[rid]:
-                waiting.append(rid)
-                return
+    def exhausted(self) -> bool:
+        """No request will arrive unless a running one finishes."""
+        return self.closed or self.next_id >= self.count
 
-    t = arr_list[0] if (not closed and n) else 0.0
-    if closed:
-        for _ in range(min(requests.concurrency, n)):
-            send_next(0.0)
+    def until(self, now: float) -> None:
+        """Open loop: queue every request that has arrived by ``now``."""
+        time_s, rejected, waiting, count = self.time_s, self.rejected, self.waiting, self.count
+        i = self.next_id
+        while i < count and time_s[i] <= now:
+            if not rejected[i]:
+                waiting.append(i)
+            i += 1
+        self.next_id = i
+        self.next_time_s = time_s[i] if i < count else math.inf
 
-    next_arrival = math.inf if closed or not n else arr_list[0]
-    record_start, record_seconds = rec.start.append, rec.seconds.append
-    record_running, record_waiting, record_used = rec.running.append, rec.waiting.append, rec.used.append
-    record_prefill, record_decode = rec.prefill.append, rec.decode.append
+    def replace(self, now: float, finished: int = 1) -> None:
+        """Closed loop: the next ``finished`` requests arrive ``now``, in place of those that left."""
+        time_s, rejected, waiting, count = self.time_s, self.rejected, self.waiting, self.count
+        i = self.next_id
+        while finished and i < count:
+            time_s[i] = now
+            if not rejected[i]:
+                waiting.append(i)
+                finished -= 1
+            i += 1
+        self.next_id = i
 
-    s = 0  # step index
-    g_prev, g_now, g_next = pos(-1), pos(0), pos(1)  # G(s - 1), G(s), G(s + 1)
-    while True:
-        if t >= next_arrival:
-            while next_open < n and arr_list[next_open] <= t:
-                if not rejected[next_open]:
-                    waiting.append(next_open)
-                next_open += 1
-            next_arrival = arr_list[next_open] if next_open < n else math.inf
-        n_dec = len(decoding)
-        if not n_dec and prefilling < 0 and not waiting:
-            if closed or next_open >= n:
-                break
-            t = arr_list[next_open]  # idle until the next arrival
-            continue
 
-        # During step s a decoding request holds cdiv(c0 + G(s) + k + 1) blocks; it held cdiv(c0 + G(s-1) + k + 1).
-        hold_prev, hold_now = g_prev + verified, g_now + verified
-        reserve = verified - (g_next - g_now)  # lookahead slots a request finishing its prefill now takes
-        budget = token_budget - n_dec * verified
-        free = total_blocks - used
-        need = 0
-        if n_dec:  # one block per decoding request whose new slots cross a block start
+class _Engine:
+    """What both batching modes share: the requests, the limits, the queue, the clock and the records.
+
+    Requests are indices in arrival order; ``first_t`` and ``finish_t`` are the times of each one's first
+    and last token (NaN: not yet); ``itl_extra`` holds the token gaps that are not one step.
+    """
+
+    __slots__ = (
+        "arrivals",
+        "bs",
+        "cached",
+        "chunked",
+        "finish_t",
+        "first_t",
+        "itl_extra",
+        "max_seqs",
+        "out",
+        "preemptions",
+        "prompt",
+        "rec",
+        "recomputed",
+        "t",
+        "token_budget",
+        "total_blocks",
+        "waiting",
+    )
+    mode: ClassVar[Literal["continuous", "static"]]
+
+    def __init__(
+        self, requests: RequestSet, scheduler: SchedulerConfig, step_cost: StepCost, cached: np.ndarray, rejected
+    ) -> None:
+        n = len(requests)
+        self.prompt: list[int] = requests.input_tokens.tolist()
+        self.out: list[int] = requests.output_tokens.tolist()
+        self.cached: list[int] = cached.tolist()
+        self.bs = scheduler.block_size_tokens
+        self.total_blocks = scheduler.num_gpu_blocks
+        self.token_budget = scheduler.max_num_batched_tokens
+        self.max_seqs = scheduler.max_num_seqs
+        self.chunked = scheduler.enable_chunked_prefill
+        self.first_t = [math.nan] * n
+        self.finish_t = [math.nan] * n
+        self.itl_extra: list[float] = []
+        self.preemptions = 0
+        self.recomputed = 0  # tokens computed again after preemptions
+        self.rec = _Recorder(step_cost)
+        self.waiting: deque[int] = deque()
+        self.arrivals = _Arrivals(requests, rejected.tolist(), self.waiting)
+        self.t = self.arrivals.start_s
+
+    def _finish(self, rid: int) -> None:
+        """``rid`` leaves now (closed loop: the next request arrives in its place)."""
+        self.finish_t[rid] = self.t
+        if self.arrivals.closed:
+            self.arrivals.replace(self.t)
+
+    def result(self, requests: RequestSet, rejected: np.ndarray, reasons: tuple[str, ...]) -> EngineRun:
+        """The run's arrays, once every request has finished or been refused."""
+        return EngineRun(
+            arrival_time_s=np.asarray(self.arrivals.time_s, dtype=np.float64),
+            first_token_time_s=np.asarray(self.first_t, dtype=np.float64),
+            finish_time_s=np.asarray(self.finish_t, dtype=np.float64),
+            input_tokens=requests.input_tokens,
+            output_tokens=requests.output_tokens,
+            rejected=rejected,
+            rejection_reasons=reasons,
+            itl_extra_seconds=np.asarray(self.itl_extra, dtype=np.float64),
+            preemptions=self.preemptions,
+            recomputed_tokens=self.recomputed,
+            num_gpu_blocks=self.total_blocks,
+            mode=self.mode,
+            **self.rec.arrays(),
+        )
+
+
+class _Continuous(_Engine):
+    """One vLLM V1 continuous-batching run, step by step (the rules: module docstring).
+
+    Per request: ``ntok`` tokens it holds (prompt + generated: the target of its (re)prefill), ``gen``
+    output tokens so far, ``comp`` computed tokens while in (re)prefill, ``c0`` = computed tokens - G(s)
+    while decoding, ``last_step`` the step that gives its last token, ``last_tok`` the time of its last
+    token before its latest preemption. The engine: ``decoding`` (an insertion-ordered set: admission
+    order), ``phase_count`` (decoding requests by c0 mod block size) and ``c0_sum``, ``finish_at`` (step
+    -> decoding requests that finish in it), at most one ``prefilling`` request (last in running order,
+    -1: none) and ``used`` KV blocks.
+
+    The clock lives in ``run``'s locals (step index s, G(s - 1), G(s), G(s + 1) and the slots they give)
+    and reaches the phases as arguments: the loop is the simulator's hot path.
+    """
+
+    __slots__ = (
+        "c0",
+        "c0_sum",
+        "comp",
+        "decoding",
+        "finish_at",
+        "gen",
+        "grows",
+        "last_step",
+        "last_tok",
+        "ntok",
+        "phase_count",
+        "prefilling",
+        "speculation",
+        "step_seconds",
+        "used",
+    )
+    mode = "continuous"
+
+    def __init__(self, requests, scheduler, step_cost, cached, rejected) -> None:
+        super().__init__(requests, scheduler, step_cost, cached, rejected)
+        n = len(requests)
+        self.speculation = decode_speculation(step_cost)
+        self.step_seconds = step_cost.step_seconds
+        self.grows: dict[tuple[int, int], list[int]] = {}  # new blocks by c0 mod bs, per slot window
+        self.last_tok = [math.nan] * n
+        self.ntok = self.prompt[:]
+        self.gen = [0] * n
+        self.comp = [0] * n
+        self.c0 = [0] * n
+        self.last_step = [0] * n
+        self.decoding: dict[int, None] = {}
+        self.phase_count = [0] * self.bs
+        self.finish_at: dict[int, list[int]] = {}
+        self.c0_sum = 0
+        self.used = 0
+        self.prefilling = -1
+
+    def run(self) -> None:
+        """Step until every request has finished or been refused. One pass: queue arrivals; give the decodes
+        their blocks (preempting if need be); schedule prefill chunks; time the step; advance requests."""
+        arrivals, decoding, waiting, finish_at = self.arrivals, self.decoding, self.waiting, self.finish_at
+        bs, phase_count, token_budget, total_blocks = self.bs, self.phase_count, self.token_budget, self.total_blocks
+        step_seconds, times, state = self.step_seconds, self.rec.times.append, self.rec.state.append
+        verified = self.speculation.verified_tokens  # tokens per decoding request and step (plain: 1)
+        e, floor = self.speculation.tokens_per_step, math.floor  # G(x) = floor(E x), ``DecodeSpeculation.position``
+        t, s = self.t, 0
+        g_prev, g_now, g_next = floor(e * -1), floor(e * 0), floor(e * 1)  # G(s - 1), G(s), G(s + 1)
+        while True:
+            if t >= arrivals.next_time_s:
+                arrivals.until(t)
+            n_dec = len(decoding)
+            if not n_dec and self.prefilling < 0 and not waiting:
+                if arrivals.exhausted():
+                    return
+                self.t = t = arrivals.next_time_s  # idle until the next arrival
+                continue
+            # During step s a decoding request holds cdiv(c0 + G(s) + k + 1) blocks; it held cdiv(c0 + G(s-1) + k + 1).
+            hold_prev, hold_now = g_prev + verified, g_now + verified
+            reserve = verified - (g_next - g_now)  # lookahead slots a request finishing its prefill now takes
+            need, preempted = 0, False  # one block per decoding request whose new slots cross a block start
             for j in range(hold_prev, hold_now):
                 need += phase_count[-j % bs]
-        preempted = False
-        if need > free:
-            # Slow path (vLLM order): walk the decoding requests; one that needs a block when none
-            # is free preempts from the end of the running list (the prefilling request first,
-            # then the newest decodes) until a block frees or it has preempted itself.
-            # New blocks of a decoding request this step, by c0 mod bs: cdiv(c0 + hold_now) - cdiv(c0 + hold_prev).
-            grow_key = (hold_prev % bs, hold_now - hold_prev)
-            grow_by_phase = grows.get(grow_key)
-            if grow_by_phase is None:
-                grow_by_phase = grows[grow_key] = [-(-(p + hold_now) // bs) + (p + hold_prev) // -bs for p in range(bs)]
-            order = list(decoding)
-            end = len(order)
-            i = 0
-            while i < end:
-                rid = order[i]
-                grow = grow_by_phase[c0[rid] % bs]
-                if grow:
-                    self_preempted = False
-                    while free < grow:
-                        if prefilling >= 0:
-                            victim = prefilling
-                            computed = comp[victim]
-                            held = computed
-                            prefilling = -1
-                        else:
-                            end -= 1
-                            victim = order[end]
-                            cv = c0[victim]
-                            del decoding[victim]
-                            phase_count[cv % bs] -= 1
-                            c0_sum -= cv
-                            finish_at[last_step[victim]].remove(victim)
-                            computed = cv + g_now
-                            held = cv + hold_prev
-                            gen[victim] = computed - prompt[victim] + 1
-                            ntok[victim] = prompt[victim] + gen[victim]
-                            last_tok[victim] = t
-                            self_preempted = victim == rid
-                        blocks = -(-held // bs)
-                        recomputed += computed - cached[victim]
-                        used -= blocks
-                        free += blocks
-                        waiting.appendleft(victim)
-                        preemptions += 1
-                        if self_preempted:
-                            break
-                    if self_preempted:
-                        break
-                    free -= grow
-                    used += grow
-                i += 1
-            need = 0  # allocated above
-            n_dec = len(decoding)
-            budget = token_budget - n_dec
-            preempted = True
-        used += need
-        free -= need
+            if self.used + need > total_blocks:
+                n_dec, preempted = self._preempt_for_decodes(hold_prev, hold_now, g_now), True
+            else:
+                self.used += need
+            budget = token_budget - n_dec * verified  # each decode verifies k + 1 tokens of the step's budget
+            if self.prefilling >= 0 or waiting:
+                n_run, prefill_tokens, pairs, chunks = self._schedule_prefills(n_dec, budget, preempted, reserve)
+                if not prefill_tokens and not n_dec:
+                    continue  # only a self-preemption happened; the next pass admits from the queue
+            else:
+                n_run, prefill_tokens, pairs, chunks = n_dec, 0, 0.0, None
+            kv = self.c0_sum + n_dec * hold_now  # the step: ``_Recorder.step``, inlined
+            dt = step_seconds(
+                prefill_tokens=prefill_tokens, prefill_attention_pairs=pairs, decode_seqs=n_dec, decode_kv_tokens=kv
+            )
+            times(t)  # one append per value: cheaper than extend((...)), which builds a tuple
+            times(dt)
+            state(n_run)
+            state(len(waiting))
+            state(self.used)
+            state(prefill_tokens)
+            state(n_dec)
+            self.t = t = t + dt
+            if s in finish_at:
+                self._finish_decodes(finish_at.pop(s), hold_now)
+            if chunks:
+                self._advance_prefills(chunks, reserve, g_next)
+            s += 1
+            g_prev, g_now, g_next = g_now, g_next, floor(e * (s + 1))
 
-        prefill_tokens = 0
-        pairs = 0.0
+    # ---- scheduling one step ------------------------------------------------------------------
+
+    def _preempt_for_decodes(self, hold_prev: int, hold_now: int, g_now: int) -> int:
+        """The slow path, in vLLM's order: walk the decoding requests; one that needs a block when none is
+        free preempts from the end of the running list (the prefilling request first, then the newest
+        decodes) until a block frees or it has preempted itself. The others get their blocks. Returns the
+        number of decoding requests left."""
+        c0, bs = self.c0, self.bs
+        grow_by_phase = self._growth_by_phase(hold_prev, hold_now)
+        order = list(self.decoding)
+        end = len(order)
+        i = 0
+        while i < end:
+            rid = order[i]
+            grow = grow_by_phase[c0[rid] % bs]
+            while self.total_blocks - self.used < grow:
+                if self.prefilling >= 0:
+                    self._preempt_prefilling()
+                    continue
+                end -= 1
+                self._preempt_decoding(order[end], hold_prev, g_now)
+                if order[end] == rid:
+                    return len(self.decoding)
+            self.used += grow
+            i += 1
+        return len(self.decoding)
+
+    def _growth_by_phase(self, hold_prev: int, hold_now: int) -> list[int]:
+        """New blocks of a decoding request this step, by c0 mod bs: cdiv(c0 + hold_now) - cdiv(c0 + hold_prev).
+
+        It depends only on hold_prev mod bs and hold_now - hold_prev, so it is kept per that pair.
+        """
+        bs = self.bs
+        key = (hold_prev % bs, hold_now - hold_prev)
+        grow = self.grows.get(key)
+        if grow is None:
+            grow = self.grows[key] = [-(-(p + hold_now) // bs) + (p + hold_prev) // -bs for p in range(bs)]
+        return grow
+
+    def _schedule_prefills(
+        self, n_dec: int, budget: int, preempted: bool, reserve: int
+    ) -> tuple[int, int, float, list[tuple[int, int, int]]]:
+        """This step's prefill chunks within ``budget`` tokens: the running request's next chunk, then (only in
+        a step without preemptions) waiting requests FCFS while the budget, max_num_seqs and free blocks
+        allow; the first that does not fit stops admission (no skipping ahead). ``reserve``: lookahead
+        slots a request whose prefill completes takes. Returns (requests running, prefill tokens, causal
+        pairs, chunks), a chunk being (request, tokens computed before it, its tokens)."""
         chunks: list[tuple[int, int, int]] = []
-        if prefilling >= 0 and budget > 0:
-            rid = prefilling
-            start = comp[rid]
-            c = ntok[rid] - start
-            if c > budget:
-                c = budget
-            extra = reserve if start + c == ntok[rid] else 0
-            blocks = -(-(start + c + extra) // bs) + (start // -bs)  # cdiv(start + c + extra) - cdiv(start)
-            if blocks > free:
-                # It cannot grow; the last running request (itself) is preempted.
-                blocks = -(-start // bs)
-                used -= blocks
-                free += blocks
-                recomputed += start - cached[rid]
-                waiting.appendleft(rid)
-                preemptions += 1
-                prefilling = -1
+        if self.prefilling >= 0 and budget > 0:
+            chunk = self._continue_prefill(budget, reserve)
+            if chunk is None:
                 preempted = True
             else:
-                used += blocks
-                free -= blocks
-                budget -= c
-                prefill_tokens += c
-                pairs += c * (start + (c + 1) * 0.5)
-                chunks.append((rid, start, c))
-        n_run = n_dec + (prefilling >= 0)
+                chunks.append(chunk)
+                budget -= chunk[2]
+        n_run = n_dec + (self.prefilling >= 0)
+        waiting, cached, ntok, bs = self.waiting, self.cached, self.ntok, self.bs
+        while not preempted and waiting and budget > 0 and n_run < self.max_seqs:
+            rid = waiting[0]
+            start = cached[rid]
+            c = min(ntok[rid] - start, budget)
+            if c < ntok[rid] - start and not self.chunked:
+                break
+            blocks = -(-(start + c + (reserve if start + c == ntok[rid] else 0)) // bs)
+            if self.used + blocks > self.total_blocks:
+                break
+            waiting.popleft()
+            self.used += blocks
+            budget -= c
+            chunks.append((rid, start, c))
+            n_run += 1
+        prefill_tokens, pairs = 0, 0.0
+        for _, start, c in chunks:
+            prefill_tokens += c
+            pairs += c * (start + (c + 1) * 0.5)  # causal pairs of c tokens after start cached ones
+        return n_run, prefill_tokens, pairs, chunks
 
-        if not preempted:
-            while waiting and budget > 0 and n_run < max_seqs:
-                rid = waiting[0]
-                start = cached[rid]
-                c = ntok[rid] - start
-                if c > budget:
-                    if not chunked:
-                        break
-                    c = budget
-                blocks = -(-(start + c + (reserve if start + c == ntok[rid] else 0)) // bs)
-                if blocks > free:
-                    break
-                waiting.popleft()
-                used += blocks
-                free -= blocks
-                budget -= c
-                prefill_tokens += c
-                pairs += c * (start + (c + 1) * 0.5)
-                chunks.append((rid, start, c))
-                n_run += 1
+    def _continue_prefill(self, budget: int, reserve: int) -> tuple[int, int, int] | None:
+        """The prefilling request's next chunk (at most ``budget`` tokens) on its new blocks; None when they do
+        not fit and it, the last running request, is preempted."""
+        rid = self.prefilling
+        start = self.comp[rid]
+        c = min(self.ntok[rid] - start, budget)
+        extra = reserve if start + c == self.ntok[rid] else 0
+        blocks = -(-(start + c + extra) // self.bs) + (start // -self.bs)  # cdiv(start + c + extra) - cdiv(start)
+        if self.used + blocks > self.total_blocks:
+            self._preempt_prefilling()
+            return None
+        self.used += blocks
+        return rid, start, c
 
-        if not prefill_tokens and not n_dec:
-            continue  # only a self-preemption happened; the next pass admits from the queue
+    # ---- preemption ---------------------------------------------------------------------------
 
-        dt = step_seconds(
-            prefill_tokens=prefill_tokens,
-            prefill_attention_pairs=pairs,
-            decode_seqs=n_dec,
-            decode_kv_tokens=c0_sum + n_dec * hold_now,
-        )
-        if not 0.0 <= dt < math.inf:
-            raise _bad_step(dt, prefill_tokens, n_dec)
-        record_start(t)
-        record_seconds(dt)
-        record_running(n_run)
-        record_waiting(len(waiting))
-        record_used(used)
-        record_prefill(prefill_tokens)
-        record_decode(n_dec)
-        t += dt
+    def _preempt_prefilling(self) -> None:
+        """Preempt the request in (re)prefill: its blocks are freed and it waits at the front of the queue."""
+        rid = self.prefilling
+        self.prefilling = -1
+        self._requeue(rid, computed=self.comp[rid], held=self.comp[rid])
 
-        if n_dec:
-            done = finish_at.pop(s, None)
-            if done:
-                for rid in done:
-                    c = c0[rid]
-                    del decoding[rid]
-                    phase_count[c % bs] -= 1
-                    c0_sum -= c
-                    used -= -(-(c + hold_now) // bs)
-                    gen[rid] = out[rid]
-                    finish_t[rid] = t
-                    if closed:
-                        send_next(t)
+    def _preempt_decoding(self, rid: int, hold_prev: int, g_now: int) -> None:
+        """Preempt a decoding request: it will re-prefill its prompt and the tokens it has generated."""
+        c = self._stop_decoding(rid)
+        self.finish_at[self.last_step[rid]].remove(rid)
+        computed = c + g_now
+        prompt = self.prompt[rid]
+        self.gen[rid] = gen = computed - prompt + 1
+        self.ntok[rid] = prompt + gen
+        self.last_tok[rid] = self.t
+        self._requeue(rid, computed=computed, held=c + hold_prev)
+
+    def _requeue(self, rid: int, *, computed: int, held: int) -> None:
+        """Free the cdiv(held) blocks of a preempted request; it goes back to the front of the queue."""
+        self.used -= -(-held // self.bs)
+        self.recomputed += computed - self.cached[rid]
+        self.waiting.appendleft(rid)
+        self.preemptions += 1
+
+    # ---- advancing requests after the step ----------------------------------------------------
+
+    def _finish_decodes(self, done: list[int], hold_now: int) -> None:
+        """Decoding requests whose last token came in this step leave, freeing cdiv(c0 + hold_now) blocks each."""
+        bs, out = self.bs, self.out
+        for rid in done:
+            c = self._stop_decoding(rid)
+            self.used -= -(-(c + hold_now) // bs)
+            self.gen[rid] = out[rid]
+            self._finish(rid)
+
+    def _advance_prefills(self, chunks: list[tuple[int, int, int]], reserve: int, g_next: int) -> None:
+        """Each chunk of the step: a request still in (re)prefill stays so; one whose prefill is done emits a
+        token and leaves (its last) or starts decoding."""
+        ntok, gen, out, t = self.ntok, self.gen, self.out, self.t
         for rid, start, c in chunks:
             computed = start + c
             if computed < ntok[rid]:
-                comp[rid] = computed
-                prefilling = rid
+                self.comp[rid] = computed
+                self.prefilling = rid
                 continue
-            if prefilling == rid:
-                prefilling = -1
+            if self.prefilling == rid:
+                self.prefilling = -1
             g = gen[rid]
             if g == 0:
-                first_t[rid] = t
+                self.first_t[rid] = t
             else:
-                itl_extra.append(t - last_tok[rid])
-            g += 1
-            gen[rid] = g
+                self.itl_extra.append(t - self.last_tok[rid])
+            gen[rid] = g = g + 1
             if g == out[rid]:
-                used -= -(-(computed + reserve) // bs)
-                finish_t[rid] = t
-                if closed:
-                    send_next(t)
+                self.used -= -(-(computed + reserve) // self.bs)
+                self._finish(rid)
             else:
-                c = computed - g_next
-                c0[rid] = c
-                decoding[rid] = None
-                phase_count[c % bs] += 1
-                c0_sum += c
-                # The step whose tokens reach out: the first m with G(m + 1) >= G(s + 1) + out - g.
-                key = reach(g_next + out[rid] - g) - 1
-                last_step[rid] = key
-                bucket = finish_at.get(key)
-                if bucket is None:
-                    finish_at[key] = [rid]
-                else:
-                    bucket.append(rid)
-        s += 1
-        g_prev, g_now, g_next = g_now, g_next, pos(s + 1)
+                self._start_decoding(rid, computed - g_next, g_next + out[rid] - g)
 
-    rec.itl_weight = rec.decode  # every decode token's gap is exactly its step
-    return EngineRun(
-        arrival_time_s=np.asarray(arrival, dtype=np.float64),
-        first_token_time_s=np.asarray(first_t, dtype=np.float64),
-        finish_time_s=np.asarray(finish_t, dtype=np.float64),
-        input_tokens=requests.input_tokens,
-        output_tokens=requests.output_tokens,
-        rejected=rejected_arr,
-        rejection_reasons=reasons,
-        itl_extra_seconds=np.asarray(itl_extra, dtype=np.float64),
-        preemptions=preemptions,
-        recomputed_tokens=recomputed,
-        num_gpu_blocks=total_blocks,
-        mode="continuous",
-        **rec.arrays(),
-    )
+    def _start_decoding(self, rid: int, c: int, tokens: int) -> None:
+        """``rid`` decodes from the next step on with c0 = ``c``; its last token comes once the clock has
+        gained ``tokens`` more than at that step: in the first step m with G(m + 1) >= G(s + 1) + remaining."""
+        self.c0[rid] = c
+        self.decoding[rid] = None
+        self.phase_count[c % self.bs] += 1
+        self.c0_sum += c
+        key = self.speculation.first_step_at(tokens) - 1
+        self.last_step[rid] = key
+        bucket = self.finish_at.get(key)
+        if bucket is None:
+            self.finish_at[key] = [rid]
+        else:
+            bucket.append(rid)
+
+    def _stop_decoding(self, rid: int) -> int:
+        """Take ``rid`` out of the decoding aggregates; return its c0."""
+        c = self.c0[rid]
+        del self.decoding[rid]
+        self.phase_count[c % self.bs] -= 1
+        self.c0_sum -= c
+        return c
 
 
-def _run_static(requests, scheduler, step_cost, cached_arr, rejected_arr, reasons) -> EngineRun:
+class _Static(_Engine):
     """Static batching: form a batch, prefill all of it, decode until its longest request ends.
 
     The batch takes up to max_num_seqs waiting requests, FCFS, while their full-length KV
@@ -770,145 +925,105 @@ def _run_static(requests, scheduler, step_cost, cached_arr, rejected_arr, reason
     max(output) - 1 steps over the whole batch: finished requests are padded and still computed
     (as in HF ``generate``). Nothing is admitted until the batch is over.
     """
-    n = len(requests)
-    prompt = requests.input_tokens.tolist()
-    out = requests.output_tokens.tolist()
-    cached = cached_arr.tolist()
-    rejected = rejected_arr.tolist()
-    bs = scheduler.block_size_tokens
-    token_budget = scheduler.max_num_batched_tokens
-    chunked = scheduler.enable_chunked_prefill
-    step_seconds = step_cost.step_seconds
-    nan = math.nan
-    first_t = [nan] * n
-    finish_t = [nan] * n
-    itl_extra: list[float] = []
-    rec = _Recorder()
-    waiting: deque[int] = deque()
 
-    closed = requests.concurrency is not None
-    arrival = [nan] * n if closed else requests.arrival_time_s.tolist()
-    next_id = 0
+    __slots__ = ("itl_weight",)
+    mode = "static"
 
-    def arrive(now: float, finished: int = 0) -> None:
-        """Open loop: queue arrivals up to ``now``. Closed loop: one arrival per finished request."""
-        nonlocal next_id
-        if closed:
-            while finished and next_id < n:
-                arrival[next_id] = now
-                if not rejected[next_id]:
-                    waiting.append(next_id)
-                    finished -= 1
-                next_id += 1
-            return
-        while next_id < n and arrival[next_id] <= now:
-            if not rejected[next_id]:
-                waiting.append(next_id)
-            next_id += 1
+    def __init__(self, requests, scheduler, step_cost, cached, rejected) -> None:
+        super().__init__(requests, scheduler, step_cost, cached, rejected)
+        self.itl_weight = self.rec.itl_weight = array("q")  # the first decode gap is per request, not a step
 
-    def step(
-        now: float, running: int, used: int, prefill: int, pairs: float, decode: int, kv: int, itl_weight: int
-    ) -> float:
-        dt = step_seconds(
-            prefill_tokens=prefill, prefill_attention_pairs=pairs, decode_seqs=decode, decode_kv_tokens=kv
-        )
-        if not 0.0 <= dt < math.inf:
-            raise _bad_step(dt, prefill, decode)
-        rec.start.append(now)
-        rec.seconds.append(dt)
-        rec.running.append(running)
-        rec.waiting.append(len(waiting))
-        rec.used.append(used)
-        rec.prefill.append(prefill)
-        rec.decode.append(decode)
-        rec.itl_weight.append(itl_weight)
-        return now + dt
+    def run(self) -> None:
+        """Form a batch from the queue, prefill it, decode it; idle until an arrival when the queue is empty."""
+        arrivals = self.arrivals
+        while True:
+            if self.t >= arrivals.next_time_s:
+                arrivals.until(self.t)
+            if not self.waiting:
+                if arrivals.exhausted():
+                    return
+                self.t = arrivals.next_time_s
+                continue
+            batch, used = self._form_batch()
+            self._prefill(batch, used)
+            self._decode(batch, used)
 
-    t = 0.0
-    if closed:
-        arrive(0.0, finished=requests.concurrency)
-    elif n:
-        t = arrival[0]
-    while True:
-        arrive(t)
-        if not waiting:
-            if closed or next_id >= n:
-                break
-            t = arrival[next_id]
-            continue
+    def _form_batch(self) -> tuple[list[int], int]:
+        """(batch, its KV blocks): FCFS while max_num_seqs and every request's full-length KV allow."""
+        waiting, prompt, out, bs = self.waiting, self.prompt, self.out, self.bs
         batch: list[int] = []
         used = 0
-        while waiting and len(batch) < scheduler.max_num_seqs:
+        while waiting and len(batch) < self.max_seqs:
             blocks = -(-(prompt[waiting[0]] + out[waiting[0]] - 1) // bs)
-            if used + blocks > scheduler.num_gpu_blocks:
+            if used + blocks > self.total_blocks:
                 break
             batch.append(waiting.popleft())
             used += blocks
-        size = len(batch)
-        alive = size  # unfinished requests of the batch (padded rows are not requests)
+        return batch, used
 
+    def _step(self, running: int, used: int, prefill: int, pairs: float, decode: int, kv: int, itl: int) -> None:
+        """Time and record one step (``itl``: tokens whose gap to the previous is this step); queue arrivals."""
+        self.t = self.rec.step(self.t, running, len(self.waiting), used, prefill, pairs, decode, kv)
+        self.itl_weight.append(itl)
+        if self.t >= self.arrivals.next_time_s:
+            self.arrivals.until(self.t)
+
+    def _prefill(self, batch: list[int], used: int) -> None:
+        """Prefill the whole batch in steps of the token budget; a request's first token ends its prefill."""
+        out, first_t = self.out, self.first_t
+        alive = len(batch)  # unfinished requests of the batch (padded rows are not requests)
         pending = deque(batch)
-        computed = {rid: cached[rid] for rid in batch}
+        computed = {rid: self.cached[rid] for rid in batch}
         while pending:
-            budget = token_budget
-            prefill = 0
-            pairs = 0.0
-            completed = []
-            while pending and budget > 0:
-                rid = pending[0]
-                start = computed[rid]
-                c = prompt[rid] - start
-                if c > budget:
-                    if not chunked:
-                        break
-                    c = budget
-                computed[rid] = start + c
-                prefill += c
-                pairs += c * (start + (c + 1) * 0.5)
-                budget -= c
-                if computed[rid] == prompt[rid]:
-                    completed.append(pending.popleft())
-            t = step(t, alive, used, prefill, pairs, 0, 0, 0)
-            arrive(t)
+            prefill, pairs, completed = self._prefill_chunks(pending, computed)
+            self._step(alive, used, prefill, pairs, 0, 0, 0)
             for rid in completed:
-                first_t[rid] = t
+                first_t[rid] = self.t
                 if out[rid] == 1:
-                    finish_t[rid] = t
                     alive -= 1
-                    arrive(t, finished=1)
+                    self._finish(rid)
 
+    def _prefill_chunks(self, pending: deque[int], computed: dict[int, int]) -> tuple[int, float, list[int]]:
+        """(tokens, causal pairs, requests completed) of one prefill step: prompt chunks FCFS within the budget."""
+        prompt = self.prompt
+        budget = self.token_budget
+        prefill = 0
+        pairs = 0.0
+        completed = []
+        while pending and budget > 0:
+            rid = pending[0]
+            start = computed[rid]
+            c = prompt[rid] - start
+            if c > budget:
+                if not self.chunked:
+                    break
+                c = budget
+            computed[rid] = start + c
+            prefill += c
+            pairs += c * (start + (c + 1) * 0.5)
+            budget -= c
+            if computed[rid] == prompt[rid]:
+                completed.append(pending.popleft())
+        return prefill, pairs, completed
+
+    def _decode(self, batch: list[int], used: int) -> None:
+        """max(output) - 1 decode steps over the whole batch (finished rows padded); each request leaves at
+        its last token. Decode step k emits token k + 1; the first decode gap is per request (prefills end
+        at different times), the later ones are one step."""
+        out, prompt, first_t = self.out, self.prompt, self.first_t
         by_length: dict[int, list[int]] = {}
         for rid in batch:
             by_length.setdefault(out[rid], []).append(rid)
+        size = len(batch)
         prompt_sum = sum(prompt[rid] for rid in batch)
         active = sum(1 for rid in batch if out[rid] > 1)
-        longest = max(out[rid] for rid in batch)
-        for k in range(1, longest):
-            # Decode step k emits token k + 1; the first decode gap is per request (prefill ends differ).
-            t = step(t, active, used, 0, 0.0, size, prompt_sum + size * k, active if k > 1 else 0)
-            arrive(t)
+        for k in range(1, max(out[rid] for rid in batch)):
+            self._step(active, used, 0, 0.0, size, prompt_sum + size * k, active if k > 1 else 0)
             if k == 1:
-                itl_extra.extend(t - first_t[rid] for rid in batch if out[rid] > 1)
+                self.itl_extra.extend(self.t - first_t[rid] for rid in batch if out[rid] > 1)
             for rid in by_length.get(k + 1, ()):
-                finish_t[rid] = t
                 active -= 1
-                arrive(t, finished=1)
-
-    return EngineRun(
-        arrival_time_s=np.asarray(arrival, dtype=np.float64),
-        first_token_time_s=np.asarray(first_t, dtype=np.float64),
-        finish_time_s=np.asarray(finish_t, dtype=np.float64),
-        input_tokens=requests.input_tokens,
-        output_tokens=requests.output_tokens,
-        rejected=rejected_arr,
-        rejection_reasons=reasons,
-        itl_extra_seconds=np.asarray(itl_extra, dtype=np.float64),
-        preemptions=0,
-        recomputed_tokens=0,
-        num_gpu_blocks=scheduler.num_gpu_blocks,
-        mode="static",
-        **rec.arrays(),
-    )
+                self._finish(rid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -948,15 +1063,48 @@ def weighted_latency_stats(values: np.ndarray, weights: np.ndarray) -> LatencySt
     return LatencyStats(count=count, mean=mean, p50=float(p50), p90=float(p90), p99=float(p99))
 
 
-def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
-    """Turn an ``EngineRun`` into the metrics of ``vllm bench serve`` plus engine statistics."""
-    done = ~np.isnan(run.finish_time_s)
-    arrival = run.arrival_time_s[done]
-    ttft = run.first_token_time_s[done] - arrival
-    e2e = run.finish_time_s[done] - arrival
-    out = run.output_tokens[done]
+@dataclass(frozen=True, slots=True)
+class RequestLatencies:
+    """The latencies of the completed requests of a run, in seconds, as ``vllm bench serve`` defines them.
+
+    TTFT = first token - arrival (queueing included); E2E = finish - arrival; TPOT = (E2E - TTFT) /
+    (output tokens - 1), over the completed requests with more than one output token.
+    """
+
+    completed: np.ndarray  # bool, one per request asked about: it finished
+    output_tokens: np.ndarray  # of the completed requests
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+
+    def stats(self) -> dict[str, LatencyStats | None]:
+        """``latency_stats`` of each metric, by its name (ttft, tpot, e2e); None where no request has one."""
+        return {
+            "ttft": latency_stats(self.ttft_s),
+            "tpot": latency_stats(self.tpot_s),
+            "e2e": latency_stats(self.e2e_s),
+        }
+
+
+def request_latencies(run: EngineRun, window: slice = slice(None)) -> RequestLatencies:
+    """TTFT, TPOT and E2E of the requests in ``window`` (arrival order) that completed: the one place they
+    are computed, for ``summarize`` and the SLO search's probes."""
+    finish = run.finish_time_s[window]
+    done = ~np.isnan(finish)
+    arrival = run.arrival_time_s[window][done]
+    ttft = run.first_token_time_s[window][done] - arrival
+    e2e = finish[done] - arrival
+    out = run.output_tokens[window][done]
     multi = out > 1
     tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
+    return RequestLatencies(completed=done, output_tokens=out, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e)
+
+
+def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
+    """Turn an ``EngineRun`` into the metrics of ``vllm bench serve`` plus engine statistics."""
+    latencies = request_latencies(run)
+    done = latencies.completed
+    stats = latencies.stats()
     itl = weighted_latency_stats(
         np.concatenate([run.step_seconds, run.itl_extra_seconds]),
         np.concatenate([run.itl_weight, np.ones(len(run.itl_extra_seconds), dtype=np.int64)]),
@@ -964,7 +1112,7 @@ def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
 
     num_completed = int(done.sum())
     input_tokens = int(run.input_tokens[done].sum())
-    output_tokens = int(out.sum())
+    output_tokens = int(latencies.output_tokens.sum())
     duration = None
     if num_completed:
         offered = run.arrival_time_s[~np.isnan(run.arrival_time_s)]
@@ -977,10 +1125,10 @@ def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
     return SimulationResult(
         step_cost_model=step_cost_model,
         mode=run.mode,
-        ttft_seconds=latency_stats(ttft),
-        tpot_seconds=latency_stats(tpot),
+        ttft_seconds=stats["ttft"],
+        tpot_seconds=stats["tpot"],
         itl_seconds=itl,
-        e2e_seconds=latency_stats(e2e),
+        e2e_seconds=stats["e2e"],
         throughput_tokens_per_s=per_s(output_tokens),
         total_throughput_tokens_per_s=per_s(input_tokens + output_tokens),
         requests_per_s=per_s(num_completed),

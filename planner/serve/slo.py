@@ -35,6 +35,12 @@ default a candidate whose lower bound (replicas at saturation) already costs mor
 Every probe is also a point of tokens/s per GPU vs tokens/s per user (1 / mean TPOT); the
 non-dominated ones form the Pareto front.
 
+Steps 1-4 do not depend on the target rate (probes scale one draw of arrival times), so the search is
+two halves: ``search_capacity`` screens the candidates and finds their knees (``CapacitySearch``, whose
+bisections run once each, when a ranking first needs them) and ``plan_at_rate`` ranks, prunes, bisects
+and costs at a rate. ``plan_slo`` is one then the other; a caller that changes only the rate keeps the
+search and calls ``plan_at_rate`` again.
+
 Every number is simulated with the planner's own step-time model: ``step_time_kind`` says
 whether that model is an estimate (fitted factors), calibrated (measured on the card) or a bound.
 """
@@ -65,7 +71,7 @@ from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import scheduler_config
 from planner.serve.saturation import SATURATION_WAVES, measure_saturation, saturated_run  # noqa: F401 (re-exported)
-from planner.serve.simulate import LatencyStats, SchedulerConfig, latency_stats, run_engine
+from planner.serve.simulate import LatencyStats, SchedulerConfig, request_latencies, run_engine
 from planner.serve.workload import (
     ConcurrencyArrivals,
     PoissonArrivals,
@@ -509,8 +515,6 @@ class _Candidate:
         self.traffic, self.slo, self.settings = traffic, slo, settings
         self.gpus = sc.tp * sc.pp
         self.warm_seconds = 0.0  # time a request spends in the system at saturation (set by saturate)
-        self.probes: list[Probe] = []
-        self.mean_output = float(np.mean(traffic.outputs))
 
     # ---- floors and saturation ---------------------------------------------------------------
 
@@ -542,49 +546,45 @@ class _Candidate:
 
     # ---- probes ------------------------------------------------------------------------------
 
+    def window(self, rate: float, saturation: float | None) -> tuple[int, int]:
+        """(measured requests, warm-up requests) of a probe at ``rate``: a trace is measured whole; Poisson
+        traffic measures ``requests_per_probe`` (fewer at light load, down to ``MIN_REQUESTS_PER_PROBE``)
+        after ``rate x W`` warm-up requests, and as many cool-down ones follow."""
+        if self.traffic.trace:
+            return len(self.traffic), 0
+        measured = self.settings.requests_per_probe
+        if saturation:
+            light = int(measured * 4 * rate / saturation)
+            measured = max(min(MIN_REQUESTS_PER_PROBE, measured), min(measured, light))
+        return measured, min(math.ceil(rate * self.warm_seconds), measured)
+
     def probe(self, rate: float, saturation: float | None, *, recorder: _Recording | None = None) -> Probe:
-        traffic = self.traffic
-        if traffic.trace:
-            measured, warm = len(traffic), 0
-        else:
-            measured = self.settings.requests_per_probe
-            if saturation:
-                light = int(measured * 4 * rate / saturation)
-                measured = max(min(MIN_REQUESTS_PER_PROBE, measured), min(measured, light))
-            warm = min(math.ceil(rate * self.warm_seconds), measured)
-        count = min(len(traffic), measured + 2 * warm)
-        step = recorder or self.step
-        run = run_engine(traffic.at(rate, count), self.scheduler, step)
+        """One simulated run at ``rate`` requests/s on this replica: the measured requests' latencies, and
+        the verdict when the search has an SLO (every target holds and every measured request completed)."""
+        measured, warm = self.window(rate, saturation)
+        count = min(len(self.traffic), measured + 2 * warm)
+        run = run_engine(self.traffic.at(rate, count), self.scheduler, recorder or self.step)
         window = slice(warm, warm + measured)
-        arrival = run.arrival_time_s[window]
-        first = run.first_token_time_s[window]
-        finish = run.finish_time_s[window]
-        out = run.output_tokens[window]
-        done = ~np.isnan(finish)
-        ttft = first[done] - arrival[done]
-        e2e = finish[done] - arrival[done]
-        multi = done & (out > 1)
-        tpot = (finish[multi] - first[multi]) / (out[multi] - 1)
-        stats = {"ttft": latency_stats(ttft), "tpot": latency_stats(tpot), "e2e": latency_stats(e2e)}
+        latencies = request_latencies(run, window)
+        stats = latencies.stats()
         per_user = 1.0 / stats["tpot"].mean if stats["tpot"] and stats["tpot"].mean > 0 else None
         passed = worst = ratio = None
         if self.slo is not None:
             worst, ratio = self._worst(stats)
-            passed = ratio is not None and ratio <= 1.0 and bool(done.all())
-        probe = Probe(
+            passed = ratio is not None and ratio <= 1.0 and bool(latencies.completed.all())
+        return Probe(
             request_rate_per_s=rate,
-            measured_requests=int(done.sum()),
+            measured_requests=int(latencies.completed.sum()),
             ttft_seconds=stats["ttft"],
             tpot_seconds=stats["tpot"],
             e2e_seconds=stats["e2e"],
-            output_tokens_per_s_per_gpu=rate * float(np.mean(out)) / self.gpus,
+            output_tokens_per_s_per_gpu=rate * float(np.mean(run.output_tokens[window])) / self.gpus,
             output_tokens_per_s_per_user=per_user,
             passed=passed,
             worst_target=worst,
             worst_ratio=ratio,
             preemptions=run.preemptions,
         )
-        return probe
 
     def _worst(self, stats) -> tuple[str | None, float | None]:
         worst, ratio = None, None
@@ -595,47 +595,101 @@ class _Candidate:
                 worst, ratio = t.label, r
         return worst, ratio
 
-    def record(self, rate: float, saturation: float) -> Probe:
-        p = self.probe(rate, saturation)
-        self.probes.append(p)
-        return p
-
     # ---- bisection ---------------------------------------------------------------------------
 
-    def max_rate(self, saturation: float) -> tuple[float | None, float, Probe | None, Probe]:
-        """(largest passing rate or None, smallest failing rate above it, its probe, the failing probe).
+    def max_rate(self, saturation: float) -> _Bisection:
+        """The bisection: the largest rate per replica that passes, the smallest failing one above it.
 
         Starts at the cap (UTILIZATION_CAP x saturation); when that passes the cap is the answer,
-        limited by saturation rather than by a target.
+        limited by saturation rather than by a target. Below ``MIN_RATE_FRACTION`` of saturation it
+        probes that floor once and stops there if it fails.
         """
+        probes: list[Probe] = []
+
+        def record(rate: float) -> Probe:
+            probes.append(self.probe(rate, saturation))
+            return probes[-1]
+
         cap = UTILIZATION_CAP * saturation
-        top = self.record(cap, saturation)
+        top = record(cap)
         if top.passed:
-            return cap, saturation, top, top
+            return _Bisection(cap, saturation, top, top, tuple(probes))
         lo, hi, lo_probe, hi_probe = 0.0, cap, None, top
         floor = MIN_RATE_FRACTION * saturation
         for _ in range(self.settings.max_probes - 1):
             if lo > 0 and (hi - lo) / hi <= self.settings.rate_tolerance:
                 break
             mid = (lo + hi) / 2
-            if lo == 0 and mid < floor:
-                mid = floor
-                p = self.record(mid, saturation)
-                if p.passed:
-                    lo, lo_probe = mid, p
-                    continue
-                hi, hi_probe = mid, p
-                break
-            p = self.record(mid, saturation)
+            at_floor = lo == 0 and mid < floor
+            rate = floor if at_floor else mid
+            p = record(rate)
             if p.passed:
-                lo, lo_probe = mid, p
+                lo, lo_probe = rate, p
             else:
-                hi, hi_probe = mid, p
-        return (lo or None), hi, lo_probe, hi_probe
+                hi, hi_probe = rate, p
+                if at_floor:
+                    break
+        return _Bisection(lo or None, hi, lo_probe, hi_probe, tuple(probes))
+
+
+@dataclass(frozen=True)
+class _Bisection:
+    """One candidate's bisection: the largest rate per replica that met every target (None: none did), the
+    smallest failing rate above it (the saturation rate when the cap passed), their probes, every probe."""
+
+    best: float | None
+    fail_rate: float
+    best_probe: Probe | None
+    fail_probe: Probe
+    probes: tuple[Probe, ...]
+
+    @property
+    def limiting(self) -> str | None:
+        """'saturation' when the cap passed, else the target that failed first above the best rate."""
+        return "saturation" if self.fail_probe is self.best_probe else self.fail_probe.worst_target
+
+
+class _Live:
+    """A candidate that fits, has a knee and can meet the targets alone: what the rate-free search keeps.
+
+    Its bisection runs at most once, the first time a ranking needs it (a second run, from another
+    thread, gives the same result).
+    """
+
+    __slots__ = ("_bisection", "cand", "saturation")
+
+    def __init__(self, cand: _Candidate, saturation: float) -> None:
+        self.cand = cand
+        self.saturation = saturation
+        self._bisection: _Bisection | None = None
+
+    @property
+    def bisected(self) -> bool:
+        return self._bisection is not None
+
+    def bisection(self) -> _Bisection:
+        if self._bisection is None:
+            self._bisection = self.cand.max_rate(self.saturation)
+        return self._bisection
+
+    def common(self) -> dict:
+        """The row fields every outcome of a live candidate carries."""
+        return dict(
+            max_num_seqs=self.cand.scheduler.max_num_seqs,
+            step_time_kind=self.cand.step.kind,
+            saturation_requests_per_s=self.saturation,
+        )
+
+    def lower_bound(self, target: float) -> tuple[float, int]:
+        """($/hour, GPUs) at ``target`` requests/s if every replica ran at the cap: no row of it costs less."""
+        reps = math.ceil(target / (UTILIZATION_CAP * self.saturation))
+        gpus = reps * self.cand.gpus
+        price = self.cand.hw.price_per_hour_usd
+        return (gpus * price if price else math.inf, gpus)
 
 
 # ------------------------------------------------------------------------------------------------
-# The search.
+# Rows.
 # ------------------------------------------------------------------------------------------------
 
 
@@ -669,6 +723,70 @@ def _row(sc: Scenario, hw: HardwareProfile | None, status: Status, reason: str, 
     )
 
 
+def _floor_row(cand: _Candidate, common: dict) -> CandidateResult | None:
+    """A 'fails-slo' row when a target is below what a request alone takes (no load meets it), else None."""
+    misses = [(t, v, why) for t, v, why in cand.floors() if v > t.seconds]
+    if not misses:
+        return None
+    t, v, why = max(misses, key=lambda m: m[1] / m[0].seconds)
+    return _row(
+        cand.sc,
+        cand.hw,
+        "fails-slo",
+        f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any rate: "
+        f"{why} ({v / t.seconds:.1f}x the target).",
+        **common,
+    )
+
+
+def _bisected_row(live: _Live, costs: dict | None = None) -> CandidateResult:
+    """The row of a bisected candidate: 'fails-slo' at every rate probed, or 'meets' up to its best rate
+    (with ``costs``: replicas, GPUs, $/hour and, when simulated, the operating point and per-token costs)."""
+    cand, found = live.cand, live.bisection()
+    if found.best is None:
+        return _row(
+            cand.sc,
+            cand.hw,
+            "fails-slo",
+            _infeasible(found.fail_probe, cand.slo, cand.floors()),
+            probes=found.probes,
+            first_failing_rate_per_s=found.fail_rate,
+            limiting_target=found.fail_probe.worst_target,
+            **live.common(),
+        )
+    costs = costs or {}
+    op = costs.get("operating_point")
+    return _row(
+        cand.sc,
+        cand.hw,
+        "meets",
+        f"up to {found.best:.2f} req/s per replica ({_limit(found.limiting, found.fail_rate, live.saturation)})",
+        probes=found.probes + ((op,) if op is not None else ()),
+        max_rate_per_replica_per_s=found.best,
+        first_failing_rate_per_s=found.fail_rate,
+        limiting_target=found.limiting,
+        **costs,
+        **live.common(),
+    )
+
+
+def _not_cheaper_row(live: _Live, lb_cost: float, lb_gpus: int) -> CandidateResult:
+    """A candidate not bisected: even at the cap its replicas cost more than the best found."""
+    return _row(
+        live.cand.sc,
+        live.cand.hw,
+        "not-cheaper",
+        (
+            f"not bisected: needs >= {lb_gpus} GPUs"
+            + (f" (${lb_cost:,.2f}/h)" if math.isfinite(lb_cost) else "")
+            + f" even at {UTILIZATION_CAP:.0%} of its saturation"
+            + "; a cheaper one meets the SLO"
+        ),
+        total_gpus=lb_gpus,
+        **live.common(),
+    )
+
+
 def workload_max_model_len(model: ModelSpec, traffic: _Traffic) -> int:
     """max_model_len covering the workload's longest request, rounded up to 256 tokens, within the model's."""
     longest = int(np.max(traffic.inputs + traffic.outputs))
@@ -679,6 +797,252 @@ def workload_max_model_len(model: ModelSpec, traffic: _Traffic) -> int:
             hint="Shorten the length distributions (or clip them) below the model's context.",
         )
     return min(model.max_position_embeddings, -(-longest // 256) * 256)
+
+
+# ------------------------------------------------------------------------------------------------
+# The search: candidates and their capacity (rate-free), then the plan at a rate.
+# ------------------------------------------------------------------------------------------------
+
+
+class CapacitySearch:
+    """What an SLO search finds that does not depend on the total request rate: every candidate's verdict
+    up to its bisection (invalid, does not fit, a target below what a request alone takes, no knee), the
+    knee of the others, and their bisections (the largest rate per replica that meets the SLO), each run
+    once, the first time a ranking needs it.
+
+    ``plan_at_rate(search, rate)`` answers at a total rate; ``plan_slo`` is ``search_capacity`` then
+    ``plan_at_rate`` at the workload's own rate. One search serves every Poisson rate of the same workload
+    shape (lengths, prefix hits, seed): probes scale arrival times drawn once at 1 req/s.
+    """
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        slo: SLO,
+        settings: SearchSettings,
+        traffic: _Traffic,
+        screened: list[CandidateResult | _Live],
+        notes: list[str],
+        seconds: float,
+    ) -> None:
+        self.model, self.slo, self.settings, self.traffic = model, slo, settings, traffic
+        self.screened = screened  # one entry per candidate, in the order of CandidateSpace.scenarios()
+        self.notes = tuple(notes)
+        self.seconds = seconds  # wall time spent so far: screening, knees and bisections
+
+    @property
+    def rate_per_s(self) -> float:
+        """The workload's own total rate (Poisson rate, or a trace's mean rate), in requests per second."""
+        return self.traffic.rate
+
+    @property
+    def rows(self) -> list[CandidateResult]:
+        """Candidates settled without a bisection, in space order."""
+        return [s for s in self.screened if isinstance(s, CandidateResult)]
+
+    @property
+    def live(self) -> list[_Live]:
+        """Candidates whose rate per replica a bisection finds, in space order."""
+        return [s for s in self.screened if isinstance(s, _Live)]
+
+
+def search_capacity(
+    model: ModelSpec,
+    slo: SLO,
+    workload: Workload,
+    space: CandidateSpace,
+    settings: SearchSettings | None = None,
+    efficiency: Efficiency | None = None,
+    profiles: dict[str, HardwareProfile] | None = None,
+    prices: Mapping[str, float] | None = None,
+) -> CapacitySearch:
+    """The rate-free half of ``plan_slo`` (same arguments): every candidate of ``space`` screened (card, TP
+    within a node, memory plan, floors) and the knee of each that passes. Bisections run later, in
+    ``plan_at_rate``, once per candidate however many rates it is asked about.
+
+    A caller whose only change is the request rate keeps the search and calls ``plan_at_rate`` again:
+    with every needed bisection done, that is one operating-point simulation per costed row (one in all
+    with ``operating_points="recommendation"``).
+    """
+    started = time.perf_counter()
+    prices = resolve_prices(prices, "prices", profiles)
+    settings = settings or SearchSettings()
+    traffic = _Traffic(workload, _draws(settings, space.max_num_seqs))
+    notes: list[str] = []
+    scenarios = space.scenarios()
+    if space.base.max_model_len is None:
+        chosen = workload_max_model_len(model, traffic)
+        notes.append(
+            f"max_model_len {chosen:,} tokens (the workload's longest request, rounded up to 256); "
+            f"set it in the base scenario to plan another."
+        )
+        scenarios = [sc.model_copy(update={"max_model_len": chosen}) for sc in scenarios]
+
+    def card(gpu: str) -> HardwareProfile:
+        return priced(profiles[gpu] if profiles and gpu in profiles else get_profile(gpu), prices)
+
+    steps: dict[str, StepTimeModel] = {}
+
+    def step_model(hw: HardwareProfile, sc: Scenario) -> StepTimeModel:
+        """One step model per (card, split, precision): max_num_seqs does not change step times."""
+        key = sc.model_copy(update={"max_num_seqs": None}).model_dump_json()
+        if key not in steps:
+            steps[key] = StepTimeModel(model, hw, sc, efficiency)
+        return steps[key]
+
+    screened = [_screen(model, sc, card, step_model, traffic, slo, settings) for sc in scenarios]
+    return CapacitySearch(model, slo, settings, traffic, screened, notes, time.perf_counter() - started)
+
+
+def _screen(
+    model: ModelSpec,
+    sc: Scenario,
+    card: Callable[[str], HardwareProfile],
+    step_model: Callable[[HardwareProfile, Scenario], StepTimeModel],
+    traffic: _Traffic,
+    slo: SLO,
+    settings: SearchSettings,
+) -> CandidateResult | _Live:
+    """One candidate up to its bisection: the row that says why it stops, or the live candidate and its knee."""
+    try:
+        hw = card(sc.gpu)
+    except (HardwareProfileError, KeyError) as err:
+        return _row(sc, None, "invalid", str(err))
+    sc = sc.model_copy(update={"gpu": hw.id})
+    if sc.tp > hw.gpus_per_node:
+        return _row(
+            sc,
+            hw,
+            "invalid",
+            f"TP {sc.tp} exceeds the {hw.gpus_per_node} GPUs that share "
+            f"{hw.name}'s fast link in one node; tensor parallelism stays inside a node.",
+        )
+    try:
+        plan = plan_memory(model, hw, sc, suggest=False)
+    except PlannerError as err:
+        return _row(sc, hw, "invalid", str(err))
+    if not plan.fits or plan.num_gpu_blocks < 1:
+        return _row(sc, hw, "does-not-fit", plan.reason, max_num_seqs=plan.resolved.max_num_seqs)
+    step = step_model(hw, sc)
+    try:
+        cand = _Candidate(model, hw, sc, plan, step, traffic, slo, settings)
+    except PlannerError as err:
+        return _row(sc, hw, "invalid", str(err), max_num_seqs=plan.resolved.max_num_seqs)
+    common = dict(max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=step.kind)
+    below_floor = _floor_row(cand, common)
+    if below_floor is not None:
+        return below_floor
+    saturation = cand.saturate()
+    if not saturation > 0:
+        return _row(sc, hw, "invalid", "the saturation run completed no request.", **common)
+    return _Live(cand, saturation)
+
+
+def plan_at_rate(
+    search: CapacitySearch,
+    rate_per_s: float | None = None,
+    *,
+    operating_points: Literal["all", "recommendation"] = "all",
+) -> SLOPlan:
+    """The plan of ``search`` at ``rate_per_s`` total requests per second (None: the workload's own rate).
+
+    Ranks the live candidates by their lower bound at that rate, bisects (once per candidate, kept in
+    ``search``) those that can still beat the best found, costs the ones that meet the SLO and reports.
+    Equal to ``plan_slo`` of the same workload at that rate. ``operating_points="all"`` simulates every
+    'meets' row at its operating point (GPU-hours, $ and energy per 1M tokens; as ``plan_slo``);
+    ``"recommendation"`` only the recommended one (the other rows keep replicas, GPUs and $/hour, and
+    leave the per-token figures None): after a change of rate alone, one simulation. The plan's
+    ``search_seconds`` counts the search's screening, knees and bisections (whenever they ran) plus this call.
+    """
+    started = time.perf_counter()
+    target = search.rate_per_s if rate_per_s is None else rate_per_s
+    if not (target > 0 and math.isfinite(target)):
+        raise ScenarioError(
+            f"rate_per_s={target!r} is not a request rate.", hint="Give a finite rate above 0 requests per second."
+        )
+    notes = list(search.notes)
+    live = sorted(search.live, key=lambda item: item.lower_bound(target))  # most promising first: it prunes
+    ranked_by = _ranking([item.cand.hw for item in live], notes)
+    rows = search.rows
+    deployments = _bisect_by_promise(live, target, ranked_by, search.settings.exhaustive, rows)
+    _cost_operating_points(rows, deployments, target, ranked_by, operating_points)
+    search.seconds += time.perf_counter() - started
+    return _report(search, target, rows, ranked_by, notes)
+
+
+def _bisect_by_promise(
+    live: list[_Live], target: float, ranked_by: str, exhaustive: bool, rows: list[CandidateResult]
+) -> dict[int, tuple[_Live, int]]:
+    """Append a row per live candidate to ``rows``, in ``live`` order: bisected, or 'not-cheaper' when its
+    lower bound already costs more than the best found (unless ``exhaustive``). Returns, by row index, each
+    'meets' row's candidate and replicas, for the operating points."""
+    deployments: dict[int, tuple[_Live, int]] = {}
+    best_key: tuple[float, int] | None = None
+    for item in live:
+        lb_cost, lb_gpus = item.lower_bound(target)
+        lb_key = (lb_cost if ranked_by == "usd_per_hour" else lb_gpus, lb_gpus)
+        prunable = ranked_by == "gpus" or math.isfinite(lb_cost)  # an unpriced card's cost is unknown, not high
+        if not exhaustive and best_key is not None and prunable and lb_key > best_key:
+            rows.append(_not_cheaper_row(item, lb_cost, lb_gpus))
+            continue
+        found = item.bisection()
+        if found.best is None:
+            rows.append(_bisected_row(item))
+            continue
+        replicas = math.ceil(target / found.best - 1e-9)
+        row = _bisected_row(item, _deployment(item, target, replicas))
+        deployments[len(rows)] = (item, replicas)
+        rows.append(row)
+        cost = row.usd_per_hour if row.usd_per_hour is not None else math.inf
+        key = ((cost if ranked_by == "usd_per_hour" else row.total_gpus), row.total_gpus)
+        if best_key is None or key < best_key:
+            best_key = key
+    return deployments
+
+
+def _cost_operating_points(
+    rows: list[CandidateResult],
+    deployments: dict[int, tuple[_Live, int]],
+    target: float,
+    ranked_by: str,
+    which: Literal["all", "recommendation"],
+) -> None:
+    """Replace 'meets' rows in ``rows`` by their costed form: one simulation each at target / replicas."""
+    if which == "recommendation":
+        first = next((r for r in _order(rows, ranked_by) if r.status == "meets"), None)
+        deployments = {i: d for i, d in deployments.items() if rows[i] is first}
+    for i, (item, replicas) in deployments.items():
+        rows[i] = _bisected_row(item, _costed(item, target, replicas))
+
+
+def _report(
+    search: CapacitySearch, target: float, rows: list[CandidateResult], ranked_by: str, notes: list[str]
+) -> SLOPlan:
+    """The plan: rows best first, the recommendation, the Pareto front of every probe, the notes."""
+    ordered = _order(rows, ranked_by)
+    recommendation = next((r for r in ordered if r.status == "meets"), None)
+    if not search.settings.exhaustive and any(r.status == "not-cheaper" for r in rows):
+        notes.append(
+            "rows marked not-cheaper were not bisected (lower bound above the best); "
+            "search exhaustively for their exact rates."
+        )
+    traffic = search.traffic
+    return SLOPlan(
+        step_time_kind=recommendation.step_time_kind if recommendation else None,
+        model_name=search.model.name,
+        target_rate_per_s=target,
+        slo=search.slo,
+        mean_input_tokens=float(np.mean(traffic.inputs)),
+        mean_output_tokens=float(np.mean(traffic.outputs)),
+        recommendation=recommendation,
+        ranked_by=ranked_by,
+        candidates=tuple(ordered),
+        saturation_requests_per_s=recommendation.saturation_requests_per_s if recommendation else None,
+        overloaded=recommendation.overloaded if recommendation else None,
+        pareto=pareto_front([(r.label, p) for r in rows for p in r.probes]),
+        notes=tuple(notes),
+        search_seconds=search.seconds,
+    )
 
 
 def plan_slo(
@@ -698,185 +1062,9 @@ def plan_slo(
     ``settings.requests_per_probe``); a trace is replayed whole, time-scaled to each probed rate.
     ``efficiency`` overrides every card's step-time factors (None: calibrated where saved, else defaults).
     ``prices`` sets US dollars per GPU-hour by card (id or alias), over the profiles' ``price_per_hour_usd``.
+    The two halves, for a caller that changes only the rate: ``search_capacity`` and ``plan_at_rate``.
     """
-    started = time.perf_counter()
-    prices = resolve_prices(prices, "prices", profiles)
-    settings = settings or SearchSettings()
-    traffic = _Traffic(workload, _draws(settings, space.max_num_seqs))
-    target = traffic.rate
-    notes: list[str] = []
-    base_len = space.base.max_model_len
-    if base_len is None:
-        chosen = workload_max_model_len(model, traffic)
-        notes.append(
-            f"max_model_len {chosen:,} tokens (the workload's longest request, rounded up to 256); "
-            f"set it in the base scenario to plan another."
-        )
-
-    rows: list[CandidateResult] = []
-    live: list[tuple[_Candidate, float]] = []
-    steps: dict[str, StepTimeModel] = {}
-    for sc in space.scenarios():
-        if base_len is None:
-            sc = sc.model_copy(update={"max_model_len": chosen})
-        try:
-            hw = priced(profiles[sc.gpu] if profiles and sc.gpu in profiles else get_profile(sc.gpu), prices)
-        except (HardwareProfileError, KeyError) as err:
-            rows.append(_row(sc, None, "invalid", str(err)))
-            continue
-        sc = sc.model_copy(update={"gpu": hw.id})
-        if sc.tp > hw.gpus_per_node:
-            rows.append(
-                _row(
-                    sc,
-                    hw,
-                    "invalid",
-                    f"TP {sc.tp} exceeds the {hw.gpus_per_node} GPUs that share "
-                    f"{hw.name}'s fast link in one node; tensor parallelism stays inside a node.",
-                )
-            )
-            continue
-        try:
-            plan = plan_memory(model, hw, sc, suggest=False)
-        except PlannerError as err:
-            rows.append(_row(sc, hw, "invalid", str(err)))
-            continue
-        if not plan.fits or plan.num_gpu_blocks < 1:
-            rows.append(_row(sc, hw, "does-not-fit", plan.reason, max_num_seqs=plan.resolved.max_num_seqs))
-            continue
-        # One step model per (card, split, precision): max_num_seqs does not change step times.
-        key = sc.model_copy(update={"max_num_seqs": None}).model_dump_json()
-        step = steps.get(key)
-        if step is None:
-            step = steps[key] = StepTimeModel(model, hw, sc, efficiency)
-        try:
-            cand = _Candidate(model, hw, sc, plan, step, traffic, slo, settings)
-        except PlannerError as err:
-            rows.append(_row(sc, hw, "invalid", str(err), max_num_seqs=plan.resolved.max_num_seqs))
-            continue
-        common = dict(max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=step.kind)
-        misses = [(t, v, why) for t, v, why in cand.floors() if v > t.seconds]
-        if misses:
-            t, v, why = max(misses, key=lambda m: m[1] / m[0].seconds)
-            rows.append(
-                _row(
-                    sc,
-                    hw,
-                    "fails-slo",
-                    f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any "
-                    f"rate: {why} ({v / t.seconds:.1f}x the target).",
-                    **common,
-                )
-            )
-            continue
-        saturation = cand.saturate()
-        if not saturation > 0:
-            rows.append(_row(sc, hw, "invalid", "the saturation run completed no request.", **common))
-            continue
-        live.append((cand, saturation))
-
-    # Bisect the most promising first, so a cheap answer prunes the rest.
-    def bound(item) -> tuple[float, int]:
-        cand, saturation = item
-        reps = math.ceil(target / (UTILIZATION_CAP * saturation))
-        gpus = reps * cand.gpus
-        price = cand.hw.price_per_hour_usd
-        return (gpus * price if price else math.inf, gpus)
-
-    live.sort(key=bound)
-    ranked_by = _ranking([c.hw for c, _ in live], notes)
-    best_key: tuple[float, int] | None = None
-    for cand, saturation in live:
-        hw, sc = cand.hw, cand.sc
-        common = dict(
-            max_num_seqs=cand.scheduler.max_num_seqs,
-            step_time_kind=cand.step.kind,
-            saturation_requests_per_s=saturation,
-        )
-        lb_cost, lb_gpus = bound((cand, saturation))
-        lb_key = (lb_cost if ranked_by == "usd_per_hour" else lb_gpus, lb_gpus)
-        prunable = ranked_by == "gpus" or math.isfinite(lb_cost)  # an unpriced card's cost is unknown, not high
-        if not settings.exhaustive and best_key is not None and prunable and lb_key > best_key:
-            rows.append(
-                _row(
-                    sc,
-                    hw,
-                    "not-cheaper",
-                    (
-                        f"not bisected: needs >= {lb_gpus} GPUs"
-                        + (f" (${lb_cost:,.2f}/h)" if math.isfinite(lb_cost) else "")
-                        + f" even at {UTILIZATION_CAP:.0%} of its saturation"
-                        + "; a cheaper one meets the SLO"
-                    ),
-                    total_gpus=lb_gpus,
-                    **common,
-                )
-            )
-            continue
-        best, fail_rate, best_probe, fail_probe = cand.max_rate(saturation)
-        probes = tuple(cand.probes)
-        if best is None:
-            rows.append(
-                _row(
-                    sc,
-                    hw,
-                    "fails-slo",
-                    _infeasible(fail_probe, cand.slo, cand.floors()),
-                    probes=probes,
-                    first_failing_rate_per_s=fail_rate,
-                    limiting_target=fail_probe.worst_target,
-                    **common,
-                )
-            )
-            continue
-        limiting = "saturation" if fail_probe is best_probe else fail_probe.worst_target
-        replicas = math.ceil(target / best - 1e-9)
-        row = _costed(cand, target, best, replicas, saturation)
-        reason = f"up to {best:.2f} req/s per replica ({_limit(limiting, fail_rate, saturation)})"
-        rows.append(
-            _row(
-                sc,
-                hw,
-                "meets",
-                reason,
-                probes=probes + (row["operating_point"],),
-                max_rate_per_replica_per_s=best,
-                first_failing_rate_per_s=fail_rate,
-                limiting_target=limiting,
-                **row,
-                **common,
-            )
-        )
-        cost = row["usd_per_hour"] if row["usd_per_hour"] is not None else math.inf
-        found = ((cost if ranked_by == "usd_per_hour" else row["total_gpus"]), row["total_gpus"])
-        if best_key is None or found < best_key:
-            best_key = found
-
-    ordered = _order(rows, ranked_by)
-    meets = [r for r in ordered if r.status == "meets"]
-    recommendation = meets[0] if meets else None
-    if not settings.exhaustive and any(r.status == "not-cheaper" for r in rows):
-        notes.append(
-            "rows marked not-cheaper were not bisected (lower bound above the best); "
-            "search exhaustively for their exact rates."
-        )
-    points = [(r.label, p) for r in rows for p in r.probes]
-    return SLOPlan(
-        step_time_kind=recommendation.step_time_kind if recommendation else None,
-        model_name=model.name,
-        target_rate_per_s=target,
-        slo=slo,
-        mean_input_tokens=float(np.mean(traffic.inputs)),
-        mean_output_tokens=float(np.mean(traffic.outputs)),
-        recommendation=recommendation,
-        ranked_by=ranked_by,
-        candidates=tuple(ordered),
-        saturation_requests_per_s=recommendation.saturation_requests_per_s if recommendation else None,
-        overloaded=recommendation.overloaded if recommendation else None,
-        pareto=pareto_front(points),
-        notes=tuple(notes),
-        search_seconds=time.perf_counter() - started,
-    )
+    return plan_at_rate(search_capacity(model, slo, workload, space, settings, efficiency, profiles, prices))
 
 
 def _ranking(cards: Sequence[HardwareProfile], notes: list[str]) -> Literal["usd_per_hour", "gpus"]:
@@ -905,29 +1093,37 @@ def missing_price_hint(card_ids: Sequence[str]) -> str:
     )
 
 
-def _costed(cand: _Candidate, target: float, best: float, replicas: int, saturation: float) -> dict:
-    """Replicas, GPUs, $/hour, and per-1M-token cost and energy at the operating point."""
-    hw = cand.hw
-    total_gpus = replicas * cand.gpus
-    price = hw.price_per_hour_usd
-    per_replica = target / replicas
-    recorder = _Recording(cand.step)
-    op = cand.probe(per_replica, saturation, recorder=recorder)
-    share = recorder.prefill_share()
-    traffic = cand.traffic
-    in_per_s = target * float(np.mean(traffic.inputs))
-    out_per_s = target * float(np.mean(traffic.outputs))
-    gh_in = gpu_hours_per_million_tokens(total_gpus, in_per_s, share)
-    gh_out = gpu_hours_per_million_tokens(total_gpus, out_per_s, 1 - share)
-    tdp = hw.tdp_watts
+def _deployment(live: _Live, target: float, replicas: int) -> dict:
+    """Replicas, GPUs, $/hour and whether one replica at the operating point is above its knee."""
+    total_gpus = replicas * live.cand.gpus
+    price = live.cand.hw.price_per_hour_usd
     return dict(
         replicas=replicas,
         total_gpus=total_gpus,
         usd_per_hour=total_gpus * price if price else None,
-        overloaded=per_replica > saturation,
+        overloaded=target / replicas > live.saturation,
+    )
+
+
+def _costed(live: _Live, target: float, replicas: int) -> dict:
+    """``_deployment`` plus the operating point (one simulation at target / replicas) and what it gives:
+    GPU-hours, $ and energy (an upper bound, at TDP) per 1M input and per 1M output tokens."""
+    cand = live.cand
+    hw = cand.hw
+    deployment = _deployment(live, target, replicas)
+    total_gpus = deployment["total_gpus"]
+    price = hw.price_per_hour_usd
+    recorder = _Recording(cand.step)
+    op = cand.probe(target / replicas, live.saturation, recorder=recorder)
+    share = recorder.prefill_share()
+    in_per_s = target * float(np.mean(cand.traffic.inputs))
+    out_per_s = target * float(np.mean(cand.traffic.outputs))
+    tdp = hw.tdp_watts
+    return dict(
+        deployment,
         operating_point=op,
-        gpu_hours_per_1m_input_tokens=gh_in,
-        gpu_hours_per_1m_output_tokens=gh_out,
+        gpu_hours_per_1m_input_tokens=gpu_hours_per_million_tokens(total_gpus, in_per_s, share),
+        gpu_hours_per_1m_output_tokens=gpu_hours_per_million_tokens(total_gpus, out_per_s, 1 - share),
         usd_per_1m_input_tokens=usd_per_million_tokens(price, total_gpus, in_per_s, share),
         usd_per_1m_output_tokens=usd_per_million_tokens(price, total_gpus, out_per_s, 1 - share),
         energy_kwh_per_1m_input_tokens_upper_bound=kwh_per_million_tokens_upper_bound(tdp, total_gpus, in_per_s, share),
@@ -994,7 +1190,7 @@ def pareto_front(points: Sequence[tuple[str, Probe]]) -> tuple[ParetoPoint, ...]
 # ------------------------------------------------------------------------------------------------
 
 
-def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> tuple[_Candidate, float]:
+def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> _Live:
     settings = settings or SearchSettings()
     traffic = _Traffic(workload, _draws(settings, (sc.max_num_seqs,)))
     plan = plan_memory(model, hw, sc, suggest=False)
@@ -1004,7 +1200,7 @@ def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> tuple[_
             hint="Pick a scenario the Memory page says fits.",
         )
     cand = _Candidate(model, hw, sc, plan, step or StepTimeModel(model, hw, sc, efficiency), traffic, slo, settings)
-    return cand, cand.saturate()
+    return _Live(cand, cand.saturate())
 
 
 def sweep_rates(
@@ -1022,10 +1218,11 @@ def sweep_rates(
 
     ``rates`` default to 10 steps up to the utilization cap. With ``slo`` each probe has a verdict.
     """
-    cand, saturation = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
+    live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
+    saturation = live.saturation
     if rates is None:
         rates = [UTILIZATION_CAP * saturation * k / 10 for k in range(1, 11)]
-    return saturation, tuple(cand.probe(float(r), saturation) for r in rates)
+    return saturation, tuple(live.cand.probe(float(r), saturation) for r in rates)
 
 
 def max_rate_per_replica(
@@ -1039,42 +1236,5 @@ def max_rate_per_replica(
     step_model: StepTimeModel | None = None,
 ) -> CandidateResult:
     """The bisection for one scenario: largest rate per replica that meets ``slo`` (no costing)."""
-    cand, saturation = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
-    common = dict(
-        max_num_seqs=cand.scheduler.max_num_seqs, step_time_kind=cand.step.kind, saturation_requests_per_s=saturation
-    )
-    misses = [(t, v, why) for t, v, why in cand.floors() if v > t.seconds]
-    if misses:
-        t, v, why = max(misses, key=lambda m: m[1] / m[0].seconds)
-        return _row(
-            sc,
-            hw,
-            "fails-slo",
-            f"{t.label} target {fmt_seconds(t.seconds)} cannot be met at any rate: "
-            f"{why} ({v / t.seconds:.1f}x the target).",
-            **common,
-        )
-    best, fail_rate, best_probe, fail_probe = cand.max_rate(saturation)
-    if best is None:
-        return _row(
-            sc,
-            hw,
-            "fails-slo",
-            _infeasible(fail_probe, slo, cand.floors()),
-            probes=tuple(cand.probes),
-            first_failing_rate_per_s=fail_rate,
-            limiting_target=fail_probe.worst_target,
-            **common,
-        )
-    limiting = "saturation" if fail_probe is best_probe else fail_probe.worst_target
-    return _row(
-        sc,
-        hw,
-        "meets",
-        f"up to {best:.2f} req/s per replica ({_limit(limiting, fail_rate, saturation)})",
-        probes=tuple(cand.probes),
-        max_rate_per_replica_per_s=best,
-        first_failing_rate_per_s=fail_rate,
-        limiting_target=limiting,
-        **common,
-    )
+    live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
+    return _floor_row(live.cand, live.common()) or _bisected_row(live)
