@@ -38,6 +38,7 @@ def navigation_pages() -> list[st.Page]:
     ]
 
 
+# an emoji icon, served by this server (a Material icon would make the browser fetch it from fonts.gstatic.com)
 st.set_page_config(page_title="LLM inference planner", page_icon="🧮", layout="wide")
 sidebar.render()
 st.navigation(navigation_pages()).run()

@@ -3,7 +3,8 @@
 What a user waits for after typing a new request rate on the Simulate page: the rerun simulates
 the sidebar's replica at that rate, sweeps the request rate, searches the cheapest deployment
 for the default targets, and draws the four charts. Each run types a rate never seen before
-(10.1, 10.2, ... req/s), so every cached call misses; median of ``RUNS``.
+(10.1, 10.2, ... req/s), so every call keyed on the rate misses; the rate sweep and the rate-free half
+of the search (``search_capacity``, kept by ``ui.serving``) do not depend on it. Median of ``RUNS``.
 
 First it prints what the page's core calls cost for the same inputs without Streamlit (the part
 no page code can cut), then the measured rerun, then one line of JSON. Usage, from the repository
@@ -27,7 +28,7 @@ from planner.model.families import build_spec
 from planner.model.sources import load_config
 from planner.scenario import Scenario
 from planner.serve.replica import length_distribution, simulate_scenario
-from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo, sweep_rates
+from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_at_rate, search_capacity, sweep_rates
 from planner.serve.workload import PoissonArrivals, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,10 +43,11 @@ def rate_of(i: int) -> float:
 
 
 def core_seconds() -> dict[str, float]:
-    """The page's three core calls at the benchmark's rates, without Streamlit: median of RUNS each."""
+    """The page's core calls at the benchmark's rates, without Streamlit: median of RUNS each. ``cheapest`` is
+    what a new rate costs the page (``plan_at_rate`` on a kept search); ``search`` the search itself, once."""
     loaded = load_config("meta-llama/Llama-3.1-8B")
     model = build_spec(loaded.config, loaded.name)
-    hw, sc = get_profile("h100-sxm"), Scenario(max_model_len=8192)
+    hw, sc = get_profile("h100-sxm"), Scenario()  # the sidebar's defaults
     slo = SLO.of(p99_ttft=1.0, p99_tpot=0.05)
     space = CandidateSpace(
         gpus=(hw.id,),
@@ -54,18 +56,27 @@ def core_seconds() -> dict[str, float]:
         kv_cache_dtypes=(sc.kv_cache_dtype,),
         base=sc.model_copy(update={"num_gpus": None}),
     )
-    times: dict[str, list[float]] = {"simulate": [], "rate_sweep": [], "cheapest": []}
-    for i in range(RUNS):
-        workload = Workload(
-            arrivals=PoissonArrivals(request_rate_per_s=rate_of(i)),
-            num_requests=1000,
+
+    def workload(rate: float, requests: int = 1000) -> Workload:
+        return Workload(
+            arrivals=PoissonArrivals(request_rate_per_s=rate),
+            num_requests=requests,
             input_tokens=length_distribution("fixed", sc.workload.input_len, 0, "prompt length"),
             output_tokens=length_distribution("fixed", sc.workload.output_len, 0, "output length"),
         )
+
+    start = time.perf_counter()
+    search = search_capacity(model, slo, workload(1.0, 1), space, SearchSettings())
+    plan_at_rate(search, FIRST_RATE)  # the page's first visit: every bisection it needs
+    times: dict[str, list[float]] = {"simulate": [], "rate_sweep": [], "cheapest": [], "search": []}
+    times["search"].append(time.perf_counter() - start)
+    for i in range(RUNS):
+        rate = rate_of(i)
+        served = workload(rate)
         for name, call in (
-            ("simulate", lambda w=workload: simulate_scenario(model, hw, sc, w)),
-            ("rate_sweep", lambda w=workload: sweep_rates(model, hw, sc, w, slo=slo)),
-            ("cheapest", lambda w=workload: plan_slo(model, slo, w, space, SearchSettings())),
+            ("simulate", lambda w=served: simulate_scenario(model, hw, sc, w)),
+            ("rate_sweep", lambda w=served: sweep_rates(model, hw, sc, w, slo=slo)),
+            ("cheapest", lambda r=rate: plan_at_rate(search, r)),
         ):
             start = time.perf_counter()
             call()
@@ -98,7 +109,8 @@ def main() -> None:
     print(f"Expected: the page's core calls at a new rate, without Streamlit (median of {RUNS}; the floor of a rerun):")
     for name, seconds in core.items():
         print(f"  {name:10s} {seconds * 1e3:8.1f} ms")
-    print(f"  {'total':10s} {sum(core.values()) * 1e3:8.1f} ms")
+    paid = core["simulate"] + core["cheapest"]  # the rate sweep and the search are cache hits at a new rate
+    print(f"  a new rate pays simulate + cheapest: {paid * 1e3:.1f} ms (the rate sweep and the search are kept)")
     result = measure()
     print(
         f"\nMeasured with AppTest: first visit {result['first_s'] * 1e3:.0f} ms; after a new request rate "
@@ -110,7 +122,7 @@ def main() -> None:
         "runs": RUNS,
         "new_input_median_s": round(result["new_input_median_s"], 4),
         "first_visit_s": round(result["first_s"], 4),
-        "core_s": round(sum(core.values()), 4),
+        "core_new_rate_s": round(core["simulate"] + core["cheapest"], 4),
         **{f"core_{name}_s": round(seconds, 4) for name, seconds in core.items()},
     }
     print(json.dumps(line))

@@ -15,14 +15,15 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from planner.deploy.export import latency_profile
 from planner.estimate.latency import estimate_latency
 from planner.estimate.memory import plan_memory
+from planner.estimate.operating_points import latency_profile
 from planner.estimate.roofline import roofline
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import Scenario, Workload
+from planner.scenario import RequestShape, Scenario
+from planner.units import fmt_requests
 from tests.conftest import TINY_LLAMA_CONFIG
 from ui import charts
 from ui.format import fmt_seconds
@@ -48,7 +49,7 @@ def core(model: str = DEFAULT_MODEL, **scenario):
     """The core's own spec, card and scenario for the same inputs the test gives the app."""
     loaded = load_config(model)
     spec = build_spec(loaded.config, loaded.name)
-    sc = Scenario(**{"max_model_len": 8192, **scenario})
+    sc = Scenario(**scenario)  # max_model_len: the model's maximum, the app's default as vLLM's and the CLI's
     return spec, get_profile(sc.gpu), sc
 
 
@@ -75,8 +76,9 @@ def test_plan_default_answers_llama_8b_on_one_h100(app: AppTest) -> None:
     assert plan.fits
     assert [s.value for s in app.success] == [plan.reason]
     assert app.success[0].value.startswith("fits: ")
-    assert f"{plan.max_concurrency:,.1f} requests of 8,192 tokens" in app.success[0].value
-    assert app.metric[0].label == "Max concurrency" and app.metric[0].value == f"{plan.max_concurrency:,.1f}"
+    # max_model_len: the model's maximum; concurrency rounded down, never more than fits
+    assert f"{fmt_requests(plan.max_concurrency)} requests of 131,072 tokens" in app.success[0].value
+    assert app.metric[0].label == "Max concurrency" and app.metric[0].value == fmt_requests(plan.max_concurrency)
     assert app.metric[1].value == f"{plan.kv_cache_tokens:,}"
     for suggestion in plan.suggestions:
         assert suggestion in app.markdown[0].value or any(suggestion in m.value for m in app.markdown)
@@ -185,7 +187,7 @@ def test_gated_repo_needs_a_token_which_never_shows(app: AppTest, hub) -> None:
     assert not app.error, [e.value for e in app.error]
     spec = build_spec(TINY_LLAMA_CONFIG, "acme/gated-model")
     plan = plan_memory(spec, get_profile("h100-sxm"), Scenario(max_model_len=2048))
-    assert app.success[0].value == plan.reason  # the default 8,192 gives way to the model's 2,048
+    assert app.success[0].value == plan.reason  # the default: the model's maximum, 2,048
     assert token not in texts(app)
     assert token not in json.dumps(app.query_params)
     assert app.query_params.get("repo") == "acme/gated-model"
@@ -195,8 +197,8 @@ def test_max_model_len_beyond_the_model_is_an_error_with_the_limit(app: AppTest)
     app.run()
     app.selectbox(key="model").set_value("facebook/opt-125m").run()
     assert_clean(app)
-    assert "of 2,048 tokens" in app.success[0].value  # the untouched default gives way to the model's maximum
-    assert "allows at most 2,048 tokens" in " ".join(c.value for c in app.sidebar.caption)
+    assert "of 2,048 tokens" in app.success[0].value  # the untouched default is the model's maximum
+    assert "the model's maximum, **2,048 tokens**, as vLLM" in " ".join(c.value for c in app.sidebar.caption)
     app.number_input(key="len").set_value(4096).run()  # a length the user asks for is not silently cut
     assert_clean(app)
     assert "exceeds the model's maximum context of 2,048 tokens" in app.error[0].value
@@ -259,7 +261,7 @@ def test_a_shared_link_reopens_the_exact_plan(app: AppTest) -> None:
         max_model_len=4096,
         kv_cache_dtype="fp8",
         gpu_memory_utilization=0.85,
-        workload=Workload(input_len=2048),
+        workload=RequestShape(input_len=2048),
     )
     assert app.success[0].value == plan_memory(spec, hw, sc).reason
     assert app.query_params == {"gpu": "h200", "tp": "2", "len": "4096", "kv": "fp8", "util": "0.85", "in": "2048"}
@@ -280,13 +282,18 @@ def test_changing_inputs_rewrites_the_link(app: AppTest) -> None:
     assert app.slider(key="util").value == pytest.approx(0.8)
 
 
-def test_a_cleared_max_model_len_travels_as_auto(app: AppTest) -> None:
-    app.query_params["len"] = "auto"
+def test_an_empty_max_model_len_is_the_default_and_leaves_the_link(app: AppTest) -> None:
+    app.query_params["len"] = "auto"  # an older link's spelling of the model's maximum
     app.run()
     assert app.number_input(key="len").value is None
     spec, hw, _ = core()
     assert app.success[0].value == plan_memory(spec, hw, Scenario()).reason  # the model's 131,072 tokens
-    assert app.query_params == {"len": "auto"}
+    assert app.query_params == {}  # the default: a clean URL
+    app.number_input(key="len").set_value(8192).run()
+    assert app.success[0].value == plan_memory(spec, hw, Scenario(max_model_len=8192)).reason
+    assert app.query_params == {"len": "8192"}
+    app.number_input(key="len").set_value(None).run()
+    assert app.query_params == {}
 
 
 def test_bad_link_parameters_are_dropped_with_a_warning(app: AppTest) -> None:
@@ -339,7 +346,7 @@ def test_latency_page_shows_the_core_estimate_and_both_operating_points(app: App
     app.number_input(key="batch").set_value(8).run()
     app.switch_page("views/latency.py").run()
     assert_clean(app)
-    spec, hw, sc = core(workload=Workload(batch_size=8))
+    spec, hw, sc = core(workload=RequestShape(batch_size=8))
     est = estimate_latency(spec, hw, sc)
     metrics = {(m.label, i): m.value for i, m in enumerate(app.metric)}
     assert metrics[("TTFT", 0)] == fmt_seconds(est.ttft_seconds)
@@ -409,7 +416,7 @@ def test_export_offers_both_profiles_with_vllm_flags(app: AppTest) -> None:
     yaml_text = codes["# vLLM serve config: vllm serve --config vllm-latency.yaml"]
     assert "tensor-parallel-size: 2" in yaml_text
     assert "model: meta-llama/Llama-3.1-8B" in yaml_text
-    assert "max-model-len: 8192" in yaml_text
+    assert "max-model-len: 131072" in yaml_text  # the model's maximum, the default
 
 
 def test_export_of_a_plan_across_nodes_is_a_leaderworkerset(app: AppTest) -> None:
@@ -521,7 +528,7 @@ def test_no_figure_is_cached_across_sessions() -> None:
 # ------------------------------------------------------------------------------ sidebar keys <-> Scenario fields
 
 SIDEBAR_DEFAULTS = {p.key: p.default for p in PARAMS}
-NOT_IN_THE_SIDEBAR = {"engine_version", "non_torch_memory_bytes", "cuda_graph_memory_bytes", "speculative"}
+NOT_IN_THE_SIDEBAR = {"engine_version", "non_torch_memory_bytes", "cuda_graph_memory_bytes", "speculative", "lora"}
 """Scenario fields only the CLI sets (measured overrides, the engine version, speculative decoding for now)."""
 
 
@@ -530,13 +537,13 @@ def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones
     workload = {f.removeprefix("workload.") for f in fields if f.startswith("workload.")}
     structured = {"precision_overrides", "workload"}  # the mixed-precision inputs; the workload's own fields
     assert set(Scenario.model_fields) - fields - structured == NOT_IN_THE_SIDEBAR
-    assert workload == set(Workload.model_fields)
+    assert workload == set(RequestShape.model_fields)
 
 
 @pytest.mark.parametrize(
     "scenario",
     [
-        Scenario(max_model_len=8192),
+        Scenario(),
         Scenario(
             gpu="h200",
             num_gpus=8,
@@ -551,7 +558,7 @@ def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones
             max_num_batched_tokens=4096,
             engine="eager",
             enable_chunked_prefill=False,
-            workload=Workload(input_len=2048, output_len=256, batch_size=8),
+            workload=RequestShape(input_len=2048, output_len=256, batch_size=8),
         ),
         Scenario(precision_overrides={"attention": "fp8", "lm_head": "fp8", "mlp": "nvfp4", "experts": "nvfp4"}),
     ],

@@ -28,6 +28,7 @@ from planner.serve.workload import FixedLength, PoissonArrivals, Workload
 from planner.verify.mismatch import card_mismatch, model_key, model_mismatch, weights_mismatch
 from ui import charts
 from ui.derived import (
+    CANDIDATE_FORMATS,
     LATENCY_FORMATS,
     ROOFLINE_FORMATS,
     fmt_requests,
@@ -134,7 +135,7 @@ def test_two_ttfts_for_one_deployment_are_labelled_with_why_they_differ(overload
 
 
 def test_simulate_names_an_unpriced_card_and_ranks_by_cost_once_it_is_priced():
-    at = fresh("views/simulate.py")
+    at = fresh("views/simulate.py", {"len": "8192"})
     at.multiselect(key="simulate_gpus").set_value(["h100-sxm", "h20"])
     at.multiselect(key="simulate_tps").set_value([1])
     at.run()
@@ -143,9 +144,9 @@ def test_simulate_names_an_unpriced_card_and_ranks_by_cost_once_it_is_priced():
     assert "h20" in warning and "Prices" in warning and "--price-per-gpu-hour" not in warning
     assert not any("--price-per-gpu-hour" in c.value for c in at.caption)  # the CLI's words stay in the CLI
     assert any("Ranked by cost ($/hour)" in c.value for c in at.caption)
-    at.number_input(key="simulate_price_h20").set_value(1.5).run()
+    at.number_input(key="simulate_price_h20").set_value(0.5).run()
     assert not at.exception
-    assert at.session_state[PRICES_KEY] == {"h20": 1.5}
+    assert at.session_state[PRICES_KEY] == {"h20": 0.5}
     assert not any("No price for" in w.value for w in at.warning)
     table = next(d.value for d in at.dataframe if "replica" in d.value.columns)
     h20 = table[table["replica"].str.startswith("h20")]
@@ -153,7 +154,9 @@ def test_simulate_names_an_unpriced_card_and_ranks_by_cost_once_it_is_priced():
     assert len(priced) == 1  # the H20 meets the targets, costed at the typed price ...
     row = priced.iloc[0]
     gpus = float(row["GPUs"])
-    assert row["$/hour"] == f"${1.5 * gpus:,.2f}"  # text: the column has unknown cells, shown as '—'
+    # A column with an unknown cell is text ('—'); one without keeps numbers and shows them through the same format.
+    shown = row["$/hour"] if isinstance(row["$/hour"], str) else CANDIDATE_FORMATS["$/hour"](row["$/hour"])
+    assert shown == f"${0.5 * gpus:,.2f}"
     assert table.iloc[0]["replica"].startswith("h20")  # ... and, cheaper per hour than the H100 now, it ranks first
     assert any(m.value.startswith("**") and "of h20 TP1" in m.value for m in at.markdown)
 
@@ -250,7 +253,7 @@ def test_a_bound_hit_is_shown_with_both_values():
 def test_one_concurrency_figure_rounded_down_everywhere():
     assert fmt_requests(3.947) == "3.9" and fmt_requests(3.96) == "3.9" and fmt_requests(4.0) == "4.0"
     assert fmt_requests(None) == "—"
-    at = fresh(query={"gpu": "l4"})
+    at = fresh(query={"gpu": "l4", "len": "8192"})
     plan = plan_memory(spec_of("meta-llama/Llama-3.1-8B"), get_profile("l4"), Scenario(gpu="l4", max_model_len=8192))
     assert metrics(at)["Max concurrency"] == fmt_requests(plan.max_concurrency) == "3.9"
     assert "fits: 3.9 requests" in at.success[0].value
@@ -426,17 +429,22 @@ def test_a_bad_simulate_link_value_is_dropped_with_a_warning():
 # ------------------------------------------------------------------------------ point 6: the default, stated
 
 
-def test_the_sidebar_states_that_its_max_model_len_default_is_not_vllms():
+def test_the_app_and_the_cli_share_vllms_max_model_len_default_and_the_page_says_it():
+    from planner.cli import build_parser
+    from planner.commands.common import scenario_from_args
+
+    cli = scenario_from_args(build_parser().parse_args(["plan", "meta-llama/Llama-3.1-8B"]))
     at = fresh()
-    note = [c.value for c in at.sidebar.caption if "this app's default" in c.value]
-    assert note == [
-        "8,192 tokens is this app's default; vLLM and `python -m planner` default to the model's maximum "
-        "(131,072): clear the field to plan as they do."
-    ]
-    at.number_input(key="len").set_value(None).run()
-    assert not at.exception
-    assert not [c for c in at.sidebar.caption if "this app's default" in c.value]
-    assert "131,072 tokens" in at.success[0].value
+    assert at.number_input(key="len").value is None and cli.max_model_len is None  # one default: the model's maximum
+    plan = plan_memory(spec_of("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm"), cli)
+    assert at.success[0].value == plan.reason and "131,072 tokens" in plan.reason
+    note = "Empty: the model's maximum, **131,072 tokens**, as vLLM and `python -m planner` default."
+    assert any(c.value.startswith(note) for c in at.sidebar.caption)
+    assert any("max_model_len 131,072 (the model's maximum, vLLM's default)" in c.value for c in at.caption)
+    at.number_input(key="len").set_value(8192).run()  # a typed length is planned with, and said to be the user's
+    assert not at.exception and "8,192 tokens" in at.success[0].value
+    assert any("max_model_len 8,192 (set in the sidebar)" in c.value for c in at.caption)
+    assert any("clear the field" in c.value and "131,072" in c.value for c in at.sidebar.caption)
 
 
 # ---------------------------------------------------------------------- point 7: Compare's rows in the URL, any model
@@ -570,7 +578,7 @@ def downloads(monkeypatch) -> dict[str, tuple[bytes, str]]:
 def test_plan_downloads_the_plan_as_json_and_its_terms_as_csv(downloads):
     import io
 
-    at = fresh(query={"gpu": "l4"})
+    at = fresh(query={"gpu": "l4", "len": "8192"})
     assert [b.label for b in at.download_button] == ["Download the plan (JSON)", "Download the terms (CSV)"]
     sc = Scenario(gpu="l4", max_model_len=8192)
     plan = plan_memory(spec_of("meta-llama/Llama-3.1-8B"), get_profile("l4"), sc)
@@ -581,7 +589,9 @@ def test_plan_downloads_the_plan_as_json_and_its_terms_as_csv(downloads):
     assert Scenario.model_validate(document["scenario"]) == sc  # the plan can be replayed from its own file
     from planner.estimate.memory import MemoryPlan
 
-    assert set(document) == {"model", "gpu_id", "scenario", *MemoryPlan.model_fields}  # the CLI's keys but 'kinds'
+    cli_keys = set(plan.model_dump(mode="json"))  # what the CLI writes: optional keys (LoRA) only when set
+    assert cli_keys <= set(MemoryPlan.model_fields)
+    assert set(document) == {"model", "gpu_id", "scenario", *cli_keys}  # the CLI's keys but 'kinds'
     assert [t["name"] for t in document["terms"]] == [t.name for t in plan.terms]
     data, mime = downloads["plan-terms.csv"]
     terms = pd.read_csv(io.BytesIO(data))
@@ -612,7 +622,7 @@ def test_the_gpu_picker_labels_fit_and_the_full_name_is_under_it():
 
 
 def test_the_plan_charts_labels_sit_on_their_lines():
-    at = fresh()
+    at = fresh(query={"len": "8192"})
     fig = json.loads(at.get("plotly_chart")[1].proto.spec)  # the concurrency-vs-context chart
     assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["xaxis"]["type"] == "log"
     notes = {a["text"]: a for a in fig["layout"]["annotations"]}
@@ -636,11 +646,29 @@ def test_the_roofline_table_fits_its_container_and_the_csv_keeps_every_column(do
     assert set(shown) < set(csv.columns) and {"time_us", "count", "group", "kind", "kernel"} <= set(csv.columns)
 
 
+def test_the_compare_table_fits_its_container_and_the_csv_keeps_every_column(downloads):
+    import io
+
+    from ui.derived import COMPARE_LABELS
+
+    at = fresh("views/compare.py")
+    frame = next(d for d in at.dataframe if d.proto.column_order)  # the results table (the editor shows all)
+    shown = list(frame.proto.column_order)
+    config = json.loads(frame.proto.columns)
+    widths = [config[column]["width"] for column in shown]
+    assert len(shown) < len(frame.value.columns) and all(isinstance(w, int) for w in widths)
+    assert sum(widths) <= MAIN_BLOCK_PX, dict(zip(shown, widths))
+    assert {"scenario", "model", "gpu", "max_concurrency", "ttft_s", "usd_per_million_tokens"} <= set(shown)
+    csv = pd.read_csv(io.BytesIO(downloads["compare.csv"][0]))
+    assert list(csv.columns) == list(COMPARE_LABELS) and len(csv) == 4  # A and the three starting rows, every key
+    assert any("the CSV has every column" in c.value for c in at.caption)
+
+
 # ------------------------------------------------------------------------------ point 5: where a PP suggestion runs
 
 
 def test_a_pp_suggestion_says_across_nodes_only_when_it_leaves_the_node():
-    at = fresh(query={"model": "meta-llama/Llama-3.1-70B"})  # TP 1 x PP 2 = 2 of an H100 server's 8 GPUs
+    at = fresh(query={"model": "meta-llama/Llama-3.1-70B", "len": "8192"})  # TP 1 x PP 2: 2 of a server's 8 GPUs
     suggestions = "\n".join(m.value for m in at.markdown if m.value.startswith("**What would change it**"))
     assert "--pipeline-parallel-size 2 (within one node)" in suggestions and "across nodes" not in suggestions
     big = plan_memory(spec_of("meta-llama/Llama-3.1-405B"), get_profile("h100-sxm"), Scenario(tp=8, max_model_len=8192))

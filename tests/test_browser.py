@@ -126,7 +126,7 @@ def open_page(page, title: str) -> None:
 def expected_reason(model: str, **scenario) -> str:
     loaded = load_config(model)
     spec = build_spec(loaded.config, loaded.name)
-    return plan_memory(spec, get_profile("h100-sxm"), Scenario(max_model_len=8192, **scenario)).reason
+    return plan_memory(spec, get_profile("h100-sxm"), Scenario(**scenario)).reason  # max_model_len: the model's
 
 
 def test_pick_a_model_move_a_slider_download_the_vllm_yaml(server: str, browser_page) -> None:
@@ -136,6 +136,7 @@ def test_pick_a_model_move_a_slider_download_the_vllm_yaml(server: str, browser_
     wait_idle(page)
     assert_no_exception(page)
     assert expected_reason("meta-llama/Llama-3.1-8B") in page.inner_text("body")
+    assert "max_model_len 131,072 (the model's maximum, vLLM's default)" in page.inner_text("body")
 
     pick_catalog_model(page, "Qwen/Qwen2.5-7B")
     assert query(page).get("model") == "Qwen/Qwen2.5-7B"
@@ -162,7 +163,7 @@ def test_pick_a_model_move_a_slider_download_the_vllm_yaml(server: str, browser_
     assert "model: Qwen/Qwen2.5-7B" in text
     assert "tensor-parallel-size: 1" in text
     assert "gpu-memory-utilization: 0.88" in text
-    assert "max-model-len: 8192" in text
+    assert "max-model-len: 131072" in text  # Qwen2.5-7B's maximum: vLLM's default, and the app's
     (ARTIFACTS / "vllm-latency.yaml").write_text(text)
     page.screenshot(path=str(ARTIFACTS / "browser-export.png"), full_page=True)
     assert_no_exception(page)
@@ -253,6 +254,14 @@ def test_issue10_overload_shortfall_prices_and_page_words(server: str, browser_p
     body = page.inner_text("body")
     assert body.count("$/GPU-hour") >= 4 and body.count("Price: ") == 4
     shot(page, "compare")
+    page.set_viewport_size({"width": 1400, "height": 2600})  # the width the README's screenshots use
+    wait_idle(page)
+    table = page.locator('[data-testid="stDataFrame"]').last  # the results, under the cards
+    widths = table.evaluate(
+        "e => { const s = e.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth] }"
+    )
+    assert widths[0] <= widths[1], f"the comparison scrolls sideways at 1,400 px: {widths}"
+    page.set_viewport_size({"width": 1440, "height": 2600})
 
     page.goto(f"{server}/latency?gpu=l4")
     wait_idle(page, settle_s=2.0)

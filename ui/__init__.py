@@ -30,7 +30,7 @@ The page contract
     id, or uploaded config.json; loading is cached with ``st.cache_data``);
   - ``hardware``: the ``planner.hardware.HardwareProfile`` of the chosen card;
   - ``scenario``: the ``planner.scenario.Scenario`` (TP/PP, dtypes, vLLM limits, engine, workload);
-  - ``resolved``: ``planner.estimate.memory.resolve(...)`` of the three, i.e. every vLLM default
+  - ``resolved``: ``planner.estimate.resolve.resolve(...)`` of the three, i.e. every vLLM default
     filled in and the combination checked (TP divides the heads, max_model_len fits the model);
   - ``source``: where the config came from (``name``, ``origin``, ``citation``, ``warnings``
     of the loader and of the spec builder), for captions;
@@ -41,8 +41,9 @@ The page contract
   not a config.json, TP not dividing the heads, ...), ``current_inputs()`` shows one
   ``st.error`` under the title saying what is wrong and what to do, and stops the page with
   ``st.stop()``. The sidebar and the navigation stay usable; the next change reruns the page.
-  ``scenario.max_model_len`` is the sidebar's, except that the untouched default (8,192) gives
-  way to a model whose maximum is smaller (``ui.state.effective_max_model_len``).
+  ``scenario.max_model_len`` is the sidebar's: empty by default, i.e. the model's maximum, as vLLM and
+  ``python -m planner`` default (``resolved.max_model_len`` is the number; ``ui.format.fmt_max_model_len``
+  says it on the page).
 * Errors from the core are shown, never raised: wrap calls in ``with shown_errors():`` (stops the
   page after the ``st.error``), or use ``ui.errors.describe(err)`` to show a message and carry
   on (the Compare page does this per scenario). Never let a traceback reach the page.
@@ -61,14 +62,15 @@ The page contract
 * Every predicted number says what it is: ``bound``, ``estimate`` or ``calibrated``
   (``ui.format.KIND_HELP``; the sidebar shows the legend).
 * One caching style: heavy or repeated core calls go through the ``st.cache_data`` helpers in
-  ``ui.sweeps`` (a page defines no cache of its own). Figures come from ``ui.charts`` and are
+  ``ui.sweeps`` (and ``ui.serving`` for the Simulate and Diagnose pages' simulations, so the first page does
+  not import the simulator); a page defines no cache of its own. Figures come from ``ui.charts`` and are
   built on every run, never cached: a cached figure would be one object shared by every session.
   A page imports no plotly; the tables it shows that are more than a list of a core result's
   fields come from ``ui.derived`` (or ``ui.validate``).
 
 Modules: ``params`` (the shared inputs, their defaults, URL codecs and Scenario fields), ``sidebar`` (draws them),
 ``state`` (turns them into ``Inputs``), ``loaders`` (cached model loading), ``sweeps`` (cached core
-calls and sweeps), ``derived`` (small pure functions over core results), ``charts`` (plotly
-figures), ``format`` (numbers and labels), ``errors`` (error translation), ``validate`` (the
-Validate page's torch-free GPU scan and report tables).
+calls and sweeps), ``serving`` (cached simulations, rate sweeps, SLO searches and scores), ``derived``
+(small pure functions over core results), ``charts`` (plotly figures), ``format`` (numbers and labels),
+``errors`` (error translation), ``validate`` (the Validate page's torch-free GPU scan and report tables).
 """

@@ -20,23 +20,26 @@ import math
 import pickle
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from planner.estimate.memory import MemoryPlan
-from planner.estimate.roofline import Roofline
-from planner.hardware import HardwareProfile
-from planner.serve.replica import ServingResult
-from planner.serve.slo import Probe, SLOPlan
 from planner.units import GiB
-from ui.derived import OperatingPoint, plottable_ops
+from ui.derived import plottable_ops
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the first page after a server start does not import the simulator
+    import pandas as pd
+
+    from planner.estimate.memory import MemoryPlan
+    from planner.estimate.roofline import Roofline
+    from planner.hardware import HardwareProfile
+    from planner.serve.replica import ServingResult
+    from planner.serve.slo import Probe, SLOPlan
+    from ui.derived import OperatingPoint
+    from ui.sweeps import ContextPoint
     from ui.validate import ChartPoints
 
 TERM_COLORS = {
@@ -162,15 +165,15 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
 
 
 @_memoized
-def concurrency_vs_context(sweep: pd.DataFrame, current_len: int) -> go.Figure:
+def concurrency_vs_context(sweep: Sequence[ContextPoint], current_len: int) -> go.Figure:
     """Requests of max_model_len tokens the KV cache holds at once, for each max_model_len (log-log)."""
     fig = go.Figure()
     fig.add_scatter(
-        x=sweep["max_model_len"],
-        y=sweep["max_concurrency"],
+        x=[point.max_model_len for point in sweep],
+        y=[point.max_concurrency for point in sweep],
         mode="lines+markers",
         name="max concurrency (exact)",
-        customdata=sweep[["kv_cache_tokens", "fits"]],
+        customdata=[[point.kv_cache_tokens, point.fits] for point in sweep],
         hovertemplate="max_model_len %{x:,}<br>%{y:,.1f} requests at once<br>KV cache %{customdata[0]:,} tokens"
         "<br>starts: %{customdata[1]}<extra></extra>",
     )

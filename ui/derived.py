@@ -11,23 +11,30 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from pandas.io.formats.style import Styler
 
-from planner.deploy.export import ExportBundle, latency_profile, throughput_profile
 from planner.estimate.cost import usd_per_million_tokens
-from planner.estimate.latency import LatencyEstimate, estimate_latency
-from planner.estimate.memory import MemoryPlan, Resolved, plan_memory
-from planner.estimate.roofline import Roofline
-from planner.hardware import HardwareProfile
-from planner.model.spec import ModelSpec
-from planner.scenario import Scenario
-from planner.serve.replica import ServingResult
-from planner.serve.slo import SLOPlan
+from planner.estimate.latency import estimate_latency
+from planner.estimate.memory import plan_memory
+from planner.estimate.operating_points import latency_profile, throughput_profile
 from planner.units import GiB, fmt_bytes, fmt_flop_count, fmt_seconds
 from planner.units import fmt_requests as units_fmt_requests
+
+if TYPE_CHECKING:  # types only: the first page after a server start imports neither the simulator nor jinja2
+    from pandas.io.formats.style import Styler
+
+    from planner.deploy.export import ExportBundle
+    from planner.estimate.latency import LatencyEstimate
+    from planner.estimate.memory import MemoryPlan
+    from planner.estimate.resolve import Resolved
+    from planner.estimate.roofline import Roofline
+    from planner.hardware import HardwareProfile
+    from planner.model.spec import ModelSpec
+    from planner.scenario import Scenario
+    from planner.serve.replica import ServingResult
+    from planner.serve.slo import SLOPlan
 
 TERM_NOTES: dict[str, str] = {
     "weights": "weights on the fullest rank (vocab padded to 64)",
@@ -180,7 +187,7 @@ def operating_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> lis
     """Latency-optimized (online) and throughput-optimized (offline) batch sizes.
 
     One definition for this page and the exported configs: the Export page's two serving profiles
-    (``planner.deploy.export.latency_profile`` / ``throughput_profile``), each with its rule.
+    (``planner.estimate.operating_points.latency_profile`` / ``throughput_profile``), each with its rule.
     """
     points = []
     for profile, label, serving in (

@@ -20,6 +20,7 @@ __all__ = [
     "fmt_gib",
     "fmt_int",
     "fmt_kv_cache",
+    "fmt_max_model_len",
     "fmt_measure",
     "fmt_rate",
     "fmt_seconds",
@@ -90,3 +91,10 @@ def kind_legend() -> None:
     """The legend of prediction kinds, for the sidebar."""
     lines = [f"**{kind}**: {text}" for kind, text in KIND_HELP.items()]
     st.caption("What the numbers are  \n" + "  \n".join(lines))
+
+
+def fmt_max_model_len(planned_tokens: int, asked_tokens: int | None) -> str:
+    """The max_model_len a page plans with and where it comes from: the model's maximum (vLLM's default, what an
+    empty sidebar field means) or the length typed in the sidebar."""
+    source = "the model's maximum, vLLM's default" if asked_tokens is None else "set in the sidebar"
+    return f"max_model_len {planned_tokens:,} ({source})"

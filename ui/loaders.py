@@ -17,9 +17,12 @@ from planner.errors import HubUnavailableError, PlannerError
 from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config, load_uploaded
 from planner.model.spec import ModelSpec
+from planner.units import fmt_count
 from ui.errors import plain
 
-CACHE_TTL = "1h"
+CACHE_TTL = 3600
+"""Seconds a loaded (or failed) config stays cached. A number, not "1h": Streamlit parses a text TTL with pandas,
+which would import it (most of a second) before the first page can draw."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class ModelSource:
     origin: str
     citation: str
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    parameters: str = ""
+    """The parameter count as the caption says it ('8.03B', '30.5B (3.3B active)'): counted once, when loaded."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,11 @@ def _finish(loaded: LoadedConfig) -> LoadedModel | LoadFailure:
     except PlannerError as err:
         return LoadFailure(str(err), type(err).__name__)
     warnings = tuple(plain(w) for w in (*loaded.warnings, *spec.warnings))
-    return LoadedModel(spec, ModelSource(loaded.name, loaded.origin, plain(loaded.source), warnings), loaded)
+    parameters = fmt_count(spec.total_params)
+    if spec.active_params != spec.total_params:
+        parameters += f" ({fmt_count(spec.active_params)} active)"
+    source = ModelSource(loaded.name, loaded.origin, plain(loaded.source), warnings, parameters)
+    return LoadedModel(spec, source, loaded)
 
 
 @st.cache_data(show_spinner="Loading config.json ...", ttl=CACHE_TTL, max_entries=256)

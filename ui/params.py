@@ -25,15 +25,14 @@ from urllib.parse import quote, unquote
 import streamlit as st
 
 from planner.errors import PlannerError
-from planner.estimate.memory import KV_DTYPES
+from planner.estimate.resolve import KV_DTYPES
 from planner.hardware import load_profiles
 from planner.model.quantization import NAMED_FORMATS
 from planner.model.sources import catalog_entries, check_remote_name
-from planner.scenario import Scenario, Workload
+from planner.scenario import RequestShape, Scenario
 from ui.errors import plain
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
-DEFAULT_MAX_MODEL_LEN = 8192
 WEIGHT_DTYPES: tuple[str, ...] = ("auto", *NAMED_FORMATS)
 HIGH_PRECISION_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8")
 LOW_PRECISION_DTYPES: tuple[str, ...] = ("fp8", "int8", "int4", "awq", "gptq", "mxfp4", "nvfp4", "nf4")
@@ -53,7 +52,7 @@ class Param:
     parse: Callable[[str], Any]
     help: str = ""
     field: str | None = None
-    """The ``Scenario`` field this input is (``workload.<name>`` for a ``Workload`` field); None: no single
+    """The ``Scenario`` field this input is (``workload.<name>`` for a ``RequestShape`` field); None: no single
     field (the model picks, and the mixed-precision inputs, which make ``precision_overrides`` together)."""
 
     def dump(self, value: Any) -> str:
@@ -139,9 +138,9 @@ _FIELD_DEFAULT = object()
 
 
 def _field(key: str, field: str, parse: Callable[[str], Any], default: Any = _FIELD_DEFAULT) -> Param:
-    """An input that is one Scenario (or ``workload.<name>``: Workload) field; default and help come from the field."""
+    """An input that is one Scenario (or ``workload.<name>``: RequestShape) field; default and help from the field."""
     spec, name = (
-        (Workload, field.removeprefix(WORKLOAD_PREFIX)) if field.startswith(WORKLOAD_PREFIX) else (Scenario, field)
+        (RequestShape, field.removeprefix(WORKLOAD_PREFIX)) if field.startswith(WORKLOAD_PREFIX) else (Scenario, field)
     )
     info = spec.model_fields[name]
     return Param(key, info.default if default is _FIELD_DEFAULT else default, parse, info.description or "", field)
@@ -173,7 +172,7 @@ PARAMS: tuple[Param, ...] = (
         "lo", "int4", _one_of(lambda: LOW_PRECISION_DTYPES), "Precision of the MLP and the experts in mixed precision."
     ),
     _field("kv", "kv_cache_dtype", _one_of(lambda: KV_DTYPES)),
-    _field("len", "max_model_len", _optional_int(), default=DEFAULT_MAX_MODEL_LEN),
+    _field("len", "max_model_len", _optional_int()),  # None: the model's maximum, as vLLM and the CLI default
     _field("util", "gpu_memory_utilization", _fraction),
     _field("block", "block_size", _block),
     _field("seqs", "max_num_seqs", _optional_int()),
@@ -226,18 +225,18 @@ def scenario_fields(values: dict[str, Any]) -> dict[str, Any]:
             workload[param.field.removeprefix(WORKLOAD_PREFIX)] = value
         else:
             fields[param.field] = value
-    return {**fields, "workload": Workload(**workload)}
+    return {**fields, "workload": RequestShape(**workload)}
 
 
 def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
     """The inverse of :func:`scenario_fields`: sidebar values for Scenario field changes (``tp``, ``kv_cache_dtype``,
-    ``precision_overrides``, ``workload`` as a dict or Workload). Fields the sidebar has no input for are left out."""
+    ``precision_overrides``, ``workload`` as a dict or RequestShape). Fields without a sidebar input are left out."""
     updates: dict[str, Any] = {}
     for field, value in changes.items():
         if field == "precision_overrides":
             updates.update(precision_values(value))
         elif field == "workload":
-            items = value.model_dump() if isinstance(value, Workload) else value
+            items = value.model_dump() if isinstance(value, RequestShape) else value
             updates.update(sidebar_updates({WORKLOAD_PREFIX + name: v for name, v in items.items()}))
         elif field in KEY_OF_FIELD:
             updates[KEY_OF_FIELD[field]] = value

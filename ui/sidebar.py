@@ -1,40 +1,52 @@
 """The sidebar: every shared scenario input, each under its ``ui.params`` key, help from the core.
 
 Widget help texts are the ``Field`` descriptions of ``planner.scenario.Scenario`` and
-``Workload`` (via ``ui.params.PARAMS``), so the app, the CLI and the code say the same thing.
+``RequestShape`` (via ``ui.params.PARAMS``), so the app, the CLI and the code say the same thing.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from planner.hardware import get_profile
+from planner.hardware import HardwareProfile, load_profiles
+from planner.model.spec import ModelSpec
 from ui import params
 from ui.errors import plain
-from ui.format import fmt_count, fmt_gib, kind_legend
+from ui.format import fmt_gib, kind_legend
 from ui.params import BY_KEY
-from ui.state import TOKEN_KEY, UPLOAD_KEY, effective_max_model_len, load_model, model_choice, sidebar_values
+from ui.state import TOKEN_KEY, UPLOAD_KEY, load_model, model_choice, sidebar_values
 
 
 def _help(key: str) -> str:
     return BY_KEY[key].help
 
 
-def _gpu_label(profile_id: str) -> str:
+def gpu_label(profile: HardwareProfile) -> str:
     """The picker's short label: the profile id (what ``--gpu`` takes) and the card's memory; it fits the sidebar."""
-    return f"{profile_id} · {fmt_gib(get_profile(profile_id).memory_bytes)}"
+    return f"{profile.id} · {fmt_gib(profile.memory_bytes)}"
 
 
-def _gpu_caption(profile_id: str) -> str:
+def gpu_caption(profile: HardwareProfile) -> str:
     """The card's full name and its HBM bandwidth, under the picker (a long name wraps there)."""
-    profile = get_profile(profile_id)
     parts = [plain(profile.name)]
     if profile.hbm_bandwidth_bytes_per_s:
         parts.append(f"{profile.hbm_bandwidth_bytes_per_s / 1e12:,.2f} TB/s")
     return " · ".join(parts)
 
 
-def _model_section() -> None:
+def max_model_len_note(model: ModelSpec, length: int | None) -> str:
+    """What the max_model_len field means for this model: empty is the model's maximum, vLLM's default."""
+    most = f"{model.max_position_embeddings:,}"
+    if length is None:
+        return (
+            f"Empty: the model's maximum, **{most} tokens**, as vLLM and `python -m planner` default. "
+            "Type a length to plan for shorter requests."
+        )
+    return f"The model allows up to {most} tokens (vLLM's default): clear the field to plan with that."
+
+
+def _model_section() -> ModelSpec | None:
+    """The model pickers; returns the chosen model's spec (None when it cannot be loaded: the page says why)."""
     st.subheader("Model")
     st.selectbox("Catalog model", params.catalog_ids(), key="model", help=_help("model"))
     st.text_input("Or any Hub repo id", key="repo", placeholder="org/name, e.g. Qwen/Qwen2.5-7B", help=_help("repo"))
@@ -59,18 +71,19 @@ def _model_section() -> None:
         loaded = load_model(values)
     except Exception:  # noqa: BLE001 (the page shows the error with what to do)
         st.caption(f":red[{kind}: {plain(name)} could not be loaded; see the page.]")
-        return
-    spec, source = loaded.spec, loaded.source
-    params_text = fmt_count(spec.total_params)
-    if spec.active_params != spec.total_params:
-        params_text += f" ({fmt_count(spec.active_params)} active)"
-    st.caption(f"{plain(source.name)} · {params_text} params · from {source.origin}")
+        return None
+    source = loaded.source
+    st.caption(f"{plain(source.name)} · {source.parameters} params · from {source.origin}")
+    return loaded.spec
 
 
 def _hardware_section() -> None:
     st.subheader("Hardware")
-    gpu = st.selectbox("GPU", params.gpu_ids(), key="gpu", format_func=_gpu_label, help=_help("gpu"))
-    st.caption(_gpu_caption(gpu))
+    profiles = load_profiles()  # one look at the profile folders per rerun, not one per option label
+    gpu = st.selectbox(
+        "GPU", sorted(profiles), key="gpu", format_func=lambda pid: gpu_label(profiles[pid]), help=_help("gpu")
+    )
+    st.caption(gpu_caption(profiles[gpu]))
     left, right = st.columns(2)
     left.number_input("Tensor parallel", min_value=1, step=1, key="tp", help=_help("tp"))
     right.number_input("Pipeline parallel", min_value=1, step=1, key="pp", help=_help("pp"))
@@ -96,7 +109,7 @@ def _precision_section() -> None:
     right.selectbox("MLP, experts", params.LOW_PRECISION_DTYPES, key="lo", disabled=not mixed, help=_help("lo"))
 
 
-def _memory_section() -> None:
+def _memory_section(model: ModelSpec | None) -> None:
     st.subheader("Context and memory")
     st.number_input(
         "max_model_len (tokens)",
@@ -107,18 +120,8 @@ def _memory_section() -> None:
         placeholder="the model's maximum",
         help=_help("len"),
     )
-    values = sidebar_values()
-    try:
-        model = load_model(values).spec
-    except Exception:  # noqa: BLE001 (the page shows the error)
-        model = None
-    if model is not None and effective_max_model_len(values, model) != values.get("len"):
-        st.caption(f"{plain(model.name)} allows at most {model.max_position_embeddings:,} tokens; planning with that.")
-    elif model is not None and values.get("len") == params.DEFAULT_MAX_MODEL_LEN < model.max_position_embeddings:
-        st.caption(
-            f"{params.DEFAULT_MAX_MODEL_LEN:,} tokens is this app's default; vLLM and `python -m planner` default "
-            f"to the model's maximum ({model.max_position_embeddings:,}): clear the field to plan as they do."
-        )
+    if model is not None:
+        st.caption(max_model_len_note(model, sidebar_values().get("len")))
     st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, key="util", help=_help("util"))
     with st.expander("vLLM limits and engine"):
         st.selectbox(
@@ -166,10 +169,10 @@ def render() -> None:
     with st.sidebar:
         for warning in params.url_warnings():
             st.warning(warning, icon=":material/link_off:")
-        _model_section()
+        model = _model_section()
         _hardware_section()
         _precision_section()
-        _memory_section()
+        _memory_section(model)
         _workload_section()
         st.divider()
         st.caption("The address bar holds every input above: copy it to share this plan.")

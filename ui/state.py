@@ -13,14 +13,14 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from planner.errors import ConfigError, PlannerError, ScenarioError
-from planner.estimate.memory import Resolved, resolve
+from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile, get_profile
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from ui.errors import shown_errors
 from ui.loaders import LoadedModel, LoadFailure, ModelSource, load_named, load_upload
-from ui.params import DEFAULT_MAX_MODEL_LEN, FIELD_OF_KEY, link_query, scenario_fields, session_values, sidebar_updates
+from ui.params import FIELD_OF_KEY, link_query, scenario_fields, session_values, sidebar_updates
 
 TOKEN_KEY = "hf_token"
 UPLOAD_KEY = "upload"
@@ -75,25 +75,14 @@ def load_named_model(name: str) -> LoadedModel:
     return result
 
 
-def effective_max_model_len(values: dict[str, Any], model: ModelSpec) -> int | None:
-    """max_model_len to plan with: the sidebar's, except that the untouched default (8,192) gives way
-    to a model that allows fewer tokens. A length the user typed is kept, and refused with the limit if too long."""
-    length = values.get("len")
-    if length == DEFAULT_MAX_MODEL_LEN and model.max_position_embeddings < length:
-        return model.max_position_embeddings
-    return length
-
-
-def scenario_from(values: dict[str, Any], model: ModelSpec | None = None) -> Scenario:
+def scenario_from(values: dict[str, Any]) -> Scenario:
     """The Scenario the sidebar describes (pydantic validates ranges; ScenarioError for impossible sets).
 
-    Each input sets the Scenario field its ``ui.params.PARAMS`` row names; with ``model``, max_model_len
-    is :func:`effective_max_model_len`.
+    Each input sets the Scenario field its ``ui.params.PARAMS`` row names. An empty max_model_len is the
+    model's maximum, as in vLLM and ``python -m planner``; a length the user typed is kept, and refused
+    (with the model's limit) if it is longer.
     """
-    fields = scenario_fields(values)
-    if model is not None:
-        fields["max_model_len"] = effective_max_model_len(values, model)
-    return Scenario(**fields)
+    return Scenario(**scenario_fields(values))
 
 
 def scenario_variant(base: Scenario, changes: dict[str, Any]) -> Scenario:
@@ -129,7 +118,7 @@ def build_inputs(values: dict[str, Any]) -> Inputs:
     """Load, look up, validate: raises PlannerError or ValidationError with what to change."""
     loaded = load_model(values)
     hardware = get_profile(values["gpu"])
-    scenario = scenario_from(values, loaded.spec)
+    scenario = scenario_from(values)
     resolved = resolve(loaded.spec, hardware, scenario)
     return Inputs(loaded.spec, hardware, scenario, resolved, loaded.source, loaded.loaded)
 

@@ -1,53 +1,44 @@
-"""Cached core calls and sweeps for the pages: memory plans, rooflines, latency curves, simulations, scores.
+"""Cached core calls and sweeps for the pages: memory plans, rooflines, latency curves, comparisons, exports.
 
 Every function here only calls ``planner`` (one call per point of a grid) and is cached with
 ``st.cache_data``, the one caching style of the app: each session gets its own copy of the result
 (core results and tables, never a figure or another mutable object shared across sessions).
 Specs, cards, scenarios and the other frozen core models are hashed by their JSON, so an unchanged
 sidebar reruns a page from cache. Grids are powers of two, which is what the log axes show.
+Serving simulations and scores (Simulate, Diagnose) are in ``ui.serving``, with the same settings, so the
+first page after a server start does not import the simulator.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, NamedTuple
+
 import pandas as pd
 import streamlit as st
 
-from planner.deploy.export import ExportBundle, export_bundle
 from planner.efficiency import BOUND
 from planner.estimate.latency import LatencyEstimate, decode_context_len, estimate_latency
-from planner.estimate.memory import MemoryPlan, plan_memory, resolve
+from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.resolve import resolve
 from planner.estimate.roofline import Roofline, efficiency_for, roofline
 from planner.hardware import HardwareProfile
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from planner.serve.replica import ServingResult, simulate_scenario
-from planner.serve.slo import SLO, CandidateSpace, Probe, SearchSettings, SLOPlan, plan_slo, sweep_rates
-from planner.serve.workload import PoissonArrivals
-from planner.serve.workload import Workload as ServedWorkload
-from planner.verify.bench_results import BenchResult
-from planner.verify.scoring import Score, score
 from ui.derived import ScenarioSummary, operating_points, summarize
+
+if TYPE_CHECKING:
+    from planner.deploy.export import ExportBundle
 
 
 def _json(obj) -> str:
     return obj.model_dump_json()
 
 
-_HASHED_BY_JSON = (
-    ModelSpec,
-    HardwareProfile,
-    Scenario,
-    LoadedConfig,
-    ServedWorkload,
-    SLO,
-    CandidateSpace,
-    SearchSettings,
-    BenchResult,
-)
-_HASH = dict.fromkeys(_HASHED_BY_JSON, _json)
-_CACHE = {"hash_funcs": _HASH, "show_spinner": False, "max_entries": 256}
-_SIMULATION = {**_CACHE, "show_spinner": "Simulating...", "max_entries": 64}
+HASHED_BY_JSON: tuple[type, ...] = (ModelSpec, HardwareProfile, Scenario, LoadedConfig)
+"""Frozen core models the cached calls take, hashed by their JSON (``ui.serving`` adds its own)."""
+CACHE: dict[str, Any] = {"hash_funcs": dict.fromkeys(HASHED_BY_JSON, _json), "show_spinner": False, "max_entries": 256}
+"""The ``st.cache_data`` settings of every cached core call (``ui.serving`` extends them)."""
 
 
 def powers_of_two(low: int, high: int) -> list[int]:
@@ -60,30 +51,36 @@ def powers_of_two(low: int, high: int) -> list[int]:
     return out
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def memory_plan(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> MemoryPlan:
     """``plan_memory`` with its suggestions (each suggestion re-plans, so this is worth caching)."""
     return plan_memory(model, hw, sc)
 
 
-@st.cache_data(**_CACHE)
-def concurrency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
-    """Max concurrency, KV tokens and the verdict for max_model_len over powers of two up to the model's maximum."""
-    rows = []
+class ContextPoint(NamedTuple):
+    """One max_model_len of :func:`concurrency_vs_context`: how many such requests fit, and whether vLLM starts."""
+
+    max_model_len: int
+    max_concurrency: float
+    kv_cache_tokens: int
+    fits: bool
+
+
+@st.cache_data(**CACHE)
+def concurrency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[ContextPoint, ...]:
+    """Max concurrency, KV tokens and the verdict for max_model_len over powers of two up to the model's maximum.
+
+    Plain tuples, not a DataFrame: the Plan page reads this on every rerun, and a cached value is unpickled
+    each time (a DataFrame costs a few milliseconds more).
+    """
+    points = []
     for length in powers_of_two(512, model.max_position_embeddings):
         plan = plan_memory(model, hw, sc.model_copy(update={"max_model_len": length}), suggest=False)
-        rows.append(
-            {
-                "max_model_len": length,
-                "max_concurrency": plan.max_concurrency,
-                "kv_cache_tokens": plan.kv_cache_tokens,
-                "fits": plan.fits,
-            }
-        )
-    return pd.DataFrame(rows)
+        points.append(ContextPoint(length, plan.max_concurrency, plan.kv_cache_tokens, plan.fits))
+    return tuple(points)
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def roofline_stages(
     model: ModelSpec, hw: HardwareProfile, sc: Scenario, mode: str = "auto"
 ) -> tuple[Roofline, Roofline]:
@@ -98,7 +95,7 @@ def roofline_stages(
     return prefill, decode
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def latency_at(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[LatencyEstimate, LatencyEstimate]:
     """(estimate or calibrated, bound) latency of the sidebar's workload."""
     return estimate_latency(model, hw, sc), estimate_latency(model, hw, sc, efficiency=BOUND)
@@ -125,7 +122,7 @@ def _efficiencies(hw: HardwareProfile, sc: Scenario) -> list:
     return [efficiency_for(hw, sc=sc), BOUND]
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
     """TTFT, TPOT and tokens/s for batch 1, 2, 4, ... up to max_num_seqs, estimate and bound."""
     limit = resolve(model, hw, sc).max_num_seqs
@@ -136,7 +133,7 @@ def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.
     return pd.DataFrame(rows)
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
     """TTFT, TPOT and tokens/s for prompts of 128, 256, ... tokens up to max_model_len - output, estimate and bound."""
     res = resolve(model, hw, sc)
@@ -148,81 +145,21 @@ def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> p
     return pd.DataFrame(rows)
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def scenario_summary(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> ScenarioSummary:
     """Memory plan, workload latency and token cost of one scenario (the Compare page's column)."""
     return summarize(model, hw, sc)
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def deployment_bundle(model: ModelSpec, hw: HardwareProfile, sc: Scenario, loaded: LoadedConfig) -> ExportBundle:
     """Both serving profiles and every export target's file (``planner.deploy.export.export_bundle``)."""
+    from planner.deploy.export import export_bundle  # the Export page's alone: not imported for the first page
+
     return export_bundle(model, hw, sc, loaded=loaded)
 
 
-@st.cache_data(**_CACHE)
+@st.cache_data(**CACHE)
 def serving_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> list:
     """The latency- and throughput-optimized operating points (the Export page's two profiles)."""
     return operating_points(model, hw, sc)
-
-
-# ------------------------------------------------------------------------------ serving (Simulate page)
-
-
-@st.cache_data(**_SIMULATION)
-def simulated(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload) -> ServingResult:
-    """One replica of ``sc`` serving ``workload`` (``planner.serve.replica.simulate_scenario``)."""
-    return simulate_scenario(model, hw, sc, workload)
-
-
-def rate_sweep(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, slo: SLO | None
-) -> tuple[float, tuple[Probe, ...]]:
-    """(sustainable rate, probes) of one replica over request rates (``planner.serve.slo.sweep_rates``).
-
-    The sweep picks its own rates and draws its own request count, so a Poisson workload's rate and
-    ``num_requests`` do not change it: both are set to one value before the cache looks, and a new
-    request rate on the page is a cache hit here.
-    """
-    return _rate_sweep(model, hw, sc, _sweep_key_workload(workload), slo)
-
-
-def _sweep_key_workload(workload: ServedWorkload) -> ServedWorkload:
-    """``workload`` with what ``sweep_rates`` ignores fixed (Poisson rate 1 req/s, 1 request); others unchanged.
-
-    ``sweep_rates`` draws Poisson traffic at 1 req/s with its own count and divides the arrival times by each
-    probe's rate (``planner.serve.slo._Traffic``).
-    """
-    if not isinstance(workload.arrivals, PoissonArrivals):
-        return workload
-    return workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": 1})
-
-
-@st.cache_data(**_SIMULATION)
-def _rate_sweep(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, slo: SLO | None
-) -> tuple[float, tuple[Probe, ...]]:
-    return sweep_rates(model, hw, sc, workload, slo=slo)
-
-
-@st.cache_data(**_SIMULATION)
-def cheapest(
-    model: ModelSpec,
-    slo: SLO,
-    workload: ServedWorkload,
-    space: CandidateSpace,
-    settings: SearchSettings,
-    prices: dict[str, float] | None = None,
-) -> SLOPlan:
-    """The cheapest deployment in ``space`` that meets ``slo`` (``planner.serve.slo.plan_slo``), with the
-    user's $/GPU-hour by card over the profiles' (``ui.prices``)."""
-    return plan_slo(model, slo, workload, space, settings, prices=prices or None)
-
-
-# ------------------------------------------------------------------------------ your runs (Diagnose page)
-
-
-@st.cache_data(**{**_SIMULATION, "show_spinner": "Simulating the run...", "max_entries": 32})
-def scored(bench: BenchResult, model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Score:
-    """A benchmark result scored against the planner's prediction of the same run (a simulation, up to a second)."""
-    return score(bench, model, hw, sc)

@@ -28,6 +28,39 @@ STARTING_ROWS = pd.DataFrame(
     columns=list(COMPARE_COLUMNS),  # model, gpu, tp, pp, weights, kv, len (max_model_len as text: a number or 'auto')
 )
 MAX_EXTRA = 3
+#: The table's columns, so it fits its container; each card above shows the rest, and the CSV keeps every column.
+SHOWN_COLUMNS = (
+    "scenario",
+    "model",
+    "gpu",
+    "gpus",
+    "max_concurrency",
+    "ttft_s",
+    "tpot_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "usd_per_million_tokens",
+)
+COLUMN_WIDTHS = {
+    "scenario": 64,
+    "model": 190,
+    "gpu": 160,
+    "gpus": 50,
+    "max_concurrency": 80,
+    "ttft_s": 70,
+    "tpot_s": 70,
+    "tokens_per_s": 75,
+    "tokens_per_s_per_gpu": 75,
+    "usd_per_million_tokens": 86,
+}
+"""Pixels per shown column, 920 in all: the main block is 940 px wide at a 1,400-px window with the sidebar open."""
+SHORT_LABELS = {
+    "max_concurrency": "requests",
+    "tokens_per_s": "tokens/s",
+    "tokens_per_s_per_gpu": "per GPU",
+    "usd_per_million_tokens": "$/1M tokens",
+}
+"""Headers short enough for their column; the full label is the header's tooltip."""
 EDITOR_KEY = "compare_rows"
 BASE_KEY = "compare_base"
 """The rows the table started from on this visit (the editor's edits are kept relative to them)."""
@@ -238,7 +271,16 @@ st.dataframe(
     ),
     hide_index=True,
     key="compare_table",
-    column_config={key: st.column_config.Column(label) for key, label in COMPARE_LABELS.items()},
+    width="stretch",
+    column_order=SHOWN_COLUMNS,
+    column_config={
+        key: st.column_config.Column(SHORT_LABELS.get(key, label), width=COLUMN_WIDTHS.get(key), help=label)
+        for key, label in COMPARE_LABELS.items()
+    },
+)
+st.caption(
+    "Precision, max_model_len, memory per GPU, the price and its source are in each card above; the CSV has "
+    "every column."
 )
 st.download_button(
     "Download the comparison (CSV)",

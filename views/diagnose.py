@@ -31,8 +31,8 @@ from planner.verify.vllm_log import parse_vllm_log
 from ui.errors import TOGGLE, ShownError, describe, note_on_page, on_page, plain
 from ui.format import fmt_change_pct, fmt_measure, fmt_seconds, kind_badge
 from ui.params import apply_to_sidebar
+from ui.serving import scored
 from ui.state import current_inputs, hub_token
-from ui.sweeps import scored
 
 SAVED_BASELINE = "diagnose_saved_baseline"
 IMPORTED_BASELINE = "diagnose_imported_baseline"

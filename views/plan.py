@@ -7,7 +7,7 @@ import streamlit as st
 from ui import charts
 from ui.derived import fmt_requests, kv_formula, memory_terms_table
 from ui.errors import shown_errors
-from ui.format import fmt_bytes, fmt_gib, fmt_int, kind_badge, kv_cache_metric
+from ui.format import fmt_bytes, fmt_gib, fmt_int, fmt_max_model_len, kind_badge, kv_cache_metric
 from ui.state import current_inputs
 from ui.sweeps import concurrency_vs_context, memory_plan
 
@@ -16,7 +16,8 @@ inputs = current_inputs()
 model, hw, sc, res = inputs.model, inputs.hardware, inputs.scenario, inputs.resolved
 
 st.caption(
-    f"{model.name} on {sc.total_gpus} x {hw.name} · config.json from the {inputs.source.origin}",
+    f"{model.name} on {sc.total_gpus} x {hw.name} · {fmt_max_model_len(res.max_model_len, sc.max_model_len)} · "
+    f"config.json from the {inputs.source.origin}",
     help=f"Source: {inputs.source.citation}",
 )
 for warning in inputs.source.warnings:

@@ -21,8 +21,8 @@ from ui.errors import shown_errors
 from ui.format import fmt_rate, fmt_seconds, fmt_usd, kind_badge
 from ui.params import WEIGHT_DTYPES, apply_to_sidebar, page_inputs, simulate_url_inputs, sync_page_inputs
 from ui.prices import price_inputs, unpriced
+from ui.serving import cheapest, rate_sweep, simulated
 from ui.state import current_inputs, link_to
-from ui.sweeps import cheapest, rate_sweep, simulated
 
 KV_OPTIONS = ("auto", "fp8")
 URL_INPUTS = simulate_url_inputs(LENGTH_DISTRIBUTIONS)
