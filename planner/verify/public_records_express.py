@@ -525,25 +525,16 @@ def express(record: PublicRecord) -> Expressed | Unexpressed:
             )
         _check_flags(record, needs_card=record.metric != "model_weights_gib")
         prediction = expresser(record, family)
-    except Unexpressible as why:
+    except (Unexpressible, PlannerError) as err:
+        kind, reason = (err.kind, err.reason) if isinstance(err, Unexpressible) else ("planner refused", str(err))
         return Unexpressed(
             index=record.index,
             family=family,
             model=record.model,
             gpu=record.gpu,
             metric=record.metric,
-            reason_kind=why.kind,
-            reason=why.reason,
-        )
-    except PlannerError as err:
-        return Unexpressed(
-            index=record.index,
-            family=family,
-            model=record.model,
-            gpu=record.gpu,
-            metric=record.metric,
-            reason_kind="planner refused",
-            reason=str(err),
+            reason_kind=kind,
+            reason=reason,
         )
     _known, gpu_id = match_gpu(record.gpu)
     return Expressed(
