@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
 from planner.estimate import step
@@ -74,17 +74,10 @@ class LatencyEstimate(BaseModel):
     )
     speculative: SpeculativeEstimate | None = Field(
         None,
+        exclude_if=lambda v: v is None,  # a plain dump stays what it was before speculation existed
         description="Speculative decoding's step at the decode context (TPOT above is its tpot_seconds); "
         "absent when speculation is off.",
     )
-
-    @model_serializer(mode="wrap")
-    def _without_speculation_when_off(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """The dump of a plain estimate is what it was before speculation existed (no ``speculative: null``)."""
-        data = handler(self)
-        if data.get("speculative", True) is None:
-            del data["speculative"]
-        return data
 
 
 def decode_context_len(input_len: int, output_len: int) -> int:

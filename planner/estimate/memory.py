@@ -124,7 +124,7 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
     return out
 
 
-def _group_bytes(groups, res: Resolved, tp: int, ffn=None) -> float:
+def _group_bytes(groups, res: Resolved, tp: int, ffn: object = None) -> float:
     """Bytes on one rank: linear weights at their component's format (sharded ones / tp), the rest
     (biases, norms, routers) in the activation dtype, replicated. Routed experts the engine holds in
     another layout (``res.expert_layout``) count at their resident bits (``planner.estimate.resident``)."""

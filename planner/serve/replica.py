@@ -30,7 +30,7 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
@@ -162,18 +162,11 @@ class ServingResult(SimulationResult):
     )
     speculative: SpeculativeEstimate | None = Field(
         None,
+        exclude_if=lambda v: v is None,  # a plain dump stays what it was before speculation existed
         description="Speculative decoding as the latency estimate costs it, at the run's mean decode batch "
         "(time-weighted, rounded) and mean context (input + output / 2): tokens per step, draft and verify "
         "seconds, estimated TPOT and break-even batch; absent when speculation is off.",
     )
-
-    @model_serializer(mode="wrap")
-    def _without_speculation_when_off(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """The dump of a plain simulation is what it was before speculation existed (no ``speculative: null``)."""
-        data = handler(self)
-        if data.get("speculative", True) is None:
-            del data["speculative"]
-        return data
 
 
 class StaticVsContinuous(BaseModel):
