@@ -51,7 +51,8 @@ class TorchDecoderLayer:
         self.bk = w(K * d, fan_in=h) if a.qkv_bias else None
         self.bv = w(K * d, fan_in=h) if a.qkv_bias else None
         self.bo = w(h, fan_in=h) if a.o_bias else None
-        self.qn, self.kn = (ones_ish(d), ones_ish(d)) if a.qk_norm else (None, None)
+        self.qn = ones_ish(d) if a.qk_norm else None  # drawn before kn, as before
+        self.kn = ones_ish(d) if a.qk_norm else None
         ffn = spec.ffn
         self.ffn = ffn
         if isinstance(ffn, DenseMLP):

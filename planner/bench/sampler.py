@@ -68,10 +68,11 @@ class UtilizationSampler:
         nvml = self._nvml
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml
             except ImportError as exc:
                 self.reason = f"pynvml is not importable ({exc}); install nvidia-ml-py"
                 return self
+            nvml = pynvml
         try:
             nvml.nvmlInit()
             self._handle = nvml_handle(nvml, self.index, self._pci)

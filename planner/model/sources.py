@@ -1080,7 +1080,8 @@ def mistral_params_to_config(params: Any, where: str) -> tuple[dict[str, Any], l
         raise ConfigError(
             f"{where} has 'model_type': 'mamba' (Mamba2), which is not translated from params.json.", hint=hint
         )
-    config = {MISTRAL_KEYS.get(key, key): value for key, value in params.items() if key not in ("moe", "quantization")}
+    keyed: dict[str, Any] = params  # a JSON object's keys are strings
+    config = {MISTRAL_KEYS.get(key, key): value for key, value in keyed.items() if key not in ("moe", "quantization")}
     notes: list[str] = []
     moe = params.get("moe")
     if moe:

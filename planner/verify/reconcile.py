@@ -254,7 +254,7 @@ def engine_generation(report: VllmStartupReport) -> tuple[Literal["V0", "V1"] | 
         return report.engine, None
     version = _version_tuple(report.vllm_version)
     if version is not None:
-        generation = "V1" if version[:2] >= V1_DEFAULT_FROM else "V0"
+        generation: Literal["V0", "V1"] = "V1" if version[:2] >= V1_DEFAULT_FROM else "V0"
         return generation, f"engine read as {generation} from vLLM {report.vllm_version} (V1 is the default from 0.8.0)"
     if report.peak_torch_memory_bytes is not None:
         return "V0", "engine read as V0: the 'Memory profiling results: ... peak_torch_memory=' line is V0 0.6.4-0.6.5"
