@@ -355,6 +355,14 @@ def fit_efficiency(
             update={key: _clipped(bound_hit(key, per_kernel, device_kind=device_kind), per_kernel, hits)}
         )
         used[key] = plan.name
+    eager = [t / max(1, sum(oc.op.kernels for oc in p.ops)) for p, t in by("launch_overhead") if not p.graphs]
+    if eager and "graph_launch_seconds" not in used and min(eager) < eff.graph_launch_seconds:
+        # An eager tiny kernel lasts max(host launch, GPU time per kernel): one measured faster than the
+        # prior's GPU floor proves the floor is at most that (else the eager fit could not be met).
+        floor = min(eager)
+        hit = bound_hit("graph_launch_seconds", floor, device_kind=device_kind)
+        eff = eff.model_copy(update={"graph_launch_seconds": _clipped(hit, floor, hits)})
+        used["graph_launch_seconds"] = f"at most the eager per-kernel time ({used['kernel_launch_seconds']})"
     gemms = by("gemm") + by("gemm_fp8")
     if gemms:
         dtype = gemms[0][0].ops[0].op.compute_dtype
