@@ -265,6 +265,19 @@ class HardwareProfile(BaseModel):
             return None
         return self.interconnect_bandwidth_bytes_per_s / 2
 
+    def known_hbm_bandwidth_bytes_per_s(self, what: str) -> float:
+        """The HBM bandwidth ``what`` needs; a HardwareProfileError when the profile leaves it unknown.
+
+        A detected card (``profile_from_detected``) has no bandwidth until the Validate benchmarks
+        measure one; a roofline or a step time cannot be priced without it.
+        """
+        if self.hbm_bandwidth_bytes_per_s is None:
+            raise HardwareProfileError(
+                f"{what} needs the HBM bandwidth of {self.id}, which its profile leaves unknown (null).",
+                hint="set hbm_bandwidth_bytes_per_s in the profile, or run `validate` to measure it.",
+            )
+        return self.hbm_bandwidth_bytes_per_s
+
     def has_native(self, dtype: str) -> bool:
         """Whether the card has matrix units for ``dtype`` (it is listed in ``peak_flops_per_s``).
 

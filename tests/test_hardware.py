@@ -341,6 +341,8 @@ def test_profile_from_detected_is_labelled_and_unknowns_are_none():
     assert p.hbm_bandwidth_bytes_per_s is None
     assert p.ridge_point_flops_per_byte("bf16") is None
     assert p.interconnect_kind is None
+    with pytest.raises(HardwareProfileError, match=r"a roofline needs the HBM bandwidth of detected-rtx-3090"):
+        p.known_hbm_bandwidth_bytes_per_s("a roofline")
 
 
 def test_profile_from_detected_with_nvml_total_and_measurements():

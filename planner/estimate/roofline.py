@@ -27,7 +27,7 @@ from planner.efficiency import BOUND, Efficiency
 from planner.engine import DEFAULT_ENGINE, EngineProfile, resolve_engine
 from planner.estimate import lora, step
 from planner.estimate.resolve import Resolved, resolve
-from planner.hardware import HardwareProfile
+from planner.hardware import Dtype, HardwareProfile
 from planner.model.ops import Op, StepShape, elementwise, gemm
 from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import Scenario
@@ -114,7 +114,7 @@ def bind(
     graphs: bool,
     engine: EngineProfile | None = None,
     seqs: int = 1,
-) -> tuple[float, Bound, float, float, float, str]:
+) -> tuple[float, Bound, float, float, float, Dtype]:
     """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank.
 
     The op's seconds are its compute/memory (or link) bound, at least its kernels' GPU floor; its host
@@ -254,6 +254,7 @@ def roofline(
 ) -> Roofline:
     """Per-op roofline of one prefill or decode step on one rank of ``sc``'s deployment."""
     res = resolve(model, hw, sc)
+    bandwidth = hw.known_hbm_bandwidth_bytes_per_s("a roofline")
     eff = efficiency or efficiency_for(hw, sc=sc)
     engine = engine_of(sc)
     graphs = uses_graphs(sc, engine, stage, batch)
@@ -304,10 +305,10 @@ def roofline(
     by_bound: dict[str, float] = {}
     for r in rows:
         by_bound[r.bound] = by_bound.get(r.bound, 0.0) + r.total_seconds
-    bound = max(by_bound, key=by_bound.get)
+    bound = max(by_bound, key=lambda b: by_bound[b])
     main_dtype = shape.cdtype("mlp") if shape.cdtype("mlp") else model.dtype
     cdt = hw.compute_dtype_for(main_dtype) or "bf16"
-    ridge = hw.peak_flops_per_s[cdt] / hw.hbm_bandwidth_bytes_per_s
+    ridge = hw.peak_flops_per_s[cdt] / bandwidth
     flops = sum(r.flops * r.count for r in rows)
     nbytes = sum(r.bytes * r.count for r in rows)
     return Roofline(
@@ -319,7 +320,7 @@ def roofline(
         tp=res.tp,
         ridge_point=ridge,
         peak_flops_per_s=hw.peak_flops_per_s[cdt],
-        hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
+        hbm_bandwidth_bytes_per_s=bandwidth,
         layers=rows,
         total_seconds=total,
         total_flops=flops,
