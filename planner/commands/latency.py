@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.commands.common import (
     add_efficiency_flag,
@@ -24,6 +24,9 @@ from planner.commands.common import (
     to_jsonable,
 )
 from planner.estimate.latency import LatencyEstimate, estimate_latency
+
+if TYPE_CHECKING:  # rich is imported by the table views only
+    from rich.text import Text
 
 NAME = "latency"
 HELP = "TTFT, TPOT and throughput (tokens/s, requests/s) of a static batch, as a roofline bound or an estimate."
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def render_table(r: dict[str, Any]) -> str:
     est = LatencyEstimate.model_validate({k: v for k, v in r.items() if k in LatencyEstimate.model_fields})
     kind = kind_text(est.kind)
-    rows = [
+    rows: list[tuple[str, str, Text | str, str]] = [
         (
             "TTFT (whole batch prefilled)",
             fmt_seconds(est.ttft_seconds),

@@ -706,7 +706,10 @@ def _container_common(dep: Deployment) -> dict[str, Any]:
             "limits": {dep.gpu_resource: dep.gpus_per_pod},
             "requests": {**requests, dep.gpu_resource: dep.gpus_per_pod},
         }
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"},
+    ]
     if dep.local_model_dir:
         mounts.append({"name": "model", "mountPath": MODEL_MOUNT_PATH, "readOnly": True})
     return {

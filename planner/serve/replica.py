@@ -374,14 +374,16 @@ def simulate_scenario(
         return result.model_copy(update={"offered_requests_per_s": offered})
     knee = replica_saturation(workload, scheduler, step).requests_per_s
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
-    above = offered is not None and knee is not None and offered > knee
+    options = (
+        carry_load_options(offered, knee, sc, hw) if offered is not None and knee is not None and offered > knee else ()
+    )
     return result.model_copy(
         update={
             "offered_requests_per_s": offered,
             "saturation_requests_per_s": knee,
             "overloaded": overloaded,
             "overload_reason": reason,
-            "overload_options": carry_load_options(offered, knee, sc, hw) if above else (),
+            "overload_options": options,
         }
     )
 
