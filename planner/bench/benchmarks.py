@@ -151,7 +151,7 @@ def run_memory_bandwidth(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> No
     plan = plans[0]
 
     def fn() -> Outcome:
-        n = int(plan.shape["bytes"]) // ctx.elt
+        n = plan.count("bytes") // ctx.elt
         ctx.guard.check(2 * n * ctx.elt, "copy buffers")
         a, b = ctx.rand((n,)), ctx.rand((n,))
         ctx.check_time("while filling the copy buffers")
@@ -194,7 +194,7 @@ def plan_launch_overhead(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
 def run_launch_overhead(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
     torch = ctx.torch
     eager, graph = plans
-    n = int(eager.shape["kernels"])
+    n = eager.count("kernels")
     x = ctx.rand((_LAUNCH_ELEMENTS,), dtype=torch.float32)
 
     def many(_i=None):
@@ -269,7 +269,7 @@ def _weights(ctx: Ctx, slot: str, key, make: Callable[[], object], bytes_per_slo
 def run_gemm(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
     torch = ctx.torch
     for plan in plans:
-        m, n, k = (int(plan.shape[x]) for x in ("m", "n", "k"))
+        m, n, k = (plan.count(x) for x in ("m", "n", "k"))
 
         def fn(m=m, n=n, k=k) -> Outcome:
             ws = _weights(
@@ -313,7 +313,7 @@ def run_gemm_fp8(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
     f8 = torch.float8_e4m3fn
     one = torch.ones((), device=ctx.device, dtype=torch.float32)
     for plan in plans:
-        m, n, k = (int(plan.shape[x]) for x in ("m", "n", "k"))
+        m, n, k = (plan.count(x) for x in ("m", "n", "k"))
 
         def fn(m=m, n=n, k=k) -> Outcome:
             ws = _weights(
@@ -375,9 +375,9 @@ def run_attention_decode(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> No
     F = ctx.torch.nn.functional
     for plan in plans:
         if plan.unavailable:
-            runner.check(plan, lambda: None)
+            runner.unavailable(plan)
             continue
-        b, span, H, K, d = (int(plan.shape[x]) for x in ("batch", "kv_span", "heads", "kv_heads", "head_dim"))
+        b, span, H, K, d = (plan.count(x) for x in ("batch", "kv_span", "heads", "kv_heads", "head_dim"))
 
         def fn(b=b, span=span, H=H, K=K, d=d) -> Outcome:
             per = (2 * b * K * span * d + 2 * b * H * d) * ctx.elt
@@ -414,14 +414,14 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
     rotary = model.position_embedding_rows == 0
     for plan in plans:
         if plan.unavailable:
-            runner.check(plan, lambda: None)
+            runner.unavailable(plan)
             continue
-        stage, b, n = str(plan.shape["stage"]), int(plan.shape["batch"]), int(plan.shape["seq_len"])
+        stage, b, n = str(plan.shape["stage"]), plan.count("batch"), plan.count("seq_len")
         q_len = n if stage == "prefill" else 1
         if "layer" in plan.shape:
-            idx = int(plan.shape["layer"])
+            idx = plan.count("layer")
 
-            def fn(idx=idx, stage=stage, b=b, n=n, q_len=q_len) -> Outcome:
+            def layer(idx=idx, stage=stage, b=b, n=n, q_len=q_len) -> Outcome:
                 spec = model.layers[idx]
                 wbytes = spec.params * ctx.elt
                 layers = _weights(
@@ -449,9 +449,11 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
                 rope = layers[0].rope_tables(pos) if rotary else None
                 t = ctx.time(lambda i: layers[i % s].forward(inputs[i % s][0], b, q_len, inputs[i % s][1], rope))
                 return _measured(t, rotation_slots=s)
+
+            runner.check(plan, layer)
         else:
 
-            def fn(stage=stage, b=b, n=n, q_len=q_len) -> Outcome:
+            def head(stage=stage, b=b, n=n, q_len=q_len) -> Outcome:
                 vocab = model.padded_vocab_size
                 tied = model.tie_word_embeddings
                 h = model.embedding_dim
@@ -472,7 +474,7 @@ def run_layer_forward(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
                 s = len(ids)
                 return _measured(ctx.time(lambda i: heads[i % s].forward(ids[i % s], b, q_len)), rotation_slots=s)
 
-        runner.check(plan, fn)
+            runner.check(plan, head)
 
 
 def plan_kv_cache(model, sizes, dev, hw, dtype) -> list[CheckPlan]:
@@ -513,17 +515,17 @@ def run_kv_cache(ctx: Ctx, plans: list[CheckPlan], runner: Runner) -> None:
     torch = ctx.torch
     plan = plans[0]
     if plan.unavailable:
-        return runner.check(plan, lambda: None)
+        return runner.unavailable(plan)
 
     def fn() -> Outcome:
-        planned, target = int(plan.shape["planned_kv_bytes"]), int(plan.shape["target_bytes"])
+        planned, target = plan.count("planned_kv_bytes"), plan.count("target_bytes")
         free_before = ctx.guard.free_bytes()
         allowance = ctx.guard.allowance_bytes() or 0
         nbytes = min(target, allowance)
-        blocks = nbytes // int(plan.shape["bytes_per_block"])
-        nbytes = blocks * int(plan.shape["bytes_per_block"])
+        blocks = nbytes // plan.count("bytes_per_block")
+        nbytes = blocks * plan.count("bytes_per_block")
         if blocks < 1:
-            ctx.guard.check(int(plan.shape["bytes_per_block"]), "one KV block")
+            ctx.guard.check(plan.count("bytes_per_block"), "one KV block")
         ctx.guard.check(nbytes, "KV cache allocation")
         t0 = time.perf_counter()
         chunks, left = [], nbytes

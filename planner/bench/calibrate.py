@@ -225,6 +225,8 @@ def _search(
             err = _log_error(plans, hw, eff.model_copy(update=dict(zip(keys, p))))
             if err < best_err:
                 best, best_err = p, err
+        if best is None:  # every error NaN: a measured time that is not a number
+            raise PlannerError(f"calibration of {', '.join(keys)}: no grid point gives a finite error.")
         return best
 
     first = best_over([_grid(lo, 1.0, n) if lo < 1.0 else [1.0] for lo in lows])
@@ -381,12 +383,12 @@ def fit_efficiency(
             floors={"gemm_fraction_small": floor},
             floor_note=note,
         )
-        ms = [int(p.shape["m"]) for p, _ in gemms]
+        ms = [p.count("m") for p, _ in gemms]
         used["gemm_fraction_small"] = used["gemm_fraction_large"] = (
             f"{len(gemms)} GEMM checks (M = {min(ms)} .. {max(ms)})"
         )
         diag["gemm_fraction_small_floor"] = floor
-        streaming = [(p, t) for p, t in by("gemm") if int(p.shape["m"]) <= 16]
+        streaming = [(p, t) for p, t in by("gemm") if p.count("m") <= 16]
         if streaming and bw:
             diag["decode_gemm_bandwidth_fraction"] = sum(op_totals(p)[1] for p, _ in streaming) / (
                 bw * sum(t for _, t in streaming)

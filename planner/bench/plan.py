@@ -19,7 +19,7 @@ from planner.bench.report import Detail, OpCount
 from planner.efficiency import Efficiency
 from planner.estimate import step
 from planner.estimate.roofline import bind, layer_groups, model_ops
-from planner.hardware import HardwareProfile
+from planner.hardware import Dtype, HardwareProfile
 from planner.model.layers import Attention, DecoderLayer, DenseMLP, MoE
 from planner.model.ops import Op, StepShape, gemm
 from planner.model.quantization import COMPONENTS
@@ -44,6 +44,13 @@ class CheckPlan:
     #: Filled by the planner when a check cannot run here at all (status 'unavailable').
     unavailable: str | None = None
 
+    def count(self, key: str, default: int | None = None) -> int:
+        """A whole number of the shape (batch, m, bytes, ...), as the planner wrote it; ``default`` when absent."""
+        value = self.shape.get(key, default)
+        if not isinstance(value, int | float):
+            raise TypeError(f"check {self.name!r}: shape[{key!r}] is {value!r}, not a number")
+        return int(value)
+
 
 def bench_shape(stage: str, batch: int, seq_len: int, dtype: str) -> StepShape:
     """StepShape of a benchmark step: every component stored and multiplied in ``dtype``, tp = 1.
@@ -66,7 +73,7 @@ def bench_shape(stage: str, batch: int, seq_len: int, dtype: str) -> StepShape:
     )
 
 
-def predict(plan: CheckPlan, hw: HardwareProfile, eff: Efficiency) -> tuple[float, str | None, str | None]:
+def predict(plan: CheckPlan, hw: HardwareProfile, eff: Efficiency) -> tuple[float, str | None, Dtype | None]:
     """(seconds, binding ceiling of the largest op, math dtype of the largest op) with the planner's bind."""
     total, launches, best, bound, dtype = 0.0, 0.0, -1.0, None, None
     for oc in plan.ops:
@@ -77,7 +84,7 @@ def predict(plan: CheckPlan, hw: HardwareProfile, eff: Efficiency) -> tuple[floa
             best, bound, dtype = oc.count * t, b, cdt
     total = float(step.gpu_step_seconds(total, launches))
     if plan.step_overhead:  # a synchronous step's host work, as the roofline adds it (step.host_seconds)
-        total += float(step.host_seconds(eff, float(plan.shape.get("batch", 1))))
+        total += float(step.host_seconds(eff, float(plan.count("batch", 1))))
     return total, bound, dtype
 
 

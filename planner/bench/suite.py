@@ -168,10 +168,14 @@ class Runner:
             if self.group_progress is not None:
                 self.group_progress(group, self.group_done[group], self.group_totals.get(group, self.group_done[group]))
 
+    def unavailable(self, plan: CheckPlan) -> None:
+        """Record a check the planner marked unavailable here (it never runs)."""
+        self.record(plan, Outcome(status="unavailable", reason=plan.unavailable))
+
     def check(self, plan: CheckPlan, fn: Callable[[], Outcome]) -> None:
         """Run one check under the group's deadline; every exception becomes a row."""
         if plan.unavailable:
-            return self.record(plan, Outcome(status="unavailable", reason=plan.unavailable))
+            return self.unavailable(plan)
         if self.suite.expired():
             return self.record(
                 plan, Outcome(status="skipped", reason=f"suite time limit of {self.suite.seconds:g} s reached")
@@ -238,6 +242,7 @@ def derive(plan: CheckPlan, outcomes: dict[str, Outcome]) -> Outcome:
             status = part.status if part is not None else "missing"
             reason = f"derived from '{name}', which is {status}" + (f" ({part.reason})" if part and part.reason else "")
             return Outcome(status="unavailable" if status == "unavailable" else "skipped", reason=reason)
+        assert part.seconds is not None, f"'{name}' is ok without seconds"  # an ok Outcome comes from _measured
         total += count * part.seconds
         how.append(f"{count} x '{name}'" if count > 1 else f"'{name}'")
     return Outcome(status="ok", seconds=total, how="derived, not timed: " + " + ".join(how))
