@@ -40,6 +40,7 @@ from planner.estimate.roofline import (
 )
 from planner.estimate.speculative import SpeculativeEstimate, estimate_speculation
 from planner.hardware import HardwareProfile
+from planner.model.layers import DecoderLayer, MoE
 from planner.model.ops import LORA_OP_PREFIX, Op
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
@@ -196,6 +197,26 @@ def _basis_shape(model: ModelSpec, res, stage: str, batch: int, length: int, con
     return shape if context is None else shape.model_copy(update={"context_len": context})
 
 
+#: ``StepTimeModel._scalar_rows``' constants of one op row: flops, other-bytes and GEMM-row coefficients
+#: (5 features each), sliding window (None for full attention), GEMM-like, grouped derate, compute and memory
+#: fractions, peak FLOP/s, layer count, kernel floor, launch seconds, carries the per-sequence attention floor.
+_ScalarRow = tuple[
+    tuple[float, ...],
+    tuple[float, ...],
+    tuple[float, ...],
+    float | None,
+    bool,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    bool,
+]
+
+
 class OpTable:
     """Every op of one stage's step as rows linear in the step features (one TP rank).
 
@@ -209,10 +230,10 @@ class OpTable:
 
     def __init__(self, model: ModelSpec, res, stages: tuple[str, ...]):
         bases = [b for b in _BASIS if b[0] in stages]
-        per_basis: list[list[tuple[Op, int, object]]] = []
+        per_basis: list[list[tuple[Op, int, DecoderLayer | None]]] = []
         for basis in bases:
             shape = _basis_shape(model, res, *basis)
-            rows: list[tuple[Op, int, object]] = []
+            rows: list[tuple[Op, int, DecoderLayer | None]] = []
             for _group, idx in layer_groups(model):
                 layer = model.layers[idx[0]]
                 rows += [(op, len(idx), layer) for op in layer.ops(shape)]
@@ -239,7 +260,7 @@ class OpTable:
         self.moe: list[tuple[int, float, float, float]] = []  # (row, E, k, bytes of one expert)
         self.lora = _lora_rows(first, res, X[0])  # (row, slots, bytes of one adapter [of one expert], E, k)
         lora_rows = {row for row, *_ in self.lora}
-        quantities = {"flops": [], "other_bytes": [], "m": [], "comm": []}
+        quantities: dict[str, list[list[float]]] = {"flops": [], "other_bytes": [], "m": [], "comm": []}
         for rows in per_basis:
             quantities["flops"].append([op.flops for op, _, _ in rows])
             quantities["other_bytes"].append(
@@ -250,9 +271,10 @@ class OpTable:
             )
             quantities["m"].append([0 if op.kind == "grouped_gemm" else op.gemm_m_tokens or 0 for op, _, _ in rows])
             quantities["comm"].append([op.comm_bytes for op, _, _ in rows])
-        for i, (op, _, layer) in enumerate(first):
+        for i, (op, _, owner) in enumerate(first):
             if op.kind == "grouped_gemm":
-                ffn = layer.ffn
+                ffn = owner.ffn if owner is not None else None
+                assert isinstance(ffn, MoE), f"grouped GEMM {op.name} outside an MoE block"  # only MoE.ops emits one
                 self.moe.append(
                     (
                         i,
@@ -301,7 +323,7 @@ class OpTable:
             hit.coef = {k: v[rows] for k, v in self.coef.items()}
             where = {int(r): j for j, r in enumerate(rows)}
             hit.moe = [(where[i], E, k, b) for i, E, k, b in self.moe if i in where]
-            hit.lora = [(where[i], *rest) for i, *rest in self.lora if i in where]
+            hit.lora = [(where[i], slots, per, E, k) for i, slots, per, E, k in self.lora if i in where]
             hit._finish()
             hit._subsets = {}
             self._subsets[key] = hit
@@ -344,7 +366,9 @@ class OpTable:
         return flops, nbytes, m, comm
 
 
-def _lora_rows(first: list[tuple[Op, int, object]], res, basis) -> list[tuple[int, int, float, float, float]]:
+def _lora_rows(
+    first: list[tuple[Op, int, DecoderLayer | None]], res, basis
+) -> list[tuple[int, int, float, float, float]]:
     """The LoRA kernels' rows (``planner.model.ops.lora_op``): their adapter reads follow min(sequences, slots)
     and, for routed experts, the touched experts, so they are kept out of the linear fit (as MoE weights are)."""
     if res.lora is None:
@@ -354,10 +378,11 @@ def _lora_rows(first: list[tuple[Op, int, object]], res, basis) -> list[tuple[in
     for i, (op, _, layer) in enumerate(first):
         if not op.name.startswith(LORA_OP_PREFIX):
             continue
-        ffn = getattr(layer, "ffn", None)
-        routed = op.name.startswith(LORA_OP_PREFIX + "experts.") and ffn is not None
-        E, k = (ffn.num_experts, ffn.experts_per_token) if routed else (0, 0)
-        touched = ffn.expected_distinct_experts(int(basis[1])) if routed else 1.0
+        ffn = layer.ffn if layer is not None else None
+        if op.name.startswith(LORA_OP_PREFIX + "experts.") and isinstance(ffn, MoE):  # routed experts
+            E, k, touched = ffn.num_experts, ffn.experts_per_token, ffn.expected_distinct_experts(int(basis[1]))
+        else:
+            E, k, touched = 0, 0, 1.0
         out.append((i, res.lora.max_loras, op.weight_bytes / (adapters * touched), float(E), float(k)))
     return out
 
@@ -413,14 +438,16 @@ class StepTimeModel:
         self.decode_table, self.prefill_table = tables or op_tables(model, res)
         self.shared = self.decode_table is self.prefill_table
         self._fixed: dict[int, dict[str, np.ndarray]] = {}
-        self._memo: dict[tuple, float] = {}
+        self._memo: dict[tuple, tuple[float, float]] = {}  # (kernel, launch) seconds of token rows
         self._steady: dict[tuple, tuple] = {}
+        self._scalar: dict[tuple, list[_ScalarRow] | None] = {}
 
     def gpu_seconds(
         self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None, piecewise: bool = False
-    ) -> np.ndarray | float:
-        """Sum over the table's rows (or the subset ``rows``) of each op's bound time x layers
-        (features ``f``: (5,) or (5, N))."""
+    ) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """(kernel seconds, launch seconds): sums over the table's rows (or the subset ``rows``) of each
+        op's bound time and launch cost x layers; numbers for features ``f`` of shape (5,), arrays (N,)
+        for (5, N)."""
         eff = self.eff
         if rows is not None:
             table = table.subset(rows)
@@ -463,13 +490,13 @@ class StepTimeModel:
         count = col(table.count)
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)
 
-    def _scalar_rows(self, table: OpTable, graphs: bool, piecewise: bool) -> list[tuple] | None:
+    def _scalar_rows(self, table: OpTable, graphs: bool, piecewise: bool) -> list[_ScalarRow] | None:
         """Per-row constants of ``table`` for ``_scalar_seconds`` (None when a row needs the array path:
         MoE rows, whose bytes follow the touched experts, and all-reduce rows)."""
-        key = ("scalar", id(table), graphs, piecewise)
-        if key in self._steady:
-            return self._steady[key]
-        rows = None
+        key = (id(table), graphs, piecewise)
+        if key in self._scalar:
+            return self._scalar[key]
+        rows: list[_ScalarRow] | None = None
         if not table.moe and not len(table.allreduce_rows):
             fixed = self._fixed_for(table)
             launch = step.launch_seconds(self.eff, table.kernels, step.replays_graph(table.kind, graphs, piecewise))
@@ -495,13 +522,13 @@ class StepTimeModel:
                         bool(attention_floor[i]),
                     )
                 )
-        self._steady[key] = rows
+        self._scalar[key] = rows
         return rows
 
-    def _scalar_seconds(self, rows: list[tuple], f: tuple[float, ...]) -> tuple[float, float]:
+    def _scalar_seconds(self, rows: list[_ScalarRow], f: tuple[float, ...]) -> tuple[float, float]:
         """``gpu_seconds`` of one step in plain floats: the same expressions as ``OpTable.evaluate``
         and ``step.bound_seconds``, row by row (a simulation calls this for every step)."""
-        eff, bw = self.eff, self.hw.hbm_bandwidth_bytes_per_s
+        eff, bw = self.eff, self.hw.known_hbm_bandwidth_bytes_per_s("a step time")
         f0, f1, f2, f3, f4 = f
         per_seq = eff.attention_seconds_per_seq
         kernels = launches = 0.0
@@ -577,9 +604,8 @@ class StepTimeModel:
         token_part = self._memo.get(key)
         if token_part is None:
             f0 = np.asarray([1.0, run, run, 0.0, 0.0])
-            token_part = self._memo[key] = tuple(
-                float(x) for x in self.gpu_seconds(self.decode_table, f0, graphs, rows=self.decode_table.token_rows)
-            )
+            k0, l0 = self.gpu_seconds(self.decode_table, f0, graphs, rows=self.decode_table.token_rows)
+            token_part = self._memo[key] = (float(k0), float(l0))
         k1, l1 = self._attention_part(self.decode_table, (1.0, run, run, run * context, run * context), graphs, False)
         gpu = step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1)
         return float(step.combine_step(gpu, float(step.host_seconds(self.eff, batch)), self.engine.async_scheduling))
@@ -595,9 +621,8 @@ class StepTimeModel:
         hit = self._memo.get(key)
         if hit is None:
             f = np.asarray([1.0, tokens, seqs, 0.0, 0.0])
-            hit = self._memo[key] = tuple(
-                float(x) for x in self.gpu_seconds(table, f, False, rows=table.token_rows, piecewise=graphs)
-            )
+            k, l_ = self.gpu_seconds(table, f, False, rows=table.token_rows, piecewise=graphs)
+            hit = self._memo[key] = (float(k), float(l_))
             if len(self._memo) > 200_000:
                 self._memo.clear()
         return hit
@@ -641,7 +666,7 @@ class StepTimeModel:
         if prefill_tokens + decode_seqs <= 0:
             return 0.0
         if prefill_tokens == 0:
-            return self.decode_seconds(decode_seqs, decode_kv_tokens / decode_seqs)
+            return self._decode_scalar(float(decode_seqs), decode_kv_tokens / decode_seqs)
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
         if self.shared:

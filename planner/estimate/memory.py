@@ -217,10 +217,10 @@ def _widest_token_path(model: ModelSpec) -> int:
     for layer in model.layers:
         ffn = layer.ffn
         width = 0
-        if ffn is not None:
-            width = getattr(ffn, "intermediate_size", 0) or (
-                ffn.experts_per_token * ffn.expert_intermediate_size + ffn.shared_intermediate_size
-            )
+        if isinstance(ffn, MoE):  # the k routed experts a token visits side by side, plus the shared ones
+            width = ffn.experts_per_token * ffn.expert_intermediate_size + ffn.shared_intermediate_size
+        elif ffn is not None:
+            width = ffn.intermediate_size
         widths.append(max(width, getattr(layer.mixer, "d_inner", 0)))
     memo["widest_token_path"] = max(widths) if widths else 4 * model.hidden_size
     return memo["widest_token_path"]
@@ -356,6 +356,7 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         row = (blocks, s, layout, graphs, budget)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
             worst = row
+    assert worst is not None, "stage_layers gives one range per pipeline stage, and pp >= 1"
     blocks, s, layout, graphs, budget = worst
     # attention-free and stateless cannot happen (no blocks per request); keep the arithmetic total
     concurrency = blocks / layout.blocks_per_request if layout.blocks_per_request else float("inf")
