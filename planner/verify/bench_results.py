@@ -247,8 +247,7 @@ def _documents(data: BenchInput, origin: str = "the given data") -> list[tuple[s
     """(where, JSON object) pairs: 'FILE', 'FILE line 3' or 'the given text item 2'."""
     if isinstance(data, Mapping):
         return [(origin, data)]
-    looks_like_path = isinstance(data, str) and _looks_like_path(data)
-    if isinstance(data, Path) or looks_like_path:
+    if isinstance(data, Path) or (isinstance(data, str) and _looks_like_path(data)):
         text = read_text_file(
             data,
             max_bytes=MAX_RESULT_BYTES,
@@ -706,7 +705,8 @@ def _guidellm_summary(metric: Any, scale: float, key: str) -> LatencySummary | N
     dist = _successful(metric)
     if dist is None or _number(dist.get("count")) == 0:
         return None
-    raw = dist.get("percentiles") if isinstance(dist.get("percentiles"), Mapping) else {}
+    stated = dist.get("percentiles")
+    raw: Mapping[str, Any] = stated if isinstance(stated, Mapping) else {}  # JSON: string keys
     percentiles = {_GUIDELLM_PERCENTILE_NAMES.get(k, k): v for k, v in raw.items()}
     return _summary(dist.get("mean"), dist.get("median"), dist.get("std_dev"), percentiles, scale, f"'{key}'")
 
@@ -853,7 +853,8 @@ def _from_genai_perf(d: Mapping[str, Any]) -> BenchResult:
             "whole request and there is no inter-token latency"
         )
 
-    config = d.get("input_config") if isinstance(d.get("input_config"), Mapping) else {}
+    stated = d.get("input_config")
+    config = stated if isinstance(stated, Mapping) else {}
     model = config.get("model") or config.get("model_names")
     if isinstance(model, list):
         model = ",".join(str(m)[:200] for m in model[:16]) or None

@@ -134,17 +134,16 @@ def stage_predictions(
             res = simulate_scenario(model, hw, sc, workload, efficiency, saturation=False)
         except PlannerError as err:
             return f"{run['model']}: {err}"
+        e2e, ttft, tpot = res.e2e_seconds, res.ttft_seconds, res.tpot_seconds
+        if e2e is None or ttft is None or tpot is None:
+            return f"{run['model']}: the simulation completed no request at {stage['rate_rps']} req/s"
         out.append(
             StagePrediction(
                 run_id=run["id"],
                 model=match.repo_id,
                 tp=sc.tp,
                 rate_rps=stage["rate_rps"],
-                predicted_ms={
-                    "e2e": res.e2e_seconds.mean * 1e3,
-                    "ttft": res.ttft_seconds.mean * 1e3,
-                    "tpot": res.tpot_seconds.mean * 1e3,
-                },
+                predicted_ms={"e2e": e2e.mean * 1e3, "ttft": ttft.mean * 1e3, "tpot": tpot.mean * 1e3},
                 measured_ms={
                     "e2e": measured["e2e_mean_ms"],
                     "ttft": measured["ttft_mean_ms"],
