@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
 from planner.model.kv import MLAKV, ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, SlidingWindowKV
-from planner.model.ops import LoRALinear, Op, StepShape, allreduce, elementwise, gemm, lora_op
+from planner.model.ops import W8A8_DTYPES, LoRALinear, Op, StepShape, allreduce, elementwise, gemm, lora_op
 
 
 class ParamGroup(BaseModel):
@@ -646,6 +646,42 @@ class MoE(_Block):
         E, k = self.num_experts, self.experts_per_token
         return E * (1.0 - (1.0 - k / E) ** tokens)
 
+    def _routing_ops(self, shape: StepShape, compute_dtype: str) -> list[Op]:
+        """The fused-MoE layer's small kernels around its two expert GEMMs, each a launch of its own.
+
+        As vLLM's Triton fused-MoE path runs them (``fused_moe.py``: ``fused_topk`` / a model's custom
+        routing function, then ``TritonExperts.apply``: ``moe_align_block_size``, w13 GEMM, activation,
+        ``moe_kernel_quantize_input`` of the intermediate, w2 GEMM; the prepare step quantizes the input
+        and the finalize step weights and sums the k expert outputs): top-k selection over the router's
+        T x E logits, the sort of the T k (token, expert) pairs into expert blocks, the gated activation
+        on T k x 2I/tp, the weighted sum of the k outputs into T x h, and, when the experts' math is W8A8
+        (fp8/int8/fp4), the per-token quantization of the GEMMs' two inputs. Memory-bound and tiny at
+        decode: what they cost there is their kernel floor each (``planner.estimate.step``). SGLang's
+        Triton path is the same sequence (``fused_moe_triton``); other backends (CUTLASS, FlashInfer)
+        permute and unpermute instead of sorting, the same count within a kernel.
+        """
+        h, I, E, k, T = (
+            self.hidden_size,
+            self.expert_intermediate_size,
+            self.num_experts,
+            self.experts_per_token,
+            shape.tokens,
+        )
+        routed = T * k
+        mid = routed * I / shape.tp
+        ops = [
+            elementwise(shape, "moe.topk", T * E, 2.0, passes=1.0 + 2.0 * k / E),
+            elementwise(shape, "moe.align", routed, 1.0, passes=2.0),
+            elementwise(shape, "moe.act", mid, 4.0, passes=3.0),
+            elementwise(shape, "moe.reduce", T * h, k, passes=k + 1.0),
+        ]
+        if compute_dtype in W8A8_DTYPES:  # one read of the bf16 input, a write at 8 bits or less
+            ops += [
+                elementwise(shape, "moe.quant_input", T * h, 2.0, passes=1.5),
+                elementwise(shape, "moe.quant_intermediate", mid, 2.0, passes=1.5),
+            ]
+        return ops
+
     def ops(self, shape: StepShape) -> list[Op]:
         h, I, E, k, T = (
             self.hidden_size,
@@ -657,6 +693,7 @@ class MoE(_Block):
         touched = self.expected_distinct_experts(T)
         expert_weights = shape.wbytes("experts", 3 * h * I / shape.tp) * touched
         routed_tokens = T * k
+        compute_dtype = shape.cdtype("experts")
         ops = [
             Op(
                 name="moe.router",
@@ -666,6 +703,7 @@ class MoE(_Block):
                 activation_bytes=T * (h + E) * shape.act_bytes,
                 gemm_m_tokens=T,
             ),
+            *self._routing_ops(shape, compute_dtype),
             Op(
                 name=f"moe.experts ({touched:.1f} of {E} touched)",
                 kind="grouped_gemm",
@@ -673,7 +711,7 @@ class MoE(_Block):
                 weight_bytes=expert_weights,
                 activation_bytes=routed_tokens * (2 * h + 3 * I / shape.tp) * shape.act_bytes,
                 gemm_m_tokens=max(1, round(routed_tokens / max(touched, 1.0))),
-                compute_dtype=shape.cdtype("experts"),
+                compute_dtype=compute_dtype,
                 kernels=2,
             ),
         ]

@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 OpKind = Literal["gemm", "grouped_gemm", "attention", "elementwise", "scan", "allreduce"]
+#: GEMM math dtypes whose inputs are quantized activations (W8A8 / W4A4): each such GEMM is fed by a
+#: quantization kernel where the engine does not fuse it into the op before.
+W8A8_DTYPES = ("fp8", "int8", "fp4")
 
 
 class Op(BaseModel):
