@@ -48,6 +48,7 @@ from planner.hardware import HardwareProfile, get_profile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import ServingResult, planned_replica, simulate_scenario
+from planner.serve.simulate import LatencyStats
 from planner.serve.workload import (
     ConcurrencyArrivals,
     FixedLength,
@@ -134,15 +135,23 @@ def load_all() -> list[ServingRecord]:
 # ------------------------------------------------------------------------------------ tables
 
 
+def _mean_ms(stats: LatencyStats | None) -> float | None:
+    return None if stats is None else stats.mean * 1e3
+
+
+def _median_ms(stats: LatencyStats | None) -> float | None:
+    return None if stats is None else stats.p50 * 1e3
+
+
 #: Metric -> its value in a simulated result, in the record's unit; None when the run gave none.
 METRICS: dict[str, Callable[[ServingResult], float | None]] = {
-    "mean_tpot_ms": lambda r: r.tpot_seconds and r.tpot_seconds.mean * 1e3,
-    "median_tpot_ms": lambda r: r.tpot_seconds and r.tpot_seconds.p50 * 1e3,
-    "mean_ttft_ms": lambda r: r.ttft_seconds and r.ttft_seconds.mean * 1e3,
-    "median_ttft_ms": lambda r: r.ttft_seconds and r.ttft_seconds.p50 * 1e3,
-    "mean_itl_ms": lambda r: r.itl_seconds and r.itl_seconds.mean * 1e3,
-    "median_itl_ms": lambda r: r.itl_seconds and r.itl_seconds.p50 * 1e3,
-    "mean_e2el_ms": lambda r: r.e2e_seconds and r.e2e_seconds.mean * 1e3,
+    "mean_tpot_ms": lambda r: _mean_ms(r.tpot_seconds),
+    "median_tpot_ms": lambda r: _median_ms(r.tpot_seconds),
+    "mean_ttft_ms": lambda r: _mean_ms(r.ttft_seconds),
+    "median_ttft_ms": lambda r: _median_ms(r.ttft_seconds),
+    "mean_itl_ms": lambda r: _mean_ms(r.itl_seconds),
+    "median_itl_ms": lambda r: _median_ms(r.itl_seconds),
+    "mean_e2el_ms": lambda r: _mean_ms(r.e2e_seconds),
     "output_throughput_tok_s": lambda r: r.throughput_tokens_per_s,
     "request_throughput_rps": lambda r: r.requests_per_s,
 }
