@@ -570,8 +570,11 @@ def _price_item(text: str) -> tuple[str | None, float]:
     return (card.strip() or None, float(price))
 
 
-def add_price_flag(parser: argparse.ArgumentParser, *, several_cards: bool) -> None:
-    """--price-per-gpu-hour: the user's $/GPU-hour, over the profiles' cited on-demand price."""
+def add_price_flag(parser: argparse._ActionsContainer, *, several_cards: bool) -> None:
+    """--price-per-gpu-hour: the user's $/GPU-hour, over the profiles' cited on-demand price.
+
+    ``parser`` is a parser or one of its argument groups (argparse's common base, which has add_argument).
+    """
     per_card = (
         "Repeat as CARD=USD for each card, e.g. --price-per-gpu-hour h200=3.5 --price-per-gpu-hour b200=6; "
         "a bare USD prices the card when --gpus names one."

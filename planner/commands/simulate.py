@@ -100,18 +100,17 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
             help=f"Requests to simulate (with --trace: its first N rows), at most {MAX_REQUESTS:,}: each "
             "costs the simulator memory and time. Default: %(default)s.",
         )
-    tokens = dict(gt=0, le=MAX_TOKENS)
     w.add_argument(
         "--input-len",
         metavar="N",
-        type=Number(float, "--input-len", **tokens),
+        type=Number(float, "--input-len", gt=0, le=MAX_TOKENS),
         default=1024,
         help=f"Mean prompt length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.",
     )
     w.add_argument(
         "--output-len",
         metavar="N",
-        type=Number(float, "--output-len", **tokens),
+        type=Number(float, "--output-len", gt=0, le=MAX_TOKENS),
         default=256,
         help=f"Mean output length, in tokens (at most {MAX_TOKENS:,}). Default: %(default)s.",
     )
@@ -165,6 +164,7 @@ def _lengths(args: argparse.Namespace, which: str):
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The Workload the workload flags describe (pydantic and the core check the values)."""
+    arrivals: PoissonArrivals | ConcurrencyArrivals | TraceArrivals
     if args.trace:
         arrivals = TraceArrivals(path=args.trace)
     elif getattr(args, "concurrency", None) is not None:

@@ -24,6 +24,7 @@ from planner.commands.common import (
 from planner.commands.simulate import add_workload_flags, workload_from_args
 from planner.efficiency import BOUND
 from planner.scenario import Scenario
+from planner.serve.simulate import LatencyStats
 from planner.serve.slo import (
     SLO,
     CandidateSpace,
@@ -91,7 +92,7 @@ _MAX_NUM_SEQS = Number.of(int, "--max-num-seqs", Scenario, "max_num_seqs")
 
 def _optional_int(text: str) -> int | None:
     """'auto' (vLLM's default) -> None, else a max_num_seqs within the Scenario field's range."""
-    return None if text.lower() in ("auto", "default") else _MAX_NUM_SEQS(text)
+    return None if text.lower() in ("auto", "default") else int(_MAX_NUM_SEQS(text))  # an int already: Number.of(int)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -253,6 +254,10 @@ def _maybe(value: float | None, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
 
+def _p99(stats: LatencyStats | None) -> str:
+    return "none measured" if stats is None else fmt_seconds(stats.p99)
+
+
 def render_table(plan: SLOPlan) -> str:
     parts: list[Any] = []
     head = (
@@ -261,7 +266,7 @@ def render_table(plan: SLOPlan) -> str:
     )
     parts.append(heading(head))
     best = plan.recommendation
-    if plan.overloaded:
+    if plan.overloaded and best is not None:  # overloaded is the recommendation's verdict, None without one
         parts.append(
             Text(
                 f"WARNING overloaded: {best.replicas} replica(s) at {plan.target_rate_per_s:g} req/s are above "
@@ -273,7 +278,7 @@ def render_table(plan: SLOPlan) -> str:
         parts.append(heading("No candidate meets the targets; the rows below say which target fails and by how much."))
     else:
         op = best.operating_point
-        rows = [
+        rows: list[tuple[str, str | Text]] = [
             (
                 "deployment",
                 f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): {best.label}, "
@@ -302,8 +307,8 @@ def render_table(plan: SLOPlan) -> str:
                 (
                     "at the operating point",
                     (
-                        f"{op.request_rate_per_s:.2f} req/s per replica: P99 TTFT {fmt_seconds(op.ttft_seconds.p99)}, "
-                        f"P99 TPOT {fmt_seconds(op.tpot_seconds.p99)}, P99 E2E {fmt_seconds(op.e2e_seconds.p99)}"
+                        f"{op.request_rate_per_s:.2f} req/s per replica: P99 TTFT {_p99(op.ttft_seconds)}, "
+                        f"P99 TPOT {_p99(op.tpot_seconds)}, P99 E2E {_p99(op.e2e_seconds)}"
                     ),
                 )
             )

@@ -419,9 +419,11 @@ class _Traffic:
                 hint="Give a Poisson rate (--qps) or a trace.",
             )
         self.trace = isinstance(arrivals, TraceArrivals)
-        if self.trace:
+        if isinstance(arrivals, TraceArrivals):
             drawn = generate_requests(workload)
-            span = float(drawn.arrival_time_s[-1] - drawn.arrival_time_s[0])
+            times = drawn.arrival_time_s
+            assert times is not None  # None only in a closed loop, refused above
+            span = float(times[-1] - times[0])
             if len(drawn) < 2 or span <= 0:
                 raise ScenarioError(
                     f"the trace {arrivals.path} has {len(drawn)} request(s) over {span:g} s; a rate needs two or more "
@@ -429,7 +431,7 @@ class _Traffic:
                     hint="Use a longer trace, or a Poisson rate.",
                 )
             self.rate = (len(drawn) - 1) / span
-            unit = (drawn.arrival_time_s - drawn.arrival_time_s[0]) * self.rate
+            unit = (times - times[0]) * self.rate
         else:
             one = workload.model_copy(
                 update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": count}
@@ -990,11 +992,13 @@ def _bisect_by_promise(
             rows.append(_bisected_row(item))
             continue
         replicas = math.ceil(target / found.best - 1e-9)
-        row = _bisected_row(item, _deployment(item, target, replicas))
+        deployment = _deployment(item, target, replicas)
+        row = _bisected_row(item, deployment)
         deployments[len(rows)] = (item, replicas)
         rows.append(row)
         cost = row.usd_per_hour if row.usd_per_hour is not None else math.inf
-        key = ((cost if ranked_by == "usd_per_hour" else row.total_gpus), row.total_gpus)
+        gpus: int = deployment["total_gpus"]
+        key = ((cost if ranked_by == "usd_per_hour" else gpus), gpus)
         if best_key is None or key < best_key:
             best_key = key
     return deployments
@@ -1133,10 +1137,10 @@ def _costed(live: _Live, target: float, replicas: int) -> dict:
     )
 
 
-def _limit(limiting: str, fail_rate: float, saturation: float) -> str:
+def _limit(limiting: str | None, fail_rate: float, saturation: float) -> str:
     if limiting == "saturation":
         return f"capped at {UTILIZATION_CAP:.0%} of saturation"
-    return f"{limiting} fails at {fail_rate:.2f} req/s"
+    return f"{limiting or 'a target'} fails at {fail_rate:.2f} req/s"
 
 
 def _infeasible(probe: Probe, slo: SLO, floors) -> str:
@@ -1167,18 +1171,18 @@ def _order(rows: Iterable[CandidateResult], ranked_by: str) -> list[CandidateRes
 
 def pareto_front(points: Sequence[tuple[str, Probe]]) -> tuple[ParetoPoint, ...]:
     """Probes no other probe beats on both tokens/s per GPU and tokens/s per user (ties kept once)."""
-    pts = [(label, p) for label, p in points if p.output_tokens_per_s_per_user is not None]
-    pts.sort(key=lambda lp: (-lp[1].output_tokens_per_s_per_gpu, -lp[1].output_tokens_per_s_per_user))
+    pts = [(label, p, user) for label, p in points if (user := p.output_tokens_per_s_per_user) is not None]
+    pts.sort(key=lambda lpu: (-lpu[1].output_tokens_per_s_per_gpu, -lpu[2]))
     front, best_user = [], -math.inf
-    for label, p in pts:
-        if p.output_tokens_per_s_per_user > best_user:
-            best_user = p.output_tokens_per_s_per_user
+    for label, p, user in pts:
+        if user > best_user:
+            best_user = user
             front.append(
                 ParetoPoint(
                     candidate=label,
                     request_rate_per_s=p.request_rate_per_s,
                     output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu,
-                    output_tokens_per_s_per_user=p.output_tokens_per_s_per_user,
+                    output_tokens_per_s_per_user=user,
                     meets_slo=bool(p.passed),
                 )
             )
