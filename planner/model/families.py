@@ -23,18 +23,6 @@ from planner.model.layers import MLA, Attention, DecoderLayer, DenseMLP, GatedDe
 from planner.model.quantization import canonical_dtype, checkpoint_quantization
 from planner.model.spec import ModelSpec
 
-#: Keys vLLM takes the minimum over to derive the longest context (``derive_max_model_len_and_key``).
-MAX_LEN_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 #: rope types whose factor vLLM multiplies into max_model_len (all others already account for it).
 ROPE_TYPES_THAT_EXTEND = ("linear", "dynamic")
@@ -260,9 +248,9 @@ def max_context(cfg: Cfg) -> int:
 
     Each length key is range-checked (1 to 100M tokens); so is the result after the rope factor.
     """
-    values = [cfg.int(k) for k in MAX_LEN_KEYS if cfg.raw.get(k) is not None]
+    values = [cfg.int(k) for k in validation.MAX_LEN_KEYS if cfg.raw.get(k) is not None]
     if not values:
-        values = [cfg.int(k) for k in MAX_LEN_KEYS if cfg.defaults.get(k)]
+        values = [cfg.int(k) for k in validation.MAX_LEN_KEYS if cfg.defaults.get(k)]
     length = min(values) if values else DEFAULT_MAX_LEN
     rope = cfg.get("rope_scaling") or {}
     rope_type = str(rope.get("rope_type") or rope.get("type") or "")

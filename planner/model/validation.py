@@ -96,6 +96,20 @@ def _int_rule(
     return Rule(keys=keys, minimum=minimum, maximum=maximum, what=what, evidence=evidence, words=words)
 
 
+#: Keys vLLM takes the minimum over to derive the longest context (``derive_max_model_len_and_key``).
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
 LAYERS = _int_rule(
     ("num_hidden_layers", "n_layer", "num_layers"),
     1,
@@ -207,17 +221,7 @@ RULE_TABLE: tuple[Rule, ...] = (
     _int_rule(("n_shared_experts",), 0, 4_096, "the shared experts (0: none)", "2 (DeepSeek-V2-Lite), 1 (DeepSeek-V3)"),
     _int_rule(("vocab_size", "padded_vocab_size"), 1, 4_194_304, "the vocabulary size", "262,208 (Gemma 3)"),
     _int_rule(
-        (
-            "max_position_embeddings",
-            "n_positions",
-            "max_seq_len",
-            "seq_length",
-            "model_max_length",
-            "max_target_positions",
-            "max_sequence_length",
-            "max_seq_length",
-            "seq_len",
-        ),
+        MAX_LEN_KEYS,
         1,
         MAX_CONTEXT_TOKENS,
         "a context length in tokens",
