@@ -210,6 +210,14 @@ class Scenario(BaseModel):
         le=MAX_PARALLEL,
         description=f"Pipeline-parallel size (vLLM --pipeline-parallel-size), 1 to {MAX_PARALLEL:,}.",
     )
+    num_nodes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_GPUS,
+        exclude_if=lambda v: v is None,
+        description="Nodes (servers) one replica's tp x pp GPUs span; vLLM has no such flag (it is the Ray "
+        "cluster's or the LeaderWorkerSet's size). Default: the fewest that hold tp x pp. A count.",
+    )
     weight_dtype: str = Field(
         "auto",
         description="Weight precision: auto (the checkpoint's), bf16, fp16, fp8, int8, int4, awq, gptq, mxfp4, nvfp4.",

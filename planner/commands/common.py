@@ -241,6 +241,13 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         help=_described(Scenario, "pp", "Default: %(default)s."),
     )
     s.add_argument(
+        "--num-nodes",
+        metavar="N",
+        type=Number.of(int, "--num-nodes", Scenario, "num_nodes"),
+        default=None,
+        help=_described(Scenario, "num_nodes"),
+    )
+    s.add_argument(
         "--weight-dtype",
         metavar="D",
         default=_default(Scenario, "weight_dtype"),
@@ -388,6 +395,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         num_gpus=args.num_gpus,
         tp=args.tp,
         pp=args.pp,
+        num_nodes=getattr(args, "num_nodes", None),
         weight_dtype=args.weight_dtype,
         precision_overrides=parse_precision(args.precision),
         kv_cache_dtype=args.kv_cache_dtype,

@@ -105,6 +105,23 @@ def render_table(r: dict[str, Any]) -> str:
             ),
             ("speculation stops paying at", even, kind, "TPOT >= plain decoding"),
         ]
+    pipe = est.pipeline
+    if pipe is not None:
+        rows += [
+            (
+                "decode micro-batches in flight",
+                f"{pipe.in_flight_batches} of {pipe.micro_batch_size}",
+                kind,
+                f"slowest stage {fmt_seconds(max(pipe.decode_stage_seconds))}, "
+                f"one pass {fmt_seconds(pipe.decode_latency_seconds)}",
+            ),
+            (
+                "pipeline bubble (decode)",
+                f"{est.pipeline_bubble_fraction:.1%}",
+                kind,
+                "share of the stages' time idle",
+            ),
+        ]
     parts: list[Any] = [table(["", "value", "kind", "note"], rows, title=title, right=(1,))]
     if est.fits_in_kv_cache is False:
         parts.append(

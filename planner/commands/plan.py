@@ -22,6 +22,7 @@ from planner.commands.common import (
     to_jsonable,
 )
 from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.placement import Placement, place
 
 NAME = "plan"
 HELP = (
@@ -34,6 +35,8 @@ OUTPUT_KEYS = {
     "model": "The model planned (repo id, catalog name or path).",
     "gpu_id": "Hardware profile id (--gpu).",
     **field_descriptions(MemoryPlan),
+    "placement": "Every GPU of one replica (planner.estimate.placement): stage, layers, node, weight and KV bytes "
+    "per rank, and the link each TP group and stage boundary uses.",
     "kinds": "What each number is: 'exact' (follows from config.json) or 'estimate' (depends on estimated overheads).",
 }
 
@@ -66,15 +69,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sc = scenario_from_args(args)
     hw = hardware_from_args(args)
     plan = plan_memory(spec, hw, sc)
-    return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(plan), "kinds": KINDS}
+    placement = place(spec, hw, sc)
+    return {
+        "model": spec.name,
+        "gpu_id": hw.id,
+        **to_jsonable(plan),
+        "placement": to_jsonable(placement),
+        "kinds": KINDS,
+    }
 
 
 def render_table(r: dict[str, Any]) -> str:
     plan = MemoryPlan.model_validate({k: v for k, v in r.items() if k in MemoryPlan.model_fields})
     res = plan.resolved
     verdict = heading(plan.reason)
+    placement = Placement.model_validate(r["placement"]) if "placement" in r else None
+    nodes = f", {placement.num_nodes} node(s) of {placement.gpus_per_node}" if placement else ""
     scenario = (
-        f"{r['model']} on {plan.gpu_name} (tp {res.tp}, pp {res.pp}); max-model-len "
+        f"{r['model']} on {plan.gpu_name} (tp {res.tp}, pp {res.pp}{nodes}); max-model-len "
         f"{res.max_model_len:,}, kv-cache-dtype {res.kv_cache_dtype}, block-size {res.block_size}, max-num-seqs "
         f"{res.max_num_seqs}, max-num-batched-tokens {res.max_num_batched_tokens:,}, gpu-memory-utilization "
         f"{res.gpu_memory_utilization}"
@@ -107,7 +119,37 @@ def render_table(r: dict[str, Any]) -> str:
         right=(1,),
     )
     parts: list[Any] = [verdict, scenario, "", memory, "", kv]
+    if placement is not None and (placement.pp > 1 or placement.num_nodes > 1):
+        parts += ["", placement_table(placement)]
     if plan.suggestions:
         parts.append(heading("suggestions (each re-planned):"))
         parts += [f"  - {s}" for s in plan.suggestions]
     return render(*parts)
+
+
+def placement_table(p: Placement) -> Any:
+    """One row per pipeline stage: its layers, ranks, nodes, bytes per GPU and links."""
+    ranks = {r.stage: r for r in p.ranks}
+    rows = []
+    for st in p.stages:
+        r = ranks[st.stage]
+        rows.append(
+            (
+                str(st.stage),
+                f"{st.layer_start}-{st.layer_stop - 1}"
+                + (" +emb" if r.holds_embedding else "")
+                + (" +head" if r.holds_lm_head else ""),
+                f"{st.ranks[0]}-{st.ranks[-1]}" if len(st.ranks) > 1 else str(st.ranks[0]),
+                ",".join(str(n) for n in st.nodes),
+                fmt_gib(r.weight_bytes, 2),
+                fmt_gib(r.kv_cache_bytes, 2),
+                st.tp_link,
+                st.send_link or "-",
+            )
+        )
+    return table(
+        ["stage", "layers", "ranks", "node", "weights/GPU", "KV cache/GPU", "TP link", "send to next"],
+        rows,
+        title=f"Placement: {p.tp * p.pp} GPUs on {p.num_nodes} node(s) (vLLM's get_pp_indices split)",
+        right=(4, 5),
+    )

@@ -106,4 +106,22 @@ def render_table(r: dict[str, Any]) -> str:
         ],
         right=(1,),
     )
-    return render(ops, "", summary, "", heading(rf.verdict))
+    parts: list[Any] = [ops, "", summary]
+    if rf.pipeline:
+        stages = table(
+            ["stage", "layers", "GPU time", "send to next", "link"],
+            [
+                (
+                    str(st.stage),
+                    f"{st.layer_start}-{st.layer_stop - 1}",
+                    fmt_seconds(st.gpu_seconds),
+                    fmt_seconds(st.send_seconds) if st.send_link else "-",
+                    st.send_link or "-",
+                )
+                for st in rf.pipeline
+            ],
+            title=f"pipeline stages (pp {len(rf.pipeline)}, times: {rf.kind})",
+            right=(2, 3),
+        )
+        parts += ["", stages]
+    return render(*parts, "", heading(rf.verdict))

@@ -19,6 +19,7 @@ fitted to public measurements) or ``calibrated`` (factors measured on this card)
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -30,12 +31,14 @@ from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
 from planner.estimate.roofline import (
     PredictionKind,
+    Roofline,
     efficiency_for,
     engine_of,
     layer_groups,
     model_ops,
     prediction_kind,
     roofline,
+    stage_op_counts,
     step_shape,
 )
 from planner.estimate.speculative import SpeculativeEstimate, estimate_speculation
@@ -45,6 +48,28 @@ from planner.model.ops import LORA_OP_PREFIX, Op
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.units import cdiv
+
+
+class PipelineEstimate(BaseModel):
+    """How the static batch runs through the pipeline stages (``pp`` > 1; ``step.pipeline_seconds``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    in_flight_batches: int = Field(
+        description="Decode micro-batches in flight, min(pp, batch): the batch split evenly, one per stage."
+    )
+    micro_batch_size: int = Field(description="Sequences per decode micro-batch, ceil(batch / in_flight_batches).")
+    decode_stage_seconds: list[float] = Field(description="GPU seconds of each stage on one decode micro-batch.")
+    decode_send_seconds: list[float] = Field(description="Activation send after each stage but the last, seconds.")
+    decode_latency_seconds: float = Field(
+        description="One decode micro-batch through every stage: stages + sends (+ host work without async), seconds."
+    )
+    decode_interval_seconds: float = Field(
+        description="Between decode micro-batches leaving the last stage: max(latency / in flight, slowest stage, "
+        "host), seconds; TPOT is in_flight_batches x this."
+    )
+    prefill_chunks: int = Field(description="Prefill batches (chunks) that flow through the stages back to back.")
+    prefill_interval_seconds: float = Field(description="Between prefill chunks leaving the last stage, seconds.")
 
 
 class LatencyEstimate(BaseModel):
@@ -78,6 +103,17 @@ class LatencyEstimate(BaseModel):
         exclude_if=lambda v: v is None,  # a plain dump stays what it was before speculation existed
         description="Speculative decoding's step at the decode context (TPOT above is its tpot_seconds); "
         "absent when speculation is off.",
+    )
+    pipeline_bubble_fraction: float | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Share of the pipeline stages' time idle during decode: 1 - sum of stage times / (pp x "
+        "interval); (pp - 1) / pp with one micro-batch in flight, near 0 with pp. Absent at pp 1.",
+    )
+    pipeline: PipelineEstimate | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The pipeline's stages, sends and micro-batches behind TTFT and TPOT; absent at pp 1.",
     )
 
 
@@ -117,8 +153,13 @@ def estimate_latency(
     pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
     ttft = first_token_seconds(pre.total_seconds, steps, B, eff, engine_of(sc))
     decode_context = decode_context_len(n_in, n_out)
-    dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
-    tpot = dec.total_seconds
+    pipeline = None
+    if res.pp > 1:
+        ttft, dec, pipeline = pipelined_batch(model, hw, sc, eff, B, n_in, steps, decode_context, pre)
+        tpot = pipeline.decode_interval_seconds * pipeline.in_flight_batches
+    else:
+        dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
+        tpot = dec.total_seconds
     speculative = None
     if sc.speculative is not None:
         speculative = estimate_speculation(model, hw, sc, B, decode_context, eff, draft_model)
@@ -147,6 +188,86 @@ def estimate_latency(
         kind=prediction_kind(eff),
         fits_in_kv_cache=fits,
         speculative=speculative,
+        pipeline_bubble_fraction=None if pipeline is None else _decode_bubble(pipeline),
+        pipeline=pipeline,
+    )
+
+
+def _decode_bubble(p: PipelineEstimate) -> float:
+    return 1.0 - sum(p.decode_stage_seconds) / (len(p.decode_stage_seconds) * p.decode_interval_seconds)
+
+
+def pipelined_batch(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    eff: Efficiency,
+    batch: int,
+    input_len: int,
+    prefill_steps: int,
+    decode_context: int,
+    pre: Roofline,
+) -> tuple[float, Roofline, PipelineEstimate]:
+    """(TTFT, decode roofline, pipeline) of a static batch on ``pp`` > 1 stages (``step.pipeline_seconds``).
+
+    Prefill: the batch's ``prefill_steps`` chunks (each 1 / steps of the prefill roofline's per-stage time,
+    its tokens' activations sent between stages) flow through the stages back to back, min(steps, pp) in
+    flight: TTFT = latency of one chunk + (steps - 1) x interval + the API server's time. One chunk (a
+    batch within the token budget) crosses the stages one after the other: no overlap.
+
+    Decode: the batch split evenly into min(pp, batch) micro-batches, one per stage in flight (vLLM V1's
+    batch queue of pp batches); TPOT = in flight x interval = max(latency, in flight x slowest stage).
+    vLLM V1's scheduler does not itself split a batch that arrived at once (vllm-project/vllm#41682):
+    requests that start together can stay in one micro-batch, whose TPOT is the latency (one in flight,
+    bubble (pp - 1) / pp); the even split is the steady state of a served load, where arrivals spread
+    the requests over the batches in flight.
+    """
+    from planner.estimate import placement
+
+    res = resolve(model, hw, sc)
+    engine = engine_of(sc)
+    links, tp_link = placement.stage_links(hw, sc), placement.tp_link(hw, sc)
+    chunk_tokens = batch * input_len / prefill_steps
+
+    def sends(tokens: float) -> list[float]:
+        return [
+            float(
+                step.activation_send_seconds(
+                    eff, tokens, model.hidden_size, res.act_bytes_per_element, res.tp, link, tp_link
+                )
+            )
+            for link in links
+        ]
+
+    prefill = step.pipeline_seconds(
+        [st.gpu_seconds / prefill_steps for st in pre.pipeline or []],
+        sends(chunk_tokens),
+        min(prefill_steps, res.pp),
+        float(step.host_seconds(eff, batch)),
+        engine.async_scheduling,
+    )
+    ttft = float(prefill.seconds_for(prefill_steps)) + eff.frontend_seconds_per_request
+    in_flight = min(res.pp, batch)
+    micro = cdiv(batch, in_flight)
+    dec = roofline(model, hw, sc, "decode", micro, decode_context, eff)
+    stage_seconds = [st.gpu_seconds for st in dec.pipeline or []]
+    send_seconds = [st.send_seconds for st in (dec.pipeline or [])[:-1]]
+    decode = step.pipeline_seconds(
+        stage_seconds, send_seconds, in_flight, float(step.host_seconds(eff, micro)), engine.async_scheduling
+    )
+    return (
+        ttft,
+        dec,
+        PipelineEstimate(
+            in_flight_batches=in_flight,
+            micro_batch_size=micro,
+            decode_stage_seconds=stage_seconds,
+            decode_send_seconds=send_seconds,
+            decode_latency_seconds=float(decode.latency_seconds),
+            decode_interval_seconds=float(decode.interval_seconds),
+            prefill_chunks=prefill_steps,
+            prefill_interval_seconds=float(prefill.interval_seconds),
+        ),
     )
 
 
@@ -231,14 +352,23 @@ class OpTable:
     def __init__(self, model: ModelSpec, res, stages: tuple[str, ...]):
         bases = [b for b in _BASIS if b[0] in stages]
         per_basis: list[list[tuple[Op, int, DecoderLayer | None]]] = []
+        #: Each row's layers (the model's own ops: the op's name), for ``for_stage``.
+        self.layer_ids: list[tuple[int, ...] | str] = []
         for basis in bases:
             shape = _basis_shape(model, res, *basis)
             rows: list[tuple[Op, int, DecoderLayer | None]] = []
+            ids: list[tuple[int, ...] | str] = []
             for _group, idx in layer_groups(model):
                 layer = model.layers[idx[0]]
-                rows += [(op, len(idx), layer) for op in layer.ops(shape)]
-            rows += [(op, 1, None) for op in model_ops(model, shape)]
+                layer_ops = layer.ops(shape)
+                rows += [(op, len(idx), layer) for op in layer_ops]
+                ids += [tuple(idx)] * len(layer_ops)
+            model_rows = model_ops(model, shape)
+            rows += [(op, 1, None) for op in model_rows]
+            ids += [op.name for op in model_rows]
             per_basis.append(rows)
+            if not self.layer_ids:
+                self.layer_ids = ids
         first = per_basis[0]
         X = np.asarray([_features(*b) for b in bases], float)
         self.kind = np.asarray([step.KIND_CODES[op.kind] for op, _, _ in first], float)
@@ -327,6 +457,14 @@ class OpTable:
             hit._finish()
             hit._subsets = {}
             self._subsets[key] = hit
+        return hit
+
+    def for_stage(self, layers: range, first: bool, last: bool) -> OpTable:
+        """The same rows with each count cut to one pipeline stage (``roofline.stage_op_counts``): a layer
+        row runs once per layer of its group inside ``layers``; the model's own ops on their stage."""
+        hit = copy.copy(self)
+        hit.count = np.asarray(stage_op_counts(self.layer_ids, layers, first, last), float)
+        hit._subsets = {}
         return hit
 
     def peaks(self, hw: HardwareProfile) -> np.ndarray:
@@ -437,6 +575,9 @@ class StepTimeModel:
         self.link = step.Link.for_group(hw, res.tp)
         self.decode_table, self.prefill_table = tables or op_tables(model, res)
         self.shared = self.decode_table is self.prefill_table
+        self.pp = res.pp
+        if self.pp > 1:
+            self._pipeline_setup(model, hw, sc, res)
         self._fixed: dict[int, dict[str, np.ndarray]] = {}
         self._memo: dict[tuple, tuple[float, float]] = {}  # (kernel, launch) seconds of token rows
         self._steady: dict[tuple, tuple] = {}
@@ -578,6 +719,11 @@ class StepTimeModel:
         ) == 0:
             return self._decode_scalar(float(batch), float(context))
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
+        if self.pp > 1:  # the pipeline's micro-batches: one point at a time
+            flat = [
+                self._decode_scalar(float(b), float(c)) for b, c in zip(batch.ravel(), context.ravel(), strict=True)
+            ]
+            return np.asarray(flat, float).reshape(batch.shape)
         cap = self.engine.max_cuda_graph_batch
         graphs = np.logical_and(self.graphs, batch <= cap)
         run = np.where(graphs, step.graph_padded_batch(batch, cap), batch)
@@ -597,18 +743,65 @@ class StepTimeModel:
 
     def _decode_scalar(self, batch: float, context: float) -> float:
         """``decode_seconds`` of one step: token rows memoized by batch, attention rows per call."""
+        if self.pp > 1:
+            return self._pipelined_decode(batch, context)
+        kernels, launches = self._decode_gpu(self.decode_table, batch, context)
+        gpu = step.gpu_step_seconds(kernels, launches)
+        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, batch)), self.engine.async_scheduling))
+
+    def _decode_gpu(self, table: OpTable, batch: float, context: float) -> tuple[float, float]:
+        """(kernel, launch) seconds of ``table``'s rows on one pure-decode step (the graph-padded batch)."""
         cap = self.engine.max_cuda_graph_batch
         graphs = bool(self.graphs and batch <= cap)
         run = float(step.graph_padded_batch(batch, cap)) if graphs else batch
-        key = (id(self.decode_table), run, run, graphs)
+        key = (id(table), run, run, graphs)
         token_part = self._memo.get(key)
         if token_part is None:
             f0 = np.asarray([1.0, run, run, 0.0, 0.0])
-            k0, l0 = self.gpu_seconds(self.decode_table, f0, graphs, rows=self.decode_table.token_rows)
+            k0, l0 = self.gpu_seconds(table, f0, graphs, rows=table.token_rows)
             token_part = self._memo[key] = (float(k0), float(l0))
-        k1, l1 = self._attention_part(self.decode_table, (1.0, run, run, run * context, run * context), graphs, False)
-        gpu = step.gpu_step_seconds(token_part[0] + k1, token_part[1] + l1)
-        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, batch)), self.engine.async_scheduling))
+        k1, l1 = self._attention_part(table, (1.0, run, run, run * context, run * context), graphs, False)
+        return token_part[0] + k1, token_part[1] + l1
+
+    # ------------------------------------------------------------------ pipeline parallelism (pp > 1)
+
+    def _pipeline_setup(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, res) -> None:
+        """Per-stage op tables (each row's count cut to the stage's layers) and the links between stages."""
+        from planner.estimate import memory, placement
+
+        ranges = memory.stage_layers(model.num_layers, res.pp)
+        last = len(ranges) - 1
+        self.stage_tables = []
+        for k, layers in enumerate(ranges):
+            dec = self.decode_table.for_stage(layers, k == 0, k == last)
+            pre = dec if self.shared else self.prefill_table.for_stage(layers, k == 0, k == last)
+            self.stage_tables.append((dec, pre))
+        self.send_links = placement.stage_links(hw, sc)
+        self.hidden_size, self.act_bytes = model.hidden_size, res.act_bytes_per_element
+
+    def _pipelined(self, stage_gpu: list[float], tokens: float, seqs: float, in_flight: int) -> step.PipelineTime:
+        """``step.pipeline_seconds`` for ``in_flight`` micro-batches of ``tokens`` tokens and ``seqs`` sequences
+        each (stage GPU times ``stage_gpu``); its period is the time until every sequence has its next token."""
+        sends = [
+            float(
+                step.activation_send_seconds(
+                    self.eff, tokens, self.hidden_size, self.act_bytes, self.tp, link, self.link
+                )
+            )
+            for link in self.send_links
+        ]
+        host = float(step.host_seconds(self.eff, seqs))
+        return step.pipeline_seconds(stage_gpu, sends, in_flight, host, self.engine.async_scheduling)
+
+    def _pipelined_decode(self, batch: float, context: float) -> float:
+        """A pure-decode step on pp stages: the batch in min(pp, batch) even micro-batches (the largest,
+        ceil(batch / in flight), costed), one per stage in flight (``pipelined_batch`` says why)."""
+        in_flight = max(1, min(self.pp, int(batch)))
+        micro = float(math.ceil(batch / in_flight))
+        stage_gpu = [
+            float(step.gpu_step_seconds(*self._decode_gpu(dec, micro, context))) for dec, _ in self.stage_tables
+        ]
+        return float(self._pipelined(stage_gpu, micro, micro, in_flight).period_seconds)
 
     def _piecewise(self, tokens: float) -> bool:
         return step.piecewise_graphs(self.engine.cuda_graph_mode, self.graphs, tokens, self.engine.max_cuda_graph_batch)
@@ -669,23 +862,84 @@ class StepTimeModel:
             return self._decode_scalar(float(decode_seqs), decode_kv_tokens / decode_seqs)
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
+        if self.pp > 1:
+            return self._pipelined_mixed(prefill_tokens, prefill_attention_pairs, chunks, decode_seqs, decode_kv_tokens)
+        tables = (self.prefill_table, self.decode_table)
+        kernels, launches = self._mixed_gpu(
+            tables, prefill_tokens, prefill_attention_pairs, chunks, decode_seqs, decode_kv_tokens
+        )
+        gpu = step.gpu_step_seconds(float(kernels), float(launches))
+        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, seqs)), self.engine.async_scheduling))
+
+    def _mixed_gpu(
+        self,
+        tables: tuple[OpTable, OpTable],
+        prefill_tokens: float,
+        prefill_attention_pairs: float,
+        chunks: float,
+        decode_seqs: float,
+        decode_kv_tokens: float,
+    ) -> tuple[float, float]:
+        """(kernel, launch) seconds of a step with prefill chunks and decodes on (prefill, decode) ``tables``."""
+        prefill_table, decode_table = tables
         if self.shared:
             f = (
                 1.0,
                 float(prefill_tokens + decode_seqs),
-                float(seqs),
+                float(decode_seqs + chunks),
                 float(prefill_attention_pairs + decode_kv_tokens),
                 float(prefill_tokens + decode_kv_tokens),
             )
-            kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
-        else:
-            f = (1.0, float(prefill_tokens), float(chunks), float(prefill_attention_pairs), float(prefill_tokens))
-            kernels, launches = self.mixed_gpu_seconds(self.prefill_table, f)
-            if decode_seqs:
-                k, l_ = self.mixed_gpu_seconds(
-                    self.decode_table,
-                    tuple(float(x) for x in _decode_features(decode_seqs, decode_kv_tokens / decode_seqs)),
+            return self.mixed_gpu_seconds(prefill_table, f)
+        f = (1.0, float(prefill_tokens), float(chunks), float(prefill_attention_pairs), float(prefill_tokens))
+        kernels, launches = self.mixed_gpu_seconds(prefill_table, f)
+        if decode_seqs:
+            k, l_ = self.mixed_gpu_seconds(
+                decode_table,
+                tuple(float(x) for x in _decode_features(decode_seqs, decode_kv_tokens / decode_seqs)),
+            )
+            kernels, launches = kernels + k, launches + l_
+        return kernels, launches
+
+    def _pipelined_mixed(
+        self, prefill_tokens: int, pairs: float, chunks: int, decode_seqs: int, decode_kv_tokens: int
+    ) -> float:
+        """A step with prefill chunks on pp stages: its sequences (chunks and decodes) spread over
+        min(pp, sequences) micro-batches in flight. The even share (1 / in flight of every feature) paces the
+        stages (period = in flight x interval); a chunk is not cut, so when there are fewer chunks than
+        micro-batches the heaviest holds a whole chunk (1 / chunks of the prefill) and its latency through
+        every stage bounds the step from below: one long chunk crosses the stages one after the other."""
+        in_flight = max(1, min(self.pp, chunks + decode_seqs))
+        even = self._pipelined_share(prefill_tokens, pairs, chunks, decode_seqs, decode_kv_tokens, 1.0 / in_flight)
+        period = float(even.period_seconds)
+        if chunks < in_flight:
+            x = 1.0 / in_flight
+            heavy = self._pipelined_share(prefill_tokens, pairs, chunks, decode_seqs, decode_kv_tokens, x, 1.0 / chunks)
+            period = max(period, float(heavy.latency_seconds))
+        return period
+
+    def _pipelined_share(
+        self,
+        prefill_tokens: int,
+        pairs: float,
+        chunks: int,
+        decode_seqs: int,
+        decode_kv_tokens: int,
+        x: float,
+        x_prefill: float | None = None,
+    ) -> step.PipelineTime:
+        """The pipeline of micro-batches holding ``x_prefill`` (default ``x``) of the step's prefill and ``x``
+        of its decodes, ``round(1 / x)`` in flight."""
+        xp = x if x_prefill is None else x_prefill
+        stage_gpu = [
+            float(
+                step.gpu_step_seconds(
+                    *self._mixed_gpu(
+                        (pre, dec), prefill_tokens * xp, pairs * xp, chunks * xp, decode_seqs * x, decode_kv_tokens * x
+                    )
                 )
-                kernels, launches = kernels + k, launches + l_
-        gpu = step.gpu_step_seconds(float(kernels), float(launches))
-        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, seqs)), self.engine.async_scheduling))
+            )
+            for dec, pre in self.stage_tables
+        ]
+        tokens, seqs = prefill_tokens * xp + decode_seqs * x, chunks * xp + decode_seqs * x
+        return self._pipelined(stage_gpu, tokens, seqs, round(1.0 / x))

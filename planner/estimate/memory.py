@@ -113,7 +113,13 @@ class MemoryPlan(BaseModel):
 
 
 def stage_layers(num_layers: int, pp: int) -> list[range]:
-    """vLLM's default pipeline split: equal stages, the remainder to the stages before the last."""
+    """vLLM's default pipeline split: equal stages, the remainder to the stages before the last.
+
+    vLLM's ``get_pp_indices`` (vllm/distributed/utils.py) without ``VLLM_PP_LAYER_PARTITION``: L // pp
+    layers each, and one more for each of the L % pp stages counted back from the second-to-last
+    (the last holds the final norm and lm_head; the first the embedding). Examples: 80 layers, pp 3 ->
+    27, 27, 26; 10 layers, pp 4 -> 2, 3, 3, 2; 81 layers, pp 4 -> 20, 20, 21, 20.
+    """
     sizes = [num_layers // pp] * pp
     for i in range(2, num_layers % pp + 2):
         sizes[-i] += 1
@@ -265,6 +271,11 @@ def kv_layout(specs: list[KVSpec], res: Resolved) -> KVLayout:
     Worked case, Gemma-2-9B: 21 sliding + 21 full -> 2 groups of 21 layers.
     """
     return _KVGroups(specs, res.block_size).layout(res.max_model_len, res.max_num_batched_tokens)
+
+
+def stage_kv_layout(model: ModelSpec, res: Resolved, layers: range) -> KVLayout:
+    """The KV layout (block bytes, bytes per token) of one rank of the pipeline stage holding ``layers``."""
+    return _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
 
 
 def _stage_groups(model: ModelSpec, res: Resolved, layers: range) -> _KVGroups:

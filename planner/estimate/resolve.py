@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.engine import DEFAULT_ENGINE, MoeWeightLayout, resolve_engine
 from planner.errors import ScenarioError
+from planner.estimate import placement
 from planner.hardware import HardwareProfile
 from planner.model.quantization import WeightFormat, canonical_dtype, resolve_formats
 from planner.model.spec import ModelSpec, derived, dtype_bytes
@@ -111,7 +112,8 @@ def _has_mla(model: ModelSpec) -> bool:
 
 
 def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> None:
-    """TP must divide the query heads (and K must divide by TP or TP by K); PP at most the layers."""
+    """TP must divide the query heads (and K must divide by TP or TP by K); PP at most the layers, and the
+    replica's GPUs laid out on its nodes (``planner.estimate.placement.check_layout``)."""
     heads = model.num_attention_heads
     if heads is not None and heads % sc.tp:
         divisors = [t for t in (1, 2, 4, 8, 16, 32, 64) if heads % t == 0 and t <= max(8, hw.gpus_per_node)]
@@ -125,7 +127,4 @@ def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> No
             f"--tp {sc.tp} neither divides nor is a multiple of the {kv} KV heads.",
             hint=f"Use a --tp that is a multiple of {kv} or divides it.",
         )
-    if sc.pp > model.num_layers:
-        raise ScenarioError(
-            f"--pp {sc.pp} exceeds the {model.num_layers} layers.", hint=f"Use --pp {model.num_layers} or less."
-        )
+    placement.check_layout(hw, sc, model.num_layers)  # PP at most the layers; the GPUs fit the nodes

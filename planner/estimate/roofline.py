@@ -64,6 +64,25 @@ class OpTime(BaseModel):
     total_seconds: float = Field(description="seconds x count.")
 
 
+class StageTime(BaseModel):
+    """One pipeline stage's share of a step (``pp`` > 1): its layers' ops, and its send to the next stage."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: int = Field(description="Pipeline stage (pp rank), 0 first.")
+    layer_start: int = Field(description="First decoder layer of the stage.")
+    layer_stop: int = Field(description="One past the stage's last decoder layer.")
+    gpu_seconds: float = Field(
+        description="GPU time of the stage's ops on one batch (its layers; the embedding on the first stage, "
+        "the final norm, lm_head and sampler on the last), seconds."
+    )
+    send_seconds: float = Field(
+        description="Activation send to the next stage (hidden state and residual over the boundary's link, "
+        "the receiver's TP all-gather included), seconds; 0 on the last stage."
+    )
+    send_link: str | None = Field(description="Link the send crosses: nvlink, pcie or network; None on the last.")
+
+
 class Roofline(BaseModel):
     """Per-op roofline of one forward step, with totals and the stage's verdict."""
 
@@ -79,12 +98,20 @@ class Roofline(BaseModel):
     peak_flops_per_s: float = Field(description="Dense peak of that dtype, FLOP/s.")
     hbm_bandwidth_bytes_per_s: float = Field(description="Datasheet HBM bandwidth, bytes/s.")
     layers: list[OpTime] = Field(description="Every op of the step (grouped identical layers), plus the step overhead.")
-    total_seconds: float = Field(description="Step time: sum of every op's time x count, plus the step overhead.")
+    total_seconds: float = Field(
+        description="Step time: sum of every op's time x count, plus the step overhead; with pp > 1, one batch "
+        "through every pipeline stage in turn (the activation sends included)."
+    )
     total_flops: float = Field(description="FLOPs of the step on one rank.")
     total_bytes: float = Field(description="HBM bytes of the step on one rank.")
     seconds_by_bound: dict[str, float] = Field(description="Step time split by binding ceiling.")
     bound: Bound = Field(description="Ceiling that binds most of the step's time.")
     verdict: str = Field(description="The stage's bound in words, with the numbers behind it.")
+    pipeline: list[StageTime] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Per pipeline stage: layers, GPU seconds and the send to the next stage; absent at pp 1.",
+    )
 
 
 def prediction_kind(eff: Efficiency) -> PredictionKind:
@@ -264,6 +291,7 @@ def roofline(
     run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if graphs else batch
     shape = step_shape(model, res, stage, run_batch, seq_len)
     rows: list[OpTime] = []
+    row_layers: list[tuple[int, ...] | str] = []  # each row's layers, or the model op's name
 
     def add(op: Op, group: str, count: int) -> None:
         in_graph = bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
@@ -290,12 +318,23 @@ def roofline(
     for group, idx in layer_groups(model):
         for op in model.layers[idx[0]].ops(shape):
             add(op, group, len(idx))
+            row_layers.append(tuple(idx))
     for op in model_ops(model, shape):
         add(op, "model", 1)
+        row_layers.append(op.name)
     kernels_gpu = sum(r.total_seconds for r in rows)
     launches = sum(r.overhead_seconds * r.count for r in rows)
     gpu = float(step.gpu_step_seconds(kernels_gpu, launches))
-    if gpu > kernels_gpu:
+    stages = None
+    if res.pp > 1:
+        stages = pipeline_stages(model, hw, sc, eff, rows, row_layers, shape.tokens)
+        gpu = sum(st.gpu_seconds for st in stages)  # each stage binds its own kernels and launches
+        if gpu > kernels_gpu:
+            rows.append(engine_row("engine / kernel launches not hidden behind the GPU", gpu - kernels_gpu))
+        for st in stages[:-1]:
+            rows.append(send_row(st))
+        gpu += sum(st.send_seconds for st in stages)
+    elif gpu > kernels_gpu:
         rows.append(engine_row("engine / kernel launches not hidden behind the GPU", gpu - kernels_gpu))
     visible_host = float(step.combine_step(gpu, step.host_seconds(eff, batch), engine.async_scheduling)) - gpu
     if visible_host > 0:
@@ -328,6 +367,87 @@ def roofline(
         seconds_by_bound=by_bound,
         bound=bound,
         verdict=verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len),
+        pipeline=stages,
+    )
+
+
+#: Model ops (outside the layers) that run on the first pipeline stage; the others (final norm, lm_head,
+#: sampler, the lm_head's LoRA) run on the last, as vLLM places them (``PPMissingLayer`` elsewhere).
+FIRST_STAGE_MODEL_OPS = frozenset({"embedding"})
+
+
+def stage_op_counts(row_layers: list[tuple[int, ...] | str], layers: range, first: bool, last: bool) -> list[int]:
+    """How many times each row runs on the stage holding ``layers``: a layer row, the layers of its group
+    inside the stage; a model op, once on its stage (``FIRST_STAGE_MODEL_OPS``, else the last)."""
+    out = []
+    for ids in row_layers:
+        if isinstance(ids, str):
+            out.append(int(first if ids in FIRST_STAGE_MODEL_OPS else last))
+        else:
+            out.append(sum(1 for i in ids if layers.start <= i < layers.stop))
+    return out
+
+
+def pipeline_stages(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    eff: Efficiency,
+    rows: list[OpTime],
+    row_layers: list[tuple[int, ...] | str],
+    tokens: int,
+) -> list[StageTime]:
+    """Each pipeline stage's GPU time on this step (its rows' times x its counts, launches bound per stage:
+    ``step.gpu_step_seconds``) and its activation send of ``tokens`` tokens to the next stage
+    (``step.activation_send_seconds`` over the boundary's link, ``planner.estimate.placement``)."""
+    from planner.estimate import memory, placement
+
+    res = resolve(model, hw, sc)
+    layer_ranges = memory.stage_layers(model.num_layers, res.pp)
+    links, tp_link = placement.stage_links(hw, sc), placement.tp_link(hw, sc)
+    out = []
+    for k, layers in enumerate(layer_ranges):
+        last = k == len(layer_ranges) - 1
+        counts = stage_op_counts(row_layers, layers, k == 0, last)
+        kernels = sum(r.seconds * n for r, n in zip(rows, counts, strict=True))
+        launches = sum(r.overhead_seconds * n for r, n in zip(rows, counts, strict=True))
+        send = 0.0
+        if not last:
+            send = float(
+                step.activation_send_seconds(
+                    eff, tokens, model.hidden_size, res.act_bytes_per_element, res.tp, links[k], tp_link
+                )
+            )
+        out.append(
+            StageTime(
+                stage=k,
+                layer_start=layers.start,
+                layer_stop=layers.stop,
+                gpu_seconds=float(step.gpu_step_seconds(float(kernels), float(launches))),
+                send_seconds=send,
+                send_link=None if last else links[k].kind,
+            )
+        )
+    return out
+
+
+def send_row(st: StageTime) -> OpTime:
+    """The roofline row of one stage's activation send (interconnect-bound: link latency and bandwidth)."""
+    return OpTime(
+        name=f"pipeline / activation send stage {st.stage} -> {st.stage + 1} ({st.send_link})",
+        group="pipeline",
+        count=1,
+        kind="overhead",
+        flops=0.0,
+        bytes=0.0,
+        arithmetic_intensity=None,
+        compute_dtype="-",
+        bound="interconnect",
+        compute_seconds=0.0,
+        memory_seconds=0.0,
+        overhead_seconds=0.0,
+        seconds=st.send_seconds,
+        total_seconds=st.send_seconds,
     )
 
 

@@ -1,0 +1,202 @@
+"""Placement: which GPU of which node holds which layers, and which link each transfer crosses.
+
+One replica of ``tp x pp`` GPUs, as vLLM lays it out:
+
+* ranks are stage-major: global rank = pp_rank x tp + tp_rank (ranks 0..tp-1 are stage 0, the
+  output comes from rank world_size - tp, the first TP rank of the last stage;
+  vllm/v1/executor/multiproc_executor.py ``_get_output_rank``);
+* ranks fill the nodes in order (a Ray placement group packing each node's GPUs, or a
+  LeaderWorkerSet pod per node): node = rank // GPUs per node (``hw.host_gpus``: one server);
+* stage k holds layers ``get_pp_indices(L, k, pp)`` (vllm/distributed/utils.py;
+  ``planner.estimate.memory.stage_layers``), the embedding on the first stage, the final norm and
+  lm_head on the last;
+* a TP group or a stage boundary whose ranks sit in one NVLink domain (``hw.gpus_per_node``: 8 for
+  HGX, 72 for GB200 NVL72) talks over NVLink (or PCIe); one that leaves the domain pays the network
+  (``hw.inter_node_bandwidth_bytes_per_s``, ``planner.estimate.step.Link``).
+
+Bytes per rank come from the memory plan's own accounting (``stage_weight_bytes``, the stage's KV
+layout, the plan's block count: vLLM allocates the same number of blocks on every rank, the minimum
+over them), not re-derived here. Layouts that cannot run are refused (``check_layout``).
+
+Expert and data parallelism would add rank kinds here (experts per EP rank, attention per DP rank);
+this module places tensor and pipeline parallelism only.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import ScenarioError
+from planner.estimate import step
+from planner.hardware import HardwareProfile
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+from planner.units import cdiv
+
+_SPEC = ConfigDict(frozen=True, extra="forbid")
+
+
+class RankPlacement(BaseModel):
+    """What one GPU of the replica holds."""
+
+    model_config = _SPEC
+    rank: int = Field(description="Global rank in the replica: stage x tp + tp_rank (vLLM's numbering).")
+    stage: int = Field(description="Pipeline stage (pp rank), 0 first.")
+    tp_rank: int = Field(description="Rank inside the stage's tensor-parallel group.")
+    node: int = Field(description="Node (server) that holds this GPU: rank // GPUs per node.")
+    layer_start: int = Field(description="First decoder layer on this rank.")
+    layer_stop: int = Field(description="One past the last decoder layer on this rank.")
+    holds_embedding: bool = Field(description="The token embedding lives here (first stage).")
+    holds_lm_head: bool = Field(description="The final norm and lm_head live here (last stage).")
+    weight_bytes: int = Field(description="Weight bytes on this GPU (exact, the memory plan's stage weights).")
+    kv_cache_bytes: int = Field(
+        description="KV-cache bytes this GPU allocates: the plan's blocks x this stage's block bytes (estimate)."
+    )
+    kv_bytes_per_token: int = Field(description="KV bytes one token costs on this GPU (exact).")
+
+
+class StagePlacement(BaseModel):
+    """One pipeline stage: its layers, its GPUs and the links it uses."""
+
+    model_config = _SPEC
+    stage: int = Field(description="Pipeline stage (pp rank), 0 first.")
+    layer_start: int = Field(description="First decoder layer of the stage.")
+    layer_stop: int = Field(description="One past the stage's last decoder layer.")
+    ranks: list[int] = Field(description="Global ranks of the stage's tensor-parallel group.")
+    nodes: list[int] = Field(description="Nodes those ranks sit on.")
+    tp_link: str = Field(description="Link of the stage's TP all-reduce: nvlink, pcie or network (across nodes).")
+    send_link: str | None = Field(
+        description="Link of the activation send to the next stage (nvlink, pcie, network); None on the last stage."
+    )
+
+
+class Placement(BaseModel):
+    """Every rank of one replica: stage, layers, node, bytes; and the links between them."""
+
+    model_config = _SPEC
+    tp: int = Field(description="Tensor-parallel size.")
+    pp: int = Field(description="Pipeline-parallel size.")
+    num_nodes: int = Field(description="Nodes the replica spans (--num-nodes, or the fewest that hold tp x pp).")
+    gpus_per_node: int = Field(description="GPUs per node (server) of this card.")
+    nvlink_domain_gpus: int = Field(description="GPUs that share the fast interconnect (8 HGX, 72 NVL72).")
+    stages: list[StagePlacement] = Field(description="The pipeline stages, first to last.")
+    ranks: list[RankPlacement] = Field(description="Every GPU of the replica, by global rank.")
+    weight_bytes_total: int = Field(description="Weights summed over the ranks (the plan's weight_bytes_total).")
+    kv_cache_bytes_total: int = Field(description="KV-cache bytes summed over the ranks (estimate).")
+
+
+def num_nodes(hw: HardwareProfile, sc: Scenario) -> int:
+    """Nodes one replica spans: ``--num-nodes``, else the fewest servers that hold tp x pp GPUs."""
+    return sc.num_nodes or cdiv(sc.tp * sc.pp, hw.host_gpus)
+
+
+def check_layout(hw: HardwareProfile, sc: Scenario, num_layers: int) -> None:
+    """Refuse layouts that cannot run: more stages than layers, more GPUs than the nodes hold, a node with
+    no rank, a TP group cut across nodes when it would fit inside one (or not in whole nodes when it
+    spans several)."""
+    tp, pp, gpus = sc.tp, sc.pp, sc.tp * sc.pp
+    per_node = hw.host_gpus
+    if pp > num_layers:
+        raise ScenarioError(f"--pp {pp} exceeds the {num_layers} layers.", hint=f"Use --pp {num_layers} or less.")
+    nodes = num_nodes(hw, sc)
+    if gpus > nodes * per_node:
+        raise ScenarioError(
+            f"--tp {tp} x --pp {pp} = {gpus} GPUs, but --num-nodes {nodes} x {per_node} {hw.name} per node "
+            f"hold {nodes * per_node}.",
+            hint=f"Use --num-nodes {cdiv(gpus, per_node)} or lower --tp/--pp.",
+        )
+    if gpus <= (nodes - 1) * per_node:
+        raise ScenarioError(
+            f"--num-nodes {nodes} leaves a node without a GPU of the replica: --tp {tp} x --pp {pp} = {gpus} GPUs "
+            f"fill {cdiv(gpus, per_node)} node(s) of {per_node}.",
+            hint=f"Use --num-nodes {cdiv(gpus, per_node)}, or raise --pp to {nodes * per_node // tp} to use them all.",
+        )
+    if tp <= per_node and per_node % tp and nodes > 1:
+        raise ScenarioError(
+            f"--tp {tp} does not divide the {per_node} GPUs of a node: some stage's TP group would be cut across "
+            "two nodes (its all-reduce over the network).",
+            hint=f"Use a --tp that divides {per_node} (e.g. {per_node}) and split the rest with --pp.",
+        )
+    if tp > per_node and tp % per_node:
+        raise ScenarioError(
+            f"--tp {tp} spans nodes but is not a whole number of nodes of {per_node} GPUs.",
+            hint=f"Use --tp {per_node} (one node) or a multiple of it, and --pp for the rest.",
+        )
+
+
+def _link(hw: HardwareProfile, crosses_domain: bool) -> step.Link:
+    """The link between GPUs inside one NVLink domain, or across domains (the network), from the profile
+    (``step.Link.for_group``: a group of one rank sits inside the domain, one larger than it does not)."""
+    return step.Link.for_group(hw, hw.gpus_per_node + 1 if crosses_domain else 1)
+
+
+def tp_link(hw: HardwareProfile, sc: Scenario) -> step.Link:
+    """The link of every stage's TP all-reduce (``check_layout`` keeps each group inside one domain unless
+    it spans whole nodes, so all stages share it): ``step.Link.for_group(hw, tp)``."""
+    return step.Link.for_group(hw, sc.tp)
+
+
+def stage_links(hw: HardwareProfile, sc: Scenario) -> list[step.Link]:
+    """The link each stage boundary k -> k + 1 crosses: rank k x tp + j sends to (k + 1) x tp + j; the network
+    when any such pair sits in two NVLink domains, else the in-node link."""
+    domain = hw.gpus_per_node
+    out = []
+    for k in range(sc.pp - 1):
+        crosses = any((k * sc.tp + j) // domain != ((k + 1) * sc.tp + j) // domain for j in range(sc.tp))
+        out.append(_link(hw, crosses))
+    return out
+
+
+def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
+    """Every rank of one replica of ``sc`` on ``hw``: stage, layers, node, weight and KV bytes."""
+    from planner.estimate import memory  # the memory plan imports resolve, which calls check_layout
+
+    plan = memory.plan_memory(model, hw, sc, suggest=False)
+    res = plan.resolved
+    stages = memory.stage_layers(model.num_layers, res.pp)
+    weights = memory.stage_weight_bytes(model, res)
+    blocks = max(0, plan.num_gpu_blocks)
+    links, tp_kind = stage_links(hw, sc), tp_link(hw, sc).kind
+    per_node = hw.host_gpus
+    stage_rows, rank_rows = [], []
+    for k, layers in enumerate(stages):
+        layout = memory.stage_kv_layout(model, res, layers)
+        ranks = [k * res.tp + j for j in range(res.tp)]
+        stage_rows.append(
+            StagePlacement(
+                stage=k,
+                layer_start=layers.start,
+                layer_stop=layers.stop,
+                ranks=ranks,
+                nodes=sorted({r // per_node for r in ranks}),
+                tp_link=tp_kind,
+                send_link=links[k].kind if k < len(links) else None,
+            )
+        )
+        for j, rank in enumerate(ranks):
+            rank_rows.append(
+                RankPlacement(
+                    rank=rank,
+                    stage=k,
+                    tp_rank=j,
+                    node=rank // per_node,
+                    layer_start=layers.start,
+                    layer_stop=layers.stop,
+                    holds_embedding=k == 0,
+                    holds_lm_head=k == len(stages) - 1,
+                    weight_bytes=weights[k],
+                    kv_cache_bytes=blocks * layout.bytes_per_block,
+                    kv_bytes_per_token=layout.bytes_per_token,
+                )
+            )
+    return Placement(
+        tp=res.tp,
+        pp=res.pp,
+        num_nodes=num_nodes(hw, sc),
+        gpus_per_node=per_node,
+        nvlink_domain_gpus=hw.gpus_per_node,
+        stages=stage_rows,
+        ranks=rank_rows,
+        weight_bytes_total=sum(r.weight_bytes for r in rank_rows),
+        kv_cache_bytes_total=sum(r.kv_cache_bytes for r in rank_rows),
+    )
