@@ -31,7 +31,7 @@ from pathlib import Path
 
 from planner.bench.calibrate import calibrate_report, calibration_folder
 from planner.bench.device import NoGPUError, detect_device
-from planner.bench.report import ValidationReport, render_table
+from planner.bench.report import CalibrationResult, ValidationReport, render_table
 from planner.bench.suite import run_validation
 from planner.errors import PlannerError
 from planner.estimate.roofline import efficiency_for
@@ -279,33 +279,22 @@ def main(argv: list[str] | None = None) -> int:
                 for c in r.checks
                 if r.profile.id == first.profile.id
             ]
-            target = folder / "hardware"
-            combined = calibrate_report(
-                checks,
-                hw,
-                efficiency_for(hw),
-                dev,
-                ", ".join(r.model.name for r in done),
-                first.model.bench_dtype,
-                write=True,
-                folder=target,
-            )
+            models = ", ".join(r.model.name for r in done)
+
+            def calibrate_into(where: Path) -> CalibrationResult:
+                """One calibration over every model's checks, written to ``where``."""
+                return calibrate_report(
+                    checks, hw, efficiency_for(hw), dev, models, first.model.bench_dtype, write=True, folder=where
+                )
+
+            combined = calibrate_into(folder / "hardware")
             print(
                 f"\ncalibration over all models: {combined.status}; median |error| "
                 f"{combined.median_abs_error_pct_before or 0:.1f}% -> {combined.median_abs_error_pct_after or 0:.1f}%"
                 + (f"; wrote {combined.file}" if combined.file else "")
             )
             if args.install and combined.status == "written":
-                installed = calibrate_report(
-                    checks,
-                    hw,
-                    efficiency_for(hw),
-                    dev,
-                    ", ".join(r.model.name for r in done),
-                    first.model.bench_dtype,
-                    write=True,
-                    folder=calibration_folder(),
-                )
+                installed = calibrate_into(calibration_folder())
                 print(f"installed: {installed.file} ({installed.note})")
 
     data = {
