@@ -70,6 +70,22 @@ def simulated_max_throughput(e: Expressed, cache: dict) -> tuple[float, str]:
     return (total / sc.total_gpus if pred.per_gpu else total), how
 
 
+def record_row(record, e: Expressed, predicted: float | None, how: str) -> dict:
+    """One record's prediction beside its measurement, as the JSON line lists it."""
+    return {
+        "index": record.index,
+        "family": e.family,
+        "metric": record.metric,
+        "model": record.model,
+        "gpu": record.gpu,
+        "measured": record.value,
+        "predicted": predicted,
+        "error_pct": error_pct(predicted, record.value),
+        "unit": record.unit,
+        "how": how,
+    }
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
@@ -115,21 +131,9 @@ def main() -> None:
             continue
         value = e.predict(FITTED)
         predicted = value if math.isfinite(value) else None
-        err = error_pct(predicted, record.value)
-        rows.append(
-            {
-                "index": record.index,
-                "family": e.family,
-                "metric": record.metric,
-                "model": record.model,
-                "gpu": record.gpu,
-                "measured": record.value,
-                "predicted": predicted,
-                "error_pct": err,
-                "unit": record.unit,
-                "how": e.prediction.how,
-            }
-        )
+        row = record_row(record, e, predicted, e.prediction.how)
+        rows.append(row)
+        err = row["error_pct"]
         print(
             f"{record.index:>5} {e.family[:14]:<14} {record.metric[:24]:<24} {record.model[-34:]:<34} "
             f"{record.gpu[:14]:<14} {record.value:>10,.2f} {predicted or float('nan'):>10,.2f} "
@@ -151,18 +155,7 @@ def main() -> None:
             continue
         predicted, how = simulated_max_throughput(e, cache)
         static = e.predict(FITTED)
-        row = {
-            "index": record.index,
-            "family": e.family,
-            "metric": record.metric,
-            "model": record.model,
-            "gpu": record.gpu,
-            "measured": record.value,
-            "predicted": predicted,
-            "error_pct": error_pct(predicted, record.value),
-            "unit": record.unit,
-            "how": how,
-        }
+        row = record_row(record, e, predicted, how)
         trt_rows.append(row)
         static_rows.append({**row, "predicted": static, "error_pct": error_pct(static, record.value)})
         if args.rows:
