@@ -279,10 +279,8 @@ class MLA(_Block):
     def ops(self, shape: StepShape) -> list[Op]:
         h, H = self.hidden_size, self.num_heads
         T, B = shape.tokens, shape.num_seqs
-        H_r = H / shape.tp
         nope, rope, v, r = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, self.kv_lora_rank
         latent_bytes = (r + rope) * shape.kv_bytes_per_element
-        pairs = shape.attended_pairs_per_seq()
         ops: list[Op] = []
         if self.q_lora_rank is None:
             ops.append(gemm(shape, "mla.q_proj", "attention", T, H * (nope + rope), h))
@@ -295,50 +293,38 @@ class MLA(_Block):
             # Expanded: up-project every context token's latent to per-head K (nope) and V.
             ctx_tokens = B * shape.context_len
             ops.append(gemm(shape, "mla.kv_b_proj", "attention", ctx_tokens, H * (nope + v), r))
-            ops.append(
-                Op(
-                    name="mla.score (QK^T)",
-                    kind="attention",
-                    flops=2.0 * B * H_r * pairs * (nope + rope),
-                    kv_bytes=B * shape.context_len * latent_bytes,
-                    activation_bytes=T * H_r * (nope + rope) * shape.act_bytes,
-                )
-            )
-            ops.append(Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0))
-            ops.append(
-                Op(
-                    name="mla.value (PV)",
-                    kind="attention",
-                    flops=2.0 * B * H_r * pairs * v,
-                    kernels=0,
-                    activation_bytes=T * H_r * v * shape.act_bytes,
-                )
-            )
+            ops += self._attention_ops(shape, nope + rope, v, latent_bytes)
         else:
             # Absorbed: queries move into the latent space, attention runs over the cached latent.
             ops.append(gemm(shape, "mla.q_absorb (W_UK)", "attention", T, H * r, nope))
-            ops.append(
-                Op(
-                    name="mla.score (QK^T)",
-                    kind="attention",
-                    flops=2.0 * B * H_r * pairs * (r + rope),
-                    kv_bytes=B * shape.context_len * latent_bytes,
-                    activation_bytes=T * H_r * (r + rope) * shape.act_bytes,
-                )
-            )
-            ops.append(Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0))
-            ops.append(
-                Op(
-                    name="mla.value (PV)",
-                    kind="attention",
-                    flops=2.0 * B * H_r * pairs * r,
-                    kernels=0,
-                    activation_bytes=T * H_r * r * shape.act_bytes,
-                )
-            )
+            ops += self._attention_ops(shape, r + rope, r, latent_bytes)
             ops.append(gemm(shape, "mla.v_absorb (W_UV)", "attention", T, H * v, r))
         ops.append(gemm(shape, "mla.o_proj", "attention", T, h, H * v))
         return ops
+
+    def _attention_ops(self, shape: StepShape, qk_dim: int, v_dim: int, latent_bytes: float) -> list[Op]:
+        """Score, softmax and value over the cached latent, with ``qk_dim``-wide queries and keys and
+        ``v_dim``-wide values per head: nope + rope and v_head_dim expanded, kv_lora_rank + rope and
+        kv_lora_rank absorbed."""
+        T, B, H_r = shape.tokens, shape.num_seqs, self.num_heads / shape.tp
+        pairs = shape.attended_pairs_per_seq()
+        return [
+            Op(
+                name="mla.score (QK^T)",
+                kind="attention",
+                flops=2.0 * B * H_r * pairs * qk_dim,
+                kv_bytes=B * shape.context_len * latent_bytes,
+                activation_bytes=T * H_r * qk_dim * shape.act_bytes,
+            ),
+            Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0),
+            Op(
+                name="mla.value (PV)",
+                kind="attention",
+                flops=2.0 * B * H_r * pairs * v_dim,
+                kernels=0,
+                activation_bytes=T * H_r * v_dim * shape.act_bytes,
+            ),
+        ]
 
 
 class Mamba(_Block):
