@@ -375,120 +375,103 @@ class Diagnosis(BaseModel):
     roofline_kind: str | None = Field(description="'bound' when rooflines were compared, None without them.")
 
 
+def _utilization(points_to: Bound | None, weight: float, statement: str) -> Evidence:
+    """A piece of utilization evidence: the bound it supports (None: context only), its weight, the sentence."""
+    return Evidence(name="utilization", points_to=points_to, weight=weight, statement=statement)
+
+
 def _utilization_evidence(b: Baseline) -> list[Evidence]:
     c, m = b.gpu_utilization_pct, b.memory_bandwidth_utilization_pct
     out: list[Evidence] = []
     if b.gpu_utilization_kind == "busy_time":
         if c is not None and c < BUSY_IDLE_PCT:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to="overhead",
-                    weight=1.5,
-                    statement=f"nvidia-smi GPU-Util {c:.0f}%: the GPU is idle {100 - c:.0f}% of the time, "
+                _utilization(
+                    "overhead",
+                    1.5,
+                    f"nvidia-smi GPU-Util {c:.0f}%: the GPU is idle {100 - c:.0f}% of the time, "
                     "waiting on the host (scheduler, Python, tokenization) or on requests",
                 )
             )
         elif c is not None:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to=None,
-                    weight=0.0,
-                    statement=f"nvidia-smi GPU-Util {c:.0f}% only says a kernel was running; it cannot tell "
+                _utilization(
+                    None,
+                    0.0,
+                    f"nvidia-smi GPU-Util {c:.0f}% only says a kernel was running; it cannot tell "
                     "compute from bandwidth (a memory-bound decode also shows ~100%)",
                 )
             )
         c = None
     if c is not None and m is not None:
         if c >= HIGH_PCT and m >= HIGH_PCT:
-            top = "compute" if c >= m else "memory_bandwidth"
+            top: Bound = "compute" if c >= m else "memory_bandwidth"
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to=top,
-                    weight=1.0,
-                    statement=f"compute {c:.0f}% and bandwidth {m:.0f}% are both high: the work sits near the "
+                _utilization(
+                    top,
+                    1.0,
+                    f"compute {c:.0f}% and bandwidth {m:.0f}% are both high: the work sits near the "
                     f"card's ridge point; {'compute' if top == 'compute' else 'bandwidth'} is slightly ahead",
                 )
             )
         elif c >= HIGH_PCT and c >= m + 15:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to="compute",
-                    weight=2.0,
-                    statement=f"compute at {c:.0f}% of peak, bandwidth at {m:.0f}%: the math units are the ceiling",
+                _utilization(
+                    "compute",
+                    2.0,
+                    f"compute at {c:.0f}% of peak, bandwidth at {m:.0f}%: the math units are the ceiling",
                 )
             )
         elif m >= HIGH_PCT and m >= c + 15:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to="memory_bandwidth",
-                    weight=2.0,
-                    statement=f"bandwidth at {m:.0f}% of peak, compute at {c:.0f}%: streaming weights and KV "
+                _utilization(
+                    "memory_bandwidth",
+                    2.0,
+                    f"bandwidth at {m:.0f}% of peak, compute at {c:.0f}%: streaming weights and KV "
                     "from HBM is the ceiling",
                 )
             )
         elif c < LOW_PCT and m < LOW_PCT:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to="overhead",
-                    weight=2.0,
-                    statement=f"compute {c:.0f}% and bandwidth {m:.0f}% are both low: neither ceiling is near, "
+                _utilization(
+                    "overhead",
+                    2.0,
+                    f"compute {c:.0f}% and bandwidth {m:.0f}% are both low: neither ceiling is near, "
                     "so the GPU waits on the host (scheduling, Python, kernel launches) or on requests",
                 )
             )
         else:
             top = "compute" if c >= m else "memory_bandwidth"
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to=top if max(c, m) >= 40 else "overhead",
-                    weight=0.5,
-                    statement=f"compute {c:.0f}%, bandwidth {m:.0f}%: in between, no clear ceiling from "
-                    "utilization alone",
+                _utilization(
+                    top if max(c, m) >= 40 else "overhead",
+                    0.5,
+                    f"compute {c:.0f}%, bandwidth {m:.0f}%: in between, no clear ceiling from utilization alone",
                 )
             )
     elif c is not None:
         if c >= HIGH_PCT:
-            out.append(
-                Evidence(
-                    name="utilization",
-                    points_to="compute",
-                    weight=1.5,
-                    statement=f"compute at {c:.0f}% of peak: the math units are busy",
-                )
-            )
+            out.append(_utilization("compute", 1.5, f"compute at {c:.0f}% of peak: the math units are busy"))
         else:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to=None,
-                    weight=0.0,
-                    statement=f"compute at {c:.0f}%: low, so bandwidth or overhead limits; the bandwidth "
+                _utilization(
+                    None,
+                    0.0,
+                    f"compute at {c:.0f}%: low, so bandwidth or overhead limits; the bandwidth "
                     "utilization would tell which",
                 )
             )
     elif m is not None:
         if m >= HIGH_PCT:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to="memory_bandwidth",
-                    weight=1.5,
-                    statement=f"bandwidth at {m:.0f}% of peak: HBM traffic is the ceiling",
-                )
+                _utilization("memory_bandwidth", 1.5, f"bandwidth at {m:.0f}% of peak: HBM traffic is the ceiling")
             )
         else:
             out.append(
-                Evidence(
-                    name="utilization",
-                    points_to=None,
-                    weight=0.0,
-                    statement=f"bandwidth at {m:.0f}%: low, so compute or overhead limits; the compute "
+                _utilization(
+                    None,
+                    0.0,
+                    f"bandwidth at {m:.0f}%: low, so compute or overhead limits; the compute "
                     "utilization would tell which",
                 )
             )
