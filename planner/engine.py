@@ -119,6 +119,12 @@ class EngineProfile(BaseModel):
         description="Version from which reserves_cuda_graph_memory holds inside this range (None: the whole range)."
     )
     chunked_prefill_default: bool = Field(description="Chunked prefill is on by default.")
+    mixed_batches: Literal["always", "with_chunked_prefill", "never"] = Field(
+        "always",
+        description="Whether a step carries prefill chunks and decodes together: 'always' (vLLM V1's token budget, "
+        "TensorRT-LLM's in-flight batching); 'with_chunked_prefill' (vLLM V0: without it a step that admits "
+        "prefills runs only prefills); 'never' (SGLang without --enable-mixed-chunk: prefill first, decodes wait).",
+    )
     moe_weight_layouts: tuple[MoeWeightLayout, ...] = Field(
         (), description="Resident layouts of quantized expert weights by card; none listed: the checkpoint's bytes."
     )
@@ -130,6 +136,10 @@ class EngineProfile(BaseModel):
     def holds(self, version: tuple[int, ...]) -> bool:
         lo = parse_version(self.min_version)
         return version >= lo and (self.max_version is None or version < parse_version(self.max_version))
+
+    def mixes_batches(self, chunked_prefill: bool) -> bool:
+        """Whether prefill chunks and decodes share a step with chunked prefill on or off (``mixed_batches``)."""
+        return self.mixed_batches == "always" or (self.mixed_batches == "with_chunked_prefill" and chunked_prefill)
 
     def moe_weight_layout(self, weight_format: str, compute_capability: str | None) -> MoeWeightLayout | None:
         """The rule for experts stored as ``weight_format`` on a card of ``compute_capability``, if any."""

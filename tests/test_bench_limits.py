@@ -18,7 +18,6 @@ torch = pytest.importorskip("torch")
 from planner.bench import benchmarks as bench_mod  # noqa: E402
 from planner.bench import run_validation  # noqa: E402
 from planner.bench.limits import SuiteLimits  # noqa: E402
-from planner.bench.report import SuiteSizes  # noqa: E402
 from planner.bench.safety import (  # noqa: E402
     BenchTimeout,
     Deadline,
@@ -33,26 +32,10 @@ from planner.bench.timing import measure  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
 from planner.model.families import build_spec  # noqa: E402
 from tests.conftest import TINY_LLAMA_CONFIG  # noqa: E402
+from tests.test_bench import TINY  # noqa: E402 (the suite sizes the bench tests run at)
 
 GiB = 2**30
 V1_UNLIMITED = "9223372036854771712"
-
-TINY = SuiteSizes(
-    copy_bytes=4 * 2**20,
-    gemm_prefill_tokens=(32,),
-    gemm_decode_tokens=(1, 4),
-    attention_batches=(1, 2),
-    attention_contexts=(128,),
-    layer_prefill_tokens=(32,),
-    layer_decode=((1, 128), (2, 128)),
-    kv_alloc_cap_bytes=4 * 2**20,
-    launches=50,
-    warmup=1,
-    repeats=2,
-    max_seconds_per_check=0.05,
-    rotation_cache_multiple=0.5,
-    max_rotation_slots=2,
-)
 
 
 @pytest.fixture(scope="module")

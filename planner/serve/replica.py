@@ -36,7 +36,7 @@ from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import MemoryPlan, plan_memory
-from planner.estimate.roofline import PredictionKind
+from planner.estimate.roofline import PredictionKind, engine_of
 from planner.estimate.speculative import (
     SpeculativeEstimate,
     SpeculativeStepModel,
@@ -200,6 +200,7 @@ def scheduler_config(
         max_num_batched_tokens=res.max_num_batched_tokens,
         enable_chunked_prefill=sc.enable_chunked_prefill,
         max_model_len=res.max_model_len,
+        mixed_batches=engine_of(sc).mixes_batches(sc.enable_chunked_prefill),
         mode=mode,
     )
 

@@ -222,6 +222,12 @@ class SchedulerConfig(BaseModel):
         description="Longest prompt + output a request may have, in tokens (vLLM --max-model-len); "
         "None: limited only by the KV cache.",
     )
+    mixed_batches: bool = Field(
+        True,
+        description="Prefill chunks and decodes share a step (vLLM V1, TensorRT-LLM); False: a step that admits "
+        "prefills runs only prefills and the decodes wait for the next (SGLang without --enable-mixed-chunk, "
+        "vLLM V0 without chunked prefill). From the engine profile's mixed_batches.",
+    )
     mode: Literal["continuous", "static"] = Field(
         "continuous",
         description="'continuous': vLLM V1 continuous batching; 'static': take up to max_num_seqs "
@@ -328,7 +334,8 @@ class EngineRun:
     Per request (arrival order): arrival_time_s, first_token_time_s, finish_time_s, rejected.
     Per step: step_start_s, step_seconds, running, waiting, used_blocks, prefill_tokens,
     decode_seqs, itl_weight (tokens whose gap to the previous token is exactly this step).
-    itl_extra_seconds: the other gaps (across a preemption; the first decode gap in static mode).
+    itl_extra_seconds: the other gaps (across a preemption; the first decode gap in static mode; a decode
+    gap across prefill-only steps), each standing for itl_extra_weight tokens.
     """
 
     arrival_time_s: np.ndarray
@@ -347,6 +354,7 @@ class EngineRun:
     decode_seqs: np.ndarray
     itl_weight: np.ndarray
     itl_extra_seconds: np.ndarray
+    itl_extra_weight: np.ndarray
     preemptions: int
     recomputed_tokens: int
     num_gpu_blocks: int
@@ -572,6 +580,7 @@ class _Engine:
         "finish_t",
         "first_t",
         "itl_extra",
+        "itl_gaps",
         "max_seqs",
         "out",
         "preemptions",
@@ -600,6 +609,7 @@ class _Engine:
         self.first_t = [math.nan] * n
         self.finish_t = [math.nan] * n
         self.itl_extra: list[float] = []
+        self.itl_gaps: tuple[list[float], list[int]] = ([], [])  # gaps that stand for several tokens, and how many
         self.preemptions = 0
         self.recomputed = 0  # tokens computed again after preemptions
         self.rec = _Recorder(step_cost)
@@ -623,7 +633,8 @@ class _Engine:
             output_tokens=requests.output_tokens,
             rejected=rejected,
             rejection_reasons=reasons,
-            itl_extra_seconds=np.asarray(self.itl_extra, dtype=np.float64),
+            itl_extra_seconds=np.asarray(self.itl_extra + self.itl_gaps[0], dtype=np.float64),
+            itl_extra_weight=np.asarray([1] * len(self.itl_extra) + self.itl_gaps[1], dtype=np.int64),
             preemptions=self.preemptions,
             recomputed_tokens=self.recomputed,
             num_gpu_blocks=self.total_blocks,
@@ -657,10 +668,12 @@ class _Continuous(_Engine):
         "grows",
         "last_step",
         "last_tok",
+        "mixed",
         "ntok",
         "phase_count",
         "prefilling",
         "speculation",
+        "stalls",
         "step_seconds",
         "used",
     )
@@ -670,6 +683,10 @@ class _Continuous(_Engine):
         super().__init__(requests, scheduler, step_cost, cached, rejected)
         n = len(requests)
         self.speculation = decode_speculation(step_cost)
+        self.mixed = scheduler.mixed_batches
+        self.stalls: list[tuple[float, int]] = []  # unmixed: (time, decoders whose last token came then) since a decode
+        if not self.mixed:
+            self.rec.itl_weight = array("q")  # a decode gap may span prefill-only steps (``_decode_gaps``)
         self.step_seconds = step_cost.step_seconds
         self.grows: dict[tuple[int, int], list[int]] = {}  # new blocks by c0 mod bs, per slot window
         self.last_tok = [math.nan] * n
@@ -693,7 +710,7 @@ class _Continuous(_Engine):
         step_seconds, times, state = self.step_seconds, self.rec.times.append, self.rec.state.append
         verified = self.speculation.verified_tokens  # tokens per decoding request and step (plain: 1)
         e, floor = self.speculation.tokens_per_step, math.floor  # G(x) = floor(E x), ``DecodeSpeculation.position``
-        t, s = self.t, 0
+        t, s, mixed = self.t, 0, self.mixed
         g_prev, g_now, g_next = floor(e * -1), floor(e * 0), floor(e * 1)  # G(s - 1), G(s), G(s + 1)
         while True:
             if t >= arrivals.next_time_s:
@@ -704,6 +721,9 @@ class _Continuous(_Engine):
                     return
                 self.t = t = arrivals.next_time_s  # idle until the next arrival
                 continue
+            if not mixed and (self.prefilling >= 0 or waiting) and self._prefill_only_step(g_prev, g_now):
+                t = self.t
+                continue  # a prefill-only step: the decodes did not advance, so the step index s stays
             # During step s a decoding request holds cdiv(c0 + G(s) + k + 1) blocks; it held cdiv(c0 + G(s-1) + k + 1).
             hold_prev, hold_now = g_prev + verified, g_now + verified
             reserve = verified - (g_next - g_now)  # lookahead slots a request finishing its prefill now takes
@@ -715,7 +735,7 @@ class _Continuous(_Engine):
             else:
                 self.used += need
             budget = token_budget - n_dec * verified  # each decode verifies k + 1 tokens of the step's budget
-            if self.prefilling >= 0 or waiting:
+            if self.mixed and (self.prefilling >= 0 or waiting):
                 n_run, prefill_tokens, pairs, chunks = self._schedule_prefills(n_dec, budget, preempted, reserve)
                 if not prefill_tokens and not n_dec:
                     continue  # only a self-preemption happened; the next pass admits from the queue
@@ -733,6 +753,8 @@ class _Continuous(_Engine):
             state(prefill_tokens)
             state(n_dec)
             self.t = t = t + dt
+            if not mixed:
+                self._decode_gaps(n_dec, t)
             if s in finish_at:
                 self._finish_decodes(finish_at.pop(s), hold_now)
             if chunks:
@@ -741,6 +763,54 @@ class _Continuous(_Engine):
             g_prev, g_now, g_next = g_now, g_next, floor(e * (s + 1))
 
     # ---- scheduling one step ------------------------------------------------------------------
+
+    def _prefill_only_step(self, g_prev: int, g_now: int) -> bool:
+        """An unmixed engine's step: prefill chunks from the whole token budget, the decodes waiting (as SGLang's
+        ``get_next_batch_to_run`` runs a prefill batch first whenever it can form one, and vLLM V0 does without
+        chunked prefill). False, and nothing done, when no chunk fits: then the step is the decodes'.
+
+        The decodes do not advance, so the step index stays: a request finishing its prefill here starts
+        decoding at that same index (its c0 and last step are taken against G(s), not G(s + 1)), and its
+        lookahead reserve is the one the previous index left, k + 1 - (G(s) - G(s - 1))."""
+        reserve = self.speculation.verified_tokens - (g_now - g_prev)
+        n_dec = len(self.decoding)
+        n_run, prefill_tokens, pairs, chunks = self._schedule_prefills(n_dec, self.token_budget, False, reserve)
+        if not prefill_tokens:
+            return False
+        if n_dec and not self.stalls:
+            self.stalls.append((self.t, n_dec))  # their last token came at the end of the last decode step
+        self.t = self.rec.step(self.t, n_run, len(self.waiting), self.used, prefill_tokens, pairs, 0, 0)
+        self._unmixed_itl_weight().append(0)
+        self._advance_prefills(chunks, reserve, g_now)
+        joined = len(self.decoding) - n_dec
+        if joined:
+            self.stalls.append((self.t, joined))
+        return True
+
+    def _unmixed_itl_weight(self) -> array:
+        """The per-step ITL weights an unmixed engine keeps itself (set in ``__init__``)."""
+        weights = self.rec.itl_weight
+        assert weights is not None, "an unmixed engine records its own ITL weights"
+        return weights
+
+    def _decode_gaps(self, n_dec: int, t: float) -> None:
+        """An unmixed engine's decode step ending at ``t``: without prefill-only steps since the last one, each
+        decoding request's gap is this step; else a request's gap runs from its previous token (the last
+        decode step's end, or the end of the prefill step that gave its first token) to ``t``."""
+        itl_weight = self._unmixed_itl_weight()
+        if not self.stalls:
+            itl_weight.append(n_dec)
+            return
+        gaps, weights = self.itl_gaps
+        excess = sum(count for _, count in self.stalls) - n_dec  # preempted in this step: the newest, last in
+        for since, count in reversed(self.stalls):
+            kept = max(0, count - excess)
+            excess -= count - kept
+            if kept:
+                gaps.append(t - since)
+                weights.append(kept)
+        self.stalls.clear()
+        itl_weight.append(0)
 
     def _preempt_for_decodes(self, hold_prev: int, hold_now: int, g_now: int) -> int:
         """The slow path, in vLLM's order: walk the decoding requests; one that needs a block when none is
@@ -1107,7 +1177,7 @@ def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
     stats = latencies.stats()
     itl = weighted_latency_stats(
         np.concatenate([run.step_seconds, run.itl_extra_seconds]),
-        np.concatenate([run.itl_weight, np.ones(len(run.itl_extra_seconds), dtype=np.int64)]),
+        np.concatenate([run.itl_weight, run.itl_extra_weight]),
     )
 
     num_completed = int(done.sum())

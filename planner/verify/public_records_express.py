@@ -21,7 +21,7 @@ from planner.efficiency import Efficiency
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
-from planner.estimate.roofline import step_shape
+from planner.estimate.roofline import engine_of, step_shape
 from planner.hardware import HardwareProfile, get_profile
 from planner.model.ops import Op
 from planner.model.spec import ModelSpec
@@ -436,6 +436,7 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
             max_num_batched_tokens=res.max_num_batched_tokens,
             enable_chunked_prefill=chunked,
             max_model_len=max_len,
+            mixed_batches=engine_of(sc).mixes_batches(chunked),
         )
         per_replica = (
             ConcurrencyArrivals(concurrency=max(1, n // replicas))
