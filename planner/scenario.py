@@ -216,7 +216,8 @@ class Scenario(BaseModel):
         le=MAX_GPUS,
         exclude_if=lambda v: v is None,
         description="Nodes (servers) one replica's tp x pp GPUs span; vLLM has no such flag (it is the Ray "
-        "cluster's or the LeaderWorkerSet's size). Default: the fewest that hold tp x pp. A count.",
+        "cluster's or the LeaderWorkerSet's size), each running an equal share. Default: the fewest that hold tp x pp "
+        "without cutting a TP group across nodes. A count.",
     )
     weight_dtype: str = Field(
         "auto",

@@ -100,27 +100,34 @@ def test_stage_boundaries_across_nodes_use_the_network(h100) -> None:
 
 
 def refuse_cases(h100):
-    six = h100.model_copy(update={"gpus_per_node": 6})  # a 6-GPU node: 4 and 8 do not tile it
+    six = h100.model_copy(update={"gpus_per_node": 6})  # a 6-GPU server
     return [
-        (h100, {"tp": 1, "pp": 81}, "--pp 81 exceeds the 80 layers"),
-        (h100, {"tp": 8, "pp": 2, "num_nodes": 1}, "hold 8"),
-        (h100, {"tp": 4, "pp": 2, "num_nodes": 2}, "leaves a node without a GPU"),
-        (h100, {"tp": 8, "pp": 4, "num_nodes": 3}, "hold 24"),
-        (six, {"tp": 4, "pp": 2}, "does not divide the 6 GPUs of a node"),
-        (six, {"tp": 8, "pp": 1}, "not a whole number of nodes of 6"),
+        (h100, {"tp": 1, "pp": 81}, "--pp 81 exceeds the 80 layers", "Use --pp 80 or less"),
+        (h100, {"tp": 8, "pp": 2, "num_nodes": 1}, "hold 8", "Use --num-nodes 2"),
+        (h100, {"tp": 8, "pp": 4, "num_nodes": 3}, "hold 24", "Use --num-nodes 4"),
+        (h100, {"tp": 4, "pp": 2, "num_nodes": 3}, "do not split evenly over --num-nodes 3", "e.g. 2"),
+        (h100, {"tp": 4, "pp": 3, "num_nodes": 2}, "2 nodes of 6 GPUs each cut a stage's TP group", "--num-nodes 3"),
+        (h100, {"tp": 8, "pp": 1, "num_nodes": 2}, "2 nodes of 4 GPUs each cut", "--num-nodes 1"),
+        (six, {"tp": 8, "pp": 3, "num_nodes": 4}, "not a whole number of them", "Use --tp 6"),
     ]
 
 
 def test_bad_layouts_are_refused_with_the_fix(llama70b, h100) -> None:
-    for hw, fields, message in refuse_cases(h100):
+    for hw, fields, message, fix in refuse_cases(h100):
         with pytest.raises(ScenarioError, match=message) as err:
             place(llama70b, hw, Scenario(max_model_len=8192, **fields))
-        assert err.value.hint, fields
+        assert fix in (err.value.hint or ""), (fields, err.value.hint)
 
 
-def test_a_replica_that_fills_its_nodes_is_accepted(llama70b, h100) -> None:
-    assert place(llama70b, h100, scenario(8, 2, num_nodes=2)).num_nodes == 2
-    assert place(llama70b, h100, scenario(4, 3)).num_nodes == 2  # 12 GPUs: the second node half used
+def test_the_default_node_count_keeps_tp_groups_whole(llama70b, h100) -> None:
+    """Without --num-nodes: the fewest nodes in equal pods that cut no TP group."""
+    assert place(llama70b, h100, scenario(8, 2)).num_nodes == 2
+    twelve = place(llama70b, h100, scenario(4, 3))  # 2 nodes of 6 would cut stage 1: 3 nodes of 4
+    assert (twelve.num_nodes, twelve.gpus_per_pod) == (3, 4)
+    assert [s.nodes for s in twelve.stages] == [[0], [1], [2]]
+    assert [s.send_link for s in twelve.stages] == ["network", "network", None]
+    spread = place(llama70b, h100, scenario(4, 2, num_nodes=2))  # allowed: one stage per node
+    assert [s.send_link for s in spread.stages] == ["network", None]
 
 
 # ----------------------------------------------------------------------------- the send and the pipeline
@@ -259,6 +266,17 @@ def test_simulated_pp2_serves_more_at_high_load_and_no_faster_at_low(llama70b, h
 
 
 # ----------------------------------------------------------------------------- the command line
+
+
+def test_the_export_uses_the_placement_nodes(llama70b, h100) -> None:
+    from planner.deploy.export import deployment
+
+    dep, _ = deployment(llama70b, h100, scenario(4, 3))
+    assert (dep.nodes_per_replica, dep.gpus_per_pod, dep.multi_node) == (3, 4, True)
+    dep, _ = deployment(llama70b, h100, scenario(4, 2, num_nodes=2))
+    assert (dep.nodes_per_replica, dep.gpus_per_pod) == (2, 4)
+    dep, _ = deployment(llama70b, h100, scenario(4, 2))
+    assert (dep.nodes_per_replica, dep.gpus_per_pod, dep.multi_node) == (1, 8, False)
 
 
 def test_plan_json_has_the_placement_and_the_table_shows_nodes(capsys) -> None:

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import planner
 from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
+from planner.estimate import placement
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.operating_points import PROFILES, Profile, ServingProfile, latency_profile, throughput_profile
 from planner.estimate.speculative import vllm_speculative_config
@@ -208,7 +209,8 @@ class Deployment(BaseModel):
     gpus_per_replica: int = Field(description="tp x pp.")
     replicas: int = Field(description="Engine replicas (num_gpus / (tp x pp)).")
     nodes_per_replica: int = Field(
-        description="Nodes one replica spans (1 unless tp x pp exceeds the GPUs of one server)."
+        description="Nodes one replica spans (planner.estimate.placement: --num-nodes, else the fewest servers that "
+        "hold tp x pp in equal pods without cutting a TP group)."
     )
     gpus_per_pod: int = Field(description="Accelerators each pod requests.")
     multi_node: bool = Field(description="True when a replica spans nodes (vLLM on Ray, LeaderWorkerSet).")
@@ -332,8 +334,7 @@ def deployment(
     ref, warnings = _served_model(model, loaded)
     image = engine_image(hw, image)
     per_replica = sc.gpus_per_replica
-    host = hw.host_gpus
-    nodes = cdiv(per_replica, host)
+    nodes = placement.num_nodes(hw, sc)  # the plan's placement: --num-nodes, else the fewest valid
     per_pod = cdiv(per_replica, nodes)
     if nodes > 1 and sc.tp > hw.gpus_per_node:
         warnings.append(

@@ -5,14 +5,16 @@ One replica of ``tp x pp`` GPUs, as vLLM lays it out:
 * ranks are stage-major: global rank = pp_rank x tp + tp_rank (ranks 0..tp-1 are stage 0, the
   output comes from rank world_size - tp, the first TP rank of the last stage;
   vllm/v1/executor/multiproc_executor.py ``_get_output_rank``);
-* ranks fill the nodes in order (a Ray placement group packing each node's GPUs, or a
-  LeaderWorkerSet pod per node): node = rank // GPUs per node (``hw.host_gpus``: one server);
+* the replica spreads evenly over its nodes, one pod of tp x pp / nodes GPUs per node (a
+  LeaderWorkerSet gives every pod the same resources; ``planner.deploy.export`` writes it so), and
+  ranks fill the pods in order: node = rank // GPUs per pod;
 * stage k holds layers ``get_pp_indices(L, k, pp)`` (vllm/distributed/utils.py;
   ``planner.estimate.memory.stage_layers``), the embedding on the first stage, the final norm and
   lm_head on the last;
 * a TP group or a stage boundary whose ranks sit in one NVLink domain (``hw.gpus_per_node``: 8 for
-  HGX, 72 for GB200 NVL72) talks over NVLink (or PCIe); one that leaves the domain pays the network
-  (``hw.inter_node_bandwidth_bytes_per_s``, ``planner.estimate.step.Link``).
+  HGX, 72 for GB200 NVL72, whose 4-GPU trays are the nodes, ``hw.host_gpus``) talks over NVLink (or
+  PCIe); one that leaves the domain pays the network (``hw.inter_node_bandwidth_bytes_per_s``,
+  ``planner.estimate.step.Link``).
 
 Bytes per rank come from the memory plan's own accounting (``stage_weight_bytes``, the stage's KV
 layout, the plan's block count: vLLM allocates the same number of blocks on every rank, the minimum
@@ -78,6 +80,7 @@ class Placement(BaseModel):
     pp: int = Field(description="Pipeline-parallel size.")
     num_nodes: int = Field(description="Nodes the replica spans (--num-nodes, or the fewest that hold tp x pp).")
     gpus_per_node: int = Field(description="GPUs per node (server) of this card.")
+    gpus_per_pod: int = Field(description="GPUs of the replica on each node: tp x pp / num_nodes.")
     nvlink_domain_gpus: int = Field(description="GPUs that share the fast interconnect (8 HGX, 72 NVL72).")
     stages: list[StagePlacement] = Field(description="The pipeline stages, first to last.")
     ranks: list[RankPlacement] = Field(description="Every GPU of the replica, by global rank.")
@@ -86,42 +89,67 @@ class Placement(BaseModel):
 
 
 def num_nodes(hw: HardwareProfile, sc: Scenario) -> int:
-    """Nodes one replica spans: ``--num-nodes``, else the fewest servers that hold tp x pp GPUs."""
-    return sc.num_nodes or cdiv(sc.tp * sc.pp, hw.host_gpus)
+    """Nodes one replica spans: ``--num-nodes``, else the fewest that hold tp x pp GPUs in equal pods
+    without cutting a TP group (12 GPUs of TP 4 on 8-GPU servers: 3 nodes of 4, not 2 of 6)."""
+    return sc.num_nodes or _fewest_nodes(hw, sc)
+
+
+def _fewest_nodes(hw: HardwareProfile, sc: Scenario) -> int:
+    gpus = sc.tp * sc.pp
+    for nodes in range(cdiv(gpus, hw.host_gpus), gpus + 1):
+        if _layout_problem(hw, sc, nodes, hint=False) is None:
+            return nodes
+    return cdiv(gpus, hw.host_gpus)  # no valid count: check_layout says why
+
+
+def node_of(rank: int, gpus_per_pod: int) -> int:
+    """The node holding global ``rank``: ranks fill the equal pods in order."""
+    return rank // gpus_per_pod
 
 
 def check_layout(hw: HardwareProfile, sc: Scenario, num_layers: int) -> None:
-    """Refuse layouts that cannot run: more stages than layers, more GPUs than the nodes hold, a node with
-    no rank, a TP group cut across nodes when it would fit inside one (or not in whole nodes when it
-    spans several)."""
-    tp, pp, gpus = sc.tp, sc.pp, sc.tp * sc.pp
-    per_node = hw.host_gpus
-    if pp > num_layers:
-        raise ScenarioError(f"--pp {pp} exceeds the {num_layers} layers.", hint=f"Use --pp {num_layers} or less.")
-    nodes = num_nodes(hw, sc)
-    if gpus > nodes * per_node:
-        raise ScenarioError(
-            f"--tp {tp} x --pp {pp} = {gpus} GPUs, but --num-nodes {nodes} x {per_node} {hw.name} per node "
-            f"hold {nodes * per_node}.",
-            hint=f"Use --num-nodes {cdiv(gpus, per_node)} or lower --tp/--pp.",
+    """Refuse layouts that cannot run: more stages than layers, more GPUs per node than a node has, GPUs that
+    do not split evenly over the nodes, a TP group cut across nodes (or spread over nodes when it fits
+    one)."""
+    if sc.pp > num_layers:
+        raise ScenarioError(f"--pp {sc.pp} exceeds the {num_layers} layers.", hint=f"Use --pp {num_layers} or less.")
+    problem = _layout_problem(hw, sc, num_nodes(hw, sc))
+    if problem is not None:
+        raise ScenarioError(problem[0], hint=problem[1])
+
+
+def _layout_problem(hw: HardwareProfile, sc: Scenario, nodes: int, hint: bool = True) -> tuple[str, str] | None:
+    """(what is wrong, what would make it work) for ``nodes`` nodes, or None when the layout runs (``hint``
+    False: the message alone, as the search for the fewest nodes needs)."""
+    tp, pp, gpus, host = sc.tp, sc.pp, sc.tp * sc.pp, hw.host_gpus
+    fewest = cdiv(gpus, host)
+    if gpus > nodes * host:
+        return (
+            f"--tp {tp} x --pp {pp} = {gpus} GPUs, but --num-nodes {nodes} x {host} {hw.name} per node "
+            f"hold {nodes * host}.",
+            f"Use --num-nodes {fewest} or more, or lower --tp/--pp.",
         )
-    if gpus <= (nodes - 1) * per_node:
-        raise ScenarioError(
-            f"--num-nodes {nodes} leaves a node without a GPU of the replica: --tp {tp} x --pp {pp} = {gpus} GPUs "
-            f"fill {cdiv(gpus, per_node)} node(s) of {per_node}.",
-            hint=f"Use --num-nodes {cdiv(gpus, per_node)}, or raise --pp to {nodes * per_node // tp} to use them all.",
+    if gpus % nodes:
+        return (
+            f"--tp {tp} x --pp {pp} = {gpus} GPUs do not split evenly over --num-nodes {nodes} (every node runs one "
+            "pod of the same size).",
+            f"Use a --num-nodes that divides {gpus}, e.g. {pp} (one stage per node).",
         )
-    if tp <= per_node and per_node % tp and nodes > 1:
-        raise ScenarioError(
-            f"--tp {tp} does not divide the {per_node} GPUs of a node: some stage's TP group would be cut across "
-            "two nodes (its all-reduce over the network).",
-            hint=f"Use a --tp that divides {per_node} (e.g. {per_node}) and split the rest with --pp.",
+    per_pod = gpus // nodes
+    if tp <= host and (tp > per_pod or per_pod % tp):
+        return (
+            f"--tp {tp} fits one node of {host}, but {nodes} nodes of {per_pod} GPUs each cut a stage's TP group "
+            "across nodes (its all-reduce over the network).",
+            f"Use --num-nodes {_fewest_nodes(hw, sc)} (whole TP groups of {tp} on every node), or leave it out."
+            if hint
+            else "",
         )
-    if tp > per_node and tp % per_node:
-        raise ScenarioError(
-            f"--tp {tp} spans nodes but is not a whole number of nodes of {per_node} GPUs.",
-            hint=f"Use --tp {per_node} (one node) or a multiple of it, and --pp for the rest.",
+    if tp > host and tp % per_pod:
+        return (
+            f"--tp {tp} spans nodes but not a whole number of them ({nodes} nodes of {per_pod} GPUs each).",
+            f"Use --tp {host} (one node) or a multiple of it, and --pp for the rest.",
         )
+    return None
 
 
 def _link(hw: HardwareProfile, crosses_domain: bool) -> step.Link:
@@ -138,11 +166,17 @@ def tp_link(hw: HardwareProfile, sc: Scenario) -> step.Link:
 
 def stage_links(hw: HardwareProfile, sc: Scenario) -> list[step.Link]:
     """The link each stage boundary k -> k + 1 crosses: rank k x tp + j sends to (k + 1) x tp + j; the network
-    when any such pair sits in two NVLink domains, else the in-node link."""
-    domain = hw.gpus_per_node
+    when any such pair sits in two NVLink domains (a domain holds gpus_per_node // host_gpus nodes: 1 for
+    HGX, 18 trays of an NVL72), else the in-node link."""
+    per_pod = sc.tp * sc.pp // num_nodes(hw, sc)
+    nodes_per_domain = max(1, hw.gpus_per_node // hw.host_gpus)
+
+    def domain(rank: int) -> int:
+        return node_of(rank, per_pod) // nodes_per_domain
+
     out = []
     for k in range(sc.pp - 1):
-        crosses = any((k * sc.tp + j) // domain != ((k + 1) * sc.tp + j) // domain for j in range(sc.tp))
+        crosses = any(domain(k * sc.tp + j) != domain((k + 1) * sc.tp + j) for j in range(sc.tp))
         out.append(_link(hw, crosses))
     return out
 
@@ -157,7 +191,8 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
     weights = memory.stage_weight_bytes(model, res)
     blocks = max(0, plan.num_gpu_blocks)
     links, tp_kind = stage_links(hw, sc), tp_link(hw, sc).kind
-    per_node = hw.host_gpus
+    nodes = num_nodes(hw, sc)
+    per_pod = res.tp * res.pp // nodes
     stage_rows, rank_rows = [], []
     for k, layers in enumerate(stages):
         layout = memory.stage_kv_layout(model, res, layers)
@@ -168,7 +203,7 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
                 layer_start=layers.start,
                 layer_stop=layers.stop,
                 ranks=ranks,
-                nodes=sorted({r // per_node for r in ranks}),
+                nodes=sorted({node_of(r, per_pod) for r in ranks}),
                 tp_link=tp_kind,
                 send_link=links[k].kind if k < len(links) else None,
             )
@@ -179,7 +214,7 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
                     rank=rank,
                     stage=k,
                     tp_rank=j,
-                    node=rank // per_node,
+                    node=node_of(rank, per_pod),
                     layer_start=layers.start,
                     layer_stop=layers.stop,
                     holds_embedding=k == 0,
@@ -192,8 +227,9 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
     return Placement(
         tp=res.tp,
         pp=res.pp,
-        num_nodes=num_nodes(hw, sc),
-        gpus_per_node=per_node,
+        num_nodes=nodes,
+        gpus_per_node=hw.host_gpus,
+        gpus_per_pod=per_pod,
         nvlink_domain_gpus=hw.gpus_per_node,
         stages=stage_rows,
         ranks=rank_rows,
