@@ -117,6 +117,22 @@ HARDWARE_KEYS = [
 MODELS_KEYS = ["repo_id", "family", "aliases", "params", "active_params"]
 EXPORT_KEYS = ["deployment", "profiles", "artefacts", "warnings", "written"]
 
+#: DeepSeek-V3 (MLA, MoE) decoding on eight H200s: the roofline row of COMMANDS and the library cross-check.
+ROOFLINE_DEEPSEEK_DECODE = [
+    "roofline",
+    "deepseek-ai/DeepSeek-V3",
+    "--gpu",
+    "h200",
+    "--tp",
+    "8",
+    "--stage",
+    "decode",
+    "--batch",
+    "64",
+    "--seq-len",
+    "4096",
+]
+
 COMMANDS = [
     ("models", ["models"], MODELS_KEYS),
     ("inspect", ["inspect", "meta-llama/Llama-3.1-8B", "--context-len", "8192"], INSPECT_KEYS),
@@ -136,24 +152,7 @@ COMMANDS = [
         ],
         PLAN_KEYS,
     ),
-    (
-        "roofline",
-        [
-            "roofline",
-            "deepseek-ai/DeepSeek-V3",
-            "--gpu",
-            "h200",
-            "--tp",
-            "8",
-            "--stage",
-            "decode",
-            "--batch",
-            "64",
-            "--seq-len",
-            "4096",
-        ],
-        ROOFLINE_KEYS,
-    ),
+    ("roofline", ROOFLINE_DEEPSEEK_DECODE, ROOFLINE_KEYS),
     (
         "latency",
         ["latency", "{config}", "--gpu", "l40s", "--batch", "16", "--input-len", "2048", "--output-len", "256"],
@@ -263,23 +262,7 @@ def test_plan_that_does_not_fit_is_a_result_not_an_error(capsys):
 
 
 def test_roofline_deepseek_decode_matches_the_library(capsys):
-    d = json_of(
-        capsys,
-        [
-            "roofline",
-            "deepseek-ai/DeepSeek-V3",
-            "--gpu",
-            "h200",
-            "--tp",
-            "8",
-            "--stage",
-            "decode",
-            "--batch",
-            "64",
-            "--seq-len",
-            "4096",
-        ],
-    )
+    d = json_of(capsys, ROOFLINE_DEEPSEEK_DECODE)
     assert (d["stage"], d["batch"], d["seq_len"], d["tp"], d["kind"]) == ("decode", 64, 4096, 8, "estimate")
     for op in d["layers"]:
         assert {"name", "flops", "bytes", "arithmetic_intensity", "bound", "seconds"} <= set(op)
