@@ -182,42 +182,22 @@ def test_simulate_concurrency_trace_static_and_prefix_cache(capsys, tmp_path):
     cont = json_of(capsys, common)
     assert static["mode"] == "static" and cont["mode"] == "continuous"
     assert cont["throughput_tokens_per_s"] > static["throughput_tokens_per_s"]
-    cached = json_of(
-        capsys,
-        [
-            "simulate",
-            MODEL,
-            "--qps",
-            "1",
-            "--num-requests",
-            "30",
-            "--input-len",
-            "4000",
-            "--output-len",
-            "16",
-            "--max-model-len",
-            "8192",
-            "--prefix-cache-hit-rate",
-            "0.75",
-        ],
-    )
-    cold = json_of(
-        capsys,
-        [
-            "simulate",
-            MODEL,
-            "--qps",
-            "1",
-            "--num-requests",
-            "30",
-            "--input-len",
-            "4000",
-            "--output-len",
-            "16",
-            "--max-model-len",
-            "8192",
-        ],
-    )
+    long_prompts = [
+        "simulate",
+        MODEL,
+        "--qps",
+        "1",
+        "--num-requests",
+        "30",
+        "--input-len",
+        "4000",
+        "--output-len",
+        "16",
+        "--max-model-len",
+        "8192",
+    ]
+    cached = json_of(capsys, long_prompts + ["--prefix-cache-hit-rate", "0.75"])
+    cold = json_of(capsys, long_prompts)
     assert cached["ttft_seconds"]["p50"] < 0.5 * cold["ttft_seconds"]["p50"]
 
 
