@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,11 +271,12 @@ def test_an_eagle_export_without_its_head_is_refused_naming_the_flag(llama):
         export_bundle(llama, H100, sc)
 
 
-def test_the_export_carries_the_flags(capsys, tmp_path):
-    code = main(
+def export_speculative(name: str, method: str, k: int, folder: Path, *extra: str) -> int:
+    """`export --target all --profile latency` of ``name`` with speculation (acceptance 0.7) into ``folder``."""
+    return main(
         [
             "export",
-            LLAMA,
+            name,
             "--max-model-len",
             "8192",
             "--target",
@@ -282,15 +284,20 @@ def test_the_export_carries_the_flags(capsys, tmp_path):
             "--profile",
             "latency",
             "--speculative-method",
-            "ngram",
+            method,
             "--num-speculative-tokens",
-            "3",
+            str(k),
             "--acceptance-rate",
             "0.7",
+            *extra,
             "--output-dir",
-            str(tmp_path),
+            str(folder),
         ]
     )
+
+
+def test_the_export_carries_the_flags(capsys, tmp_path):
+    code = export_speculative(LLAMA, "ngram", 3, tmp_path)
     capsys.readouterr()
     assert code == 0
     config = yaml.safe_load((tmp_path / "vllm-latency.yaml").read_text())
@@ -308,30 +315,7 @@ def test_vllms_parser_accepts_the_speculative_exports(tmp_path):
     cases = ((LLAMA, "ngram", 3, []), ("deepseek-ai/DeepSeek-V3", "mtp", 1, ["--tp", "8", "--gpu", "h200"]))
     for name, method, k, extra in cases:
         folder = tmp_path / method
-        assert (
-            main(
-                [
-                    "export",
-                    name,
-                    "--max-model-len",
-                    "8192",
-                    "--target",
-                    "all",
-                    "--profile",
-                    "latency",
-                    "--speculative-method",
-                    method,
-                    "--num-speculative-tokens",
-                    str(k),
-                    "--acceptance-rate",
-                    "0.7",
-                    *extra,
-                    "--output-dir",
-                    str(folder),
-                ]
-            )
-            == 0
-        )
+        assert export_speculative(name, method, k, folder, *extra) == 0
         files += [folder / "vllm-latency.yaml", folder / "vllm-latency.sh"]
     assert all(catalog_config(r).exists() for r in (LLAMA, "deepseek-ai/DeepSeek-V3"))
     rows = run_checker((files, {LLAMA, "deepseek-ai/DeepSeek-V3"}))
