@@ -117,6 +117,20 @@ HARDWARE_KEYS = [
 MODELS_KEYS = ["repo_id", "family", "aliases", "params", "active_params"]
 EXPORT_KEYS = ["deployment", "profiles", "artefacts", "warnings", "written"]
 
+#: Qwen3-30B-A3B (MoE) on two H100s with an fp8 KV cache: the plan row of COMMANDS and its known values.
+PLAN_QWEN3_MOE_TP2_FP8 = [
+    "plan",
+    "Qwen/Qwen3-30B-A3B",
+    "--gpu",
+    "h100-sxm",
+    "--tp",
+    "2",
+    "--kv-dtype",
+    "fp8",
+    "--max-model-len",
+    "32768",
+]
+
 #: DeepSeek-V3 (MLA, MoE) decoding on eight H200s: the roofline row of COMMANDS and the library cross-check.
 ROOFLINE_DEEPSEEK_DECODE = [
     "roofline",
@@ -136,22 +150,7 @@ ROOFLINE_DEEPSEEK_DECODE = [
 COMMANDS = [
     ("models", ["models"], MODELS_KEYS),
     ("inspect", ["inspect", "meta-llama/Llama-3.1-8B", "--context-len", "8192"], INSPECT_KEYS),
-    (
-        "plan",
-        [
-            "plan",
-            "Qwen/Qwen3-30B-A3B",
-            "--gpu",
-            "h100-sxm",
-            "--tp",
-            "2",
-            "--kv-dtype",
-            "fp8",
-            "--max-model-len",
-            "32768",
-        ],
-        PLAN_KEYS,
-    ),
+    ("plan", PLAN_QWEN3_MOE_TP2_FP8, PLAN_KEYS),
     ("roofline", ROOFLINE_DEEPSEEK_DECODE, ROOFLINE_KEYS),
     (
         "latency",
@@ -230,21 +229,7 @@ def test_inspect_moe_and_sliding_and_quantized(capsys):
 
 
 def test_plan_qwen3_moe_tp2_fp8(capsys):
-    d = json_of(
-        capsys,
-        [
-            "plan",
-            "Qwen/Qwen3-30B-A3B",
-            "--gpu",
-            "h100-sxm",
-            "--tp",
-            "2",
-            "--kv-dtype",
-            "fp8",
-            "--max-model-len",
-            "32768",
-        ],
-    )
+    d = json_of(capsys, PLAN_QWEN3_MOE_TP2_FP8)
     assert d["fits"] is True
     assert d["resolved"]["tp"] == 2 and d["resolved"]["kv_cache_dtype"] == "fp8"
     assert d["resolved"]["max_model_len"] == 32768
