@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 PEER_PACKAGE = "llm-analysis==0.2.2"
 DEFAULT_VENV = Path(os.environ.get("LLM_ANALYSIS_VENV", "/tmp/llm-analysis-venv"))

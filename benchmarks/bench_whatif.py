@@ -14,11 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner.estimate.latency import estimate_latency
 from planner.estimate.memory import plan_memory

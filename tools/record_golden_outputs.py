@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 GOLDEN_PATH = ROOT / "tests" / "golden" / "outputs.json"
 #: Extra models beyond the first of each family: the bench model, quantized checkpoints, OPT's
