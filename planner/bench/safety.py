@@ -140,24 +140,21 @@ def cgroup_headroom_bytes(root: str = CGROUP_ROOT, proc_self_cgroup: str = PROC_
     """
     mount_root = Path(root)
     rels = _cgroup_paths(proc_self_cgroup)
-    found: list[int] = []
-    for folder in _dirs_up(mount_root, rels.get("v2", "/")):
-        room = _headroom(
-            _read_int(folder / "memory.max"),
-            _read_int(folder / "memory.current"),
-            _stat_field(folder / "memory.stat", "inactive_file"),
-        )
-        if room is not None:
-            found.append(room)
+    # (hierarchy root, this process's path in it, limit file, usage file, reclaimable page-cache key)
+    hierarchies = [(mount_root, rels.get("v2", "/"), "memory.max", "memory.current", "inactive_file")]
     v1 = mount_root / "memory"
-    for folder in _dirs_up(v1, rels.get("v1", "/")) if v1.is_dir() else []:
-        room = _headroom(
-            _read_int(folder / "memory.limit_in_bytes"),
-            _read_int(folder / "memory.usage_in_bytes"),
-            _stat_field(folder / "memory.stat", "total_inactive_file"),
+    if v1.is_dir():
+        hierarchies.append(
+            (v1, rels.get("v1", "/"), "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
         )
-        if room is not None:
-            found.append(room)
+    found: list[int] = []
+    for base, rel, limit, usage, inactive in hierarchies:
+        for folder in _dirs_up(base, rel):
+            room = _headroom(
+                _read_int(folder / limit), _read_int(folder / usage), _stat_field(folder / "memory.stat", inactive)
+            )
+            if room is not None:
+                found.append(room)
     return min(found) if found else None
 
 
