@@ -26,6 +26,7 @@ from planner.efficiency import BOUND
 from planner.scenario import Scenario
 from planner.serve.simulate import LatencyStats
 from planner.serve.slo import (
+    METRICS,
     SLO,
     CandidateSpace,
     SearchSettings,
@@ -49,11 +50,6 @@ EXAMPLE = (
 OUTPUT_KEYS = field_descriptions(SLOPlan)
 
 STATISTICS = ("p99", "p90", "p50", "mean")
-METRICS = {
-    "ttft": "time to first token (queueing included)",
-    "tpot": "time per output token",
-    "e2e": "end-to-end latency",
-}
 _S = Scenario.model_fields
 #: Most items in one candidate list: the search tries every combination, so 32 x 32 x ... is already a lot.
 MAX_LIST_ITEMS = 32
@@ -99,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
     add_workload_flags(parser, rate_required=True)
     s = parser.add_argument_group("targets (seconds; give at least one, any subset)")
-    for metric, meaning in METRICS.items():
+    for metric, m in METRICS.items():
         for stat in STATISTICS:
             s.add_argument(
                 f"--{stat}-{metric}",
@@ -107,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 metavar="S",
                 default=None,
                 type=Number.of(float, f"--{stat}-{metric}", SLOTarget, "seconds", le=MAX_TARGET_SECONDS),
-                help=f"{stat.upper() if stat != 'mean' else 'Mean'} {meaning} at most S seconds."
+                help=f"{stat.upper() if stat != 'mean' else 'Mean'} {m.meaning} at most S seconds."
                 if stat in ("p99", "p90")
                 else argparse.SUPPRESS,
             )

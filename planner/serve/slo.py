@@ -102,16 +102,30 @@ class MetricDef:
     runs alone (the floor no load can beat) from that request's prefill and one decode step."""
 
     label: str
+    meaning: str  # what it measures, in the slo command's --<statistic>-<metric> help
     alone: Callable[[float, float, int], float]  # (prefill seconds, decode-step seconds, output tokens) -> s
     why: str  # the floor in words: str.format with n_in, n_out and value
 
 
-#: The metric registry: a new latency metric is one row here and one field of ``Probe``.
+#: The metric registry: a new latency metric is one row here, its name in ``Metric``, its field of ``Probe``
+#: (and ``Probe.stats``), and its per-request value in ``planner.serve.simulate.RequestLatencies``; the
+#: slo command's flags follow this table.
 METRICS: dict[str, MetricDef] = {
-    "ttft": MetricDef("TTFT", lambda pre, dec, n_out: pre, "prefill of {n_in:,} tokens alone takes {value}"),
-    "tpot": MetricDef("TPOT", lambda pre, dec, n_out: dec, "one decode step of a request alone takes {value}"),
+    "ttft": MetricDef(
+        "TTFT",
+        "time to first token (queueing included)",
+        lambda pre, dec, n_out: pre,
+        "prefill of {n_in:,} tokens alone takes {value}",
+    ),
+    "tpot": MetricDef(
+        "TPOT",
+        "time per output token",
+        lambda pre, dec, n_out: dec,
+        "one decode step of a request alone takes {value}",
+    ),
     "e2e": MetricDef(
         "E2E",
+        "end-to-end latency",
         lambda pre, dec, n_out: pre + (n_out - 1) * dec,
         "a request of {n_in:,} + {n_out:,} tokens alone takes {value}",
     ),
