@@ -528,8 +528,16 @@ def test_no_figure_is_cached_across_sessions() -> None:
 # ------------------------------------------------------------------------------ sidebar keys <-> Scenario fields
 
 SIDEBAR_DEFAULTS = {p.key: p.default for p in PARAMS}
-NOT_IN_THE_SIDEBAR = {"engine_version", "non_torch_memory_bytes", "cuda_graph_memory_bytes", "speculative", "lora"}
-"""Scenario fields only the CLI sets (measured overrides, the engine version, speculative decoding for now)."""
+NOT_IN_THE_SIDEBAR = {
+    "engine_version",
+    "non_torch_memory_bytes",
+    "cuda_graph_memory_bytes",
+    "speculative",
+    "lora",
+    "num_nodes",
+}
+"""Scenario fields only the CLI sets (measured overrides, the engine version, speculative decoding and --num-nodes
+for now: the sidebar's replica takes the fewest nodes, planner.estimate.placement)."""
 
 
 def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones() -> None:

@@ -119,6 +119,16 @@ def test_bad_layouts_are_refused_with_the_fix(llama70b, h100) -> None:
         assert fix in (err.value.hint or ""), (fields, err.value.hint)
 
 
+def test_speculative_decoding_with_pp_is_refused(llama70b, h100) -> None:
+    from planner.scenario import SpeculativeDecoding
+
+    spec = SpeculativeDecoding(method="ngram", num_speculative_tokens=3, acceptance_rate=0.7)
+    with pytest.raises(ScenarioError, match="speculative decoding with --pp 2") as err:
+        estimate_latency(llama70b, h100, scenario(4, 2, speculative=spec))
+    assert "--pp 1" in (err.value.hint or "")
+    assert estimate_latency(llama70b, h100, scenario(4, 1, speculative=spec)).speculative is not None
+
+
 def test_the_default_node_count_keeps_tp_groups_whole(llama70b, h100) -> None:
     """Without --num-nodes: the fewest nodes in equal pods that cut no TP group."""
     assert place(llama70b, h100, scenario(8, 2)).num_nodes == 2

@@ -128,3 +128,9 @@ def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> No
             hint=f"Use a --tp that is a multiple of {kv} or divides it.",
         )
     placement.check_layout(hw, sc, model.num_layers)  # PP at most the layers; the GPUs fit the nodes
+    if sc.speculative is not None and sc.pp > 1:
+        raise ScenarioError(
+            f"speculative decoding with --pp {sc.pp}: vLLM does not run the two together (MTP and EAGLE fail under "
+            "pipeline parallelism: vllm-project/vllm#49355, #57755), and the planner does not model it.",
+            hint="Drop --speculative-method, or split with --tp and --pp 1.",
+        )
