@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -960,20 +961,23 @@ def bench_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warni
     return "#!/bin/sh\n" + _comment(header) + _shell(words) + "\n"
 
 
-_WRITERS = {
-    "vllm-yaml": vllm_yaml,
-    "vllm-cmd": vllm_command,
-    "sglang": sglang_command,
-    "k8s": k8s_manifest,
-    "bench": bench_command,
+class _Writer(NamedTuple):
+    """How one export target is written: the function, its file name ({p}: the profile), what the file is."""
+
+    write: Callable[[ModelSpec, Deployment, ServingProfile, list[str]], str]
+    file: str
+    description: str
+
+
+#: The export targets, one row each (and its name in ``Target``).
+_WRITERS: dict[str, _Writer] = {
+    "vllm-yaml": _Writer(vllm_yaml, "vllm-{p}.yaml", "vllm serve --config file"),
+    "vllm-cmd": _Writer(vllm_command, "vllm-{p}.sh", "the vllm serve command line with the same flags"),
+    "sglang": _Writer(sglang_command, "sglang-{p}.sh", "SGLang launch command"),
+    "k8s": _Writer(k8s_manifest, "k8s-{p}.yaml", "Kubernetes manifest (Deployment or LeaderWorkerSet, and a Service)"),
+    "bench": _Writer(bench_command, "bench-{p}.sh", "vllm bench serve command that measures this config"),
 }
-_FILES = {
-    "vllm-yaml": ("vllm-{p}.yaml", "vllm serve --config file"),
-    "vllm-cmd": ("vllm-{p}.sh", "the vllm serve command line with the same flags"),
-    "sglang": ("sglang-{p}.sh", "SGLang launch command"),
-    "k8s": ("k8s-{p}.yaml", "Kubernetes manifest (Deployment or LeaderWorkerSet, and a Service)"),
-    "bench": ("bench-{p}.sh", "vllm bench serve command that measures this config"),
-}
+assert set(_WRITERS) == set(TARGETS), "_WRITERS and Target must name the same targets"
 
 
 def export_bundle(
@@ -1003,14 +1007,14 @@ def export_bundle(
     artefacts = []
     for prof in chosen:
         for target in TARGETS:
-            pattern, description = _FILES[target]
+            writer = _WRITERS[target]
             artefacts.append(
                 Artefact(
                     profile=prof.profile,
                     target=target,
-                    filename=pattern.format(p=prof.profile),
-                    description=description,
-                    text=_WRITERS[target](model, dep, prof, warnings),
+                    filename=writer.file.format(p=prof.profile),
+                    description=writer.description,
+                    text=writer.write(model, dep, prof, warnings),
                 )
             )
     return ExportBundle(deployment=dep, profiles=chosen, artefacts=artefacts, warnings=warnings)
