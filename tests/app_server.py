@@ -37,15 +37,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def offline_env(home: Path) -> dict[str, str]:
-    """This process's environment with the Hub unreachable and an empty cache in ``home``."""
+def offline_env(home: Path, root: Path = ROOT) -> dict[str, str]:
+    """This process's environment with the Hub unreachable and an empty cache in ``home``; ``root``'s code first."""
     env = {
         **os.environ,
         "HF_ENDPOINT": "http://127.0.0.1:9",
         "HF_HOME": str(home),
         "HF_HUB_CACHE": str(home / "hub"),
         "HF_HUB_DISABLE_TELEMETRY": "1",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(root),
     }
     env.pop("HF_TOKEN", None)
     return env
@@ -68,15 +68,18 @@ def wait_health(url: str, process: subprocess.Popen, deadline: float, poll_s: fl
 
 
 @contextmanager
-def app_server(home: Path, log: IO[str] | int = subprocess.DEVNULL, start_timeout_s: float = 60) -> Iterator[str]:
-    """A freshly started server of this checkout's app.py; yields its base URL once it is healthy."""
+def app_server(
+    home: Path, log: IO[str] | int = subprocess.DEVNULL, start_timeout_s: float = 60, root: Path = ROOT
+) -> Iterator[str]:
+    """A freshly started server of ``root``'s app.py (this checkout's by default, or another checkout's, or a
+    folder with another app.py); yields its base URL once it is healthy."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     command += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     stderr = subprocess.STDOUT if log is not subprocess.DEVNULL else subprocess.DEVNULL
-    process = subprocess.Popen(command, cwd=ROOT, env=offline_env(home), stdout=log, stderr=stderr)
+    process = subprocess.Popen(command, cwd=root, env=offline_env(home, root), stdout=log, stderr=stderr)
     try:
         try:
             wait_health(url, process, time.monotonic() + start_timeout_s)

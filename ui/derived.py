@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from planner.estimate.cost import usd_per_million_tokens
 from planner.estimate.latency import estimate_latency
 from planner.estimate.memory import plan_memory
@@ -22,7 +20,9 @@ from planner.estimate.operating_points import latency_profile, throughput_profil
 from planner.units import GiB, fmt_bytes, fmt_flop_count, fmt_seconds
 from planner.units import fmt_requests as units_fmt_requests
 
+# pandas is imported where a table is built: the first page's verdict needs none, and it is that page's slowest import
 if TYPE_CHECKING:  # types only: the first page after a server start imports neither the simulator nor jinja2
+    import pandas as pd
     from pandas.io.formats.style import Styler
 
     from planner.deploy.export import ExportBundle
@@ -80,6 +80,8 @@ def fmt_requests(concurrency: float | None) -> str:
 
 def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
     """One row per slice of a GPU's memory: GiB, share of the card, and whether it is exact or an estimate."""
+    import pandas as pd
+
     return pd.DataFrame(
         [
             {
@@ -140,6 +142,8 @@ def kv_formula(model: ModelSpec, resolved: Resolved) -> KVFormula:
 
 def roofline_table(stages: tuple[Roofline, ...]) -> pd.DataFrame:
     """Every op of every stage: work, intensity, binding ceiling, time, and the FLOP/s it attains."""
+    import pandas as pd
+
     rows = []
     for r in stages:
         for op in r.layers:
@@ -357,6 +361,8 @@ PERCENTILES = ("p50", "p90", "p99")
 
 def latency_percentiles(result: ServingResult) -> pd.DataFrame:
     """TTFT, TPOT, ITL and end to end of a simulated replica: mean and percentiles, as seconds for the page."""
+    import pandas as pd
+
     rows = []
     for name, stats in (
         ("TTFT", result.ttft_seconds),
@@ -413,6 +419,8 @@ CANDIDATE_FORMATS: dict[str, Callable[[Any], str]] = {
 
 def candidates_table(plan: SLOPlan) -> pd.DataFrame:
     """One row per deployment the SLO search tried: status, knee, rate limit, replicas, cost, energy, why."""
+    import pandas as pd
+
     return pd.DataFrame(
         [
             {

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import pandas as pd
 import streamlit as st
 
 from planner.efficiency import BOUND
@@ -27,7 +26,9 @@ from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from ui.derived import ScenarioSummary, operating_points, summarize
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas where a table is built: the first page's verdict needs none (its slowest import)
+    import pandas as pd
+
     from planner.deploy.export import ExportBundle
 
 
@@ -125,6 +126,8 @@ def _efficiencies(hw: HardwareProfile, sc: Scenario) -> list:
 @st.cache_data(**CACHE)
 def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
     """TTFT, TPOT and tokens/s for batch 1, 2, 4, ... up to max_num_seqs, estimate and bound."""
+    import pandas as pd
+
     limit = resolve(model, hw, sc).max_num_seqs
     rows = []
     for eff in _efficiencies(hw, sc):
@@ -136,6 +139,8 @@ def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.
 @st.cache_data(**CACHE)
 def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
     """TTFT, TPOT and tokens/s for prompts of 128, 256, ... tokens up to max_model_len - output, estimate and bound."""
+    import pandas as pd
+
     res = resolve(model, hw, sc)
     longest = max(1, res.max_model_len - sc.workload.output_len)
     rows = []

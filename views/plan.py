@@ -25,8 +25,8 @@ for warning in inputs.source.warnings:
 
 with shown_errors():
     plan = memory_plan(model, hw, sc)
-    sweep = concurrency_vs_context(model, hw, sc)
 
+# the verdict and the metrics first: they need no table (pandas) and no sweep, and are what a user reads first
 if plan.fits:
     st.success(plan.reason, icon=":material/check_circle:")
 else:
@@ -103,6 +103,8 @@ right.download_button(
     help="One row per slice of a GPU's memory, as in the table above, in bytes too.",
 )
 
+with shown_errors():
+    sweep = concurrency_vs_context(model, hw, sc)
 left, right = st.columns(2)
 with left:
     st.subheader("Max concurrency vs context length")
