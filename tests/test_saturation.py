@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,29 @@ def test_half_the_knee_is_served_and_twice_the_knee_is_overloaded(llama8b, knees
     # Served at half the knee, the output throughput keeps up with the offered tokens; at twice it cannot.
     assert calm.requests_per_s == pytest.approx(0.5 * knee, rel=0.25)
     assert busy.requests_per_s < 1.2 * knee
+
+
+def test_the_knee_is_kept_across_rates_and_counts_but_not_across_shapes(llama8b, monkeypatch):
+    """simulate_scenario runs the full-batch simulation once per workload shape: a new rate or request count
+    reuses it (the knee a fresh run finds, to the last digit); a new shape or new limits do not; the store is
+    bounded."""
+    from planner.serve import replica
+
+    hw, sc = get_profile("h100-sxm"), scenario(max_num_seqs=64)
+    calls: list[int] = []
+    real = replica.replica_saturation
+    monkeypatch.setattr(replica, "replica_saturation", lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(replica, "_KNEES", OrderedDict())
+    monkeypatch.setattr(replica, "KNEES_KEPT", 2)
+    first = simulate_scenario(llama8b, hw, sc, poisson(3.0, n=80))
+    again = simulate_scenario(llama8b, hw, sc, poisson(7.5, n=120))
+    assert len(calls) == 1
+    fresh = real(poisson(1.0, n=1), planned_replica(llama8b, hw, sc)[1], StepTimeModel(llama8b, hw, sc))
+    assert first.saturation_requests_per_s == again.saturation_requests_per_s == fresh.requests_per_s
+    longer = simulate_scenario(llama8b, hw, sc, poisson(3.0, n=80, out=256))  # another shape
+    fewer = simulate_scenario(llama8b, hw, scenario(max_num_seqs=32), poisson(3.0, n=80))  # other limits
+    assert len(calls) == 3 and len(replica._KNEES) == 2
+    assert longer.saturation_requests_per_s != first.saturation_requests_per_s != fewer.saturation_requests_per_s
 
 
 def test_without_saturation_the_fields_are_unknown(llama8b):

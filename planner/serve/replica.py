@@ -26,7 +26,10 @@ once with static batches, to show what continuous batching buys on that workload
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
+from collections import OrderedDict
 from typing import Literal
 
 import numpy as np
@@ -47,6 +50,7 @@ from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.saturation import (
+    Saturation,
     carry_load_options,
     offered_rate_per_s,
     overload_verdict,
@@ -65,6 +69,8 @@ from planner.serve.workload import (
     FixedLength,
     LognormalLength,
     NormalLength,
+    PoissonArrivals,
+    TraceArrivals,
     UniformLength,
     Workload,
     generate_requests,
@@ -373,7 +379,7 @@ def simulate_scenario(
     offered = offered_rate_per_s(workload, run)
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
-    knee = replica_saturation(workload, scheduler, step).requests_per_s
+    knee = kept_saturation(model, hw, sc, workload, scheduler, step, draft_model).requests_per_s
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
     options = (
         carry_load_options(offered, knee, sc, hw) if offered is not None and knee is not None and offered > knee else ()
@@ -387,6 +393,50 @@ def simulate_scenario(
             "overload_options": options,
         }
     )
+
+
+KNEES_KEPT = 64
+"""Knees ``simulate_scenario`` keeps, least recently used dropped first (a few hundred bytes each)."""
+_KNEES: OrderedDict[bytes, Saturation] = OrderedDict()
+_KNEES_LOCK = threading.Lock()  # a server (the app) simulates from several threads
+
+
+def kept_saturation(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: Workload,
+    scheduler: SchedulerConfig,
+    step: StepTimeModel | SpeculativeStepCost,
+    draft_model: ModelSpec | None = None,
+) -> Saturation:
+    """``replica_saturation`` of this replica, computed once per workload shape and kept (``KNEES_KEPT``).
+
+    The knee does not depend on the request rate or the request count: ``workload_lengths`` draws its
+    requests at 1 req/s, ``SATURATION_WAVES x max_num_seqs`` of them, whatever the workload's arrivals (but a
+    trace's, whose lengths it repeats). So the key is everything the full-batch run reads except those: the
+    JSON of the model, card, scenario, the workload with its Poisson or closed-loop arrivals and count set to
+    one value, the scheduler limits, the step's efficiency and kind, and the draft. A new rate of the same
+    shape (the Simulate page after a new rate) costs no second full-batch run; the value is the one a
+    fresh ``replica_saturation`` returns, number for number.
+    """
+    shape = workload
+    if not isinstance(workload.arrivals, TraceArrivals):
+        shape = workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": 1})
+    parts = [m.model_dump_json() for m in (model, hw, sc, shape, scheduler, step.eff)]
+    parts += [type(step).__name__, draft_model.model_dump_json() if draft_model is not None else ""]
+    key = hashlib.blake2b("\n".join(parts).encode(), digest_size=20).digest()
+    with _KNEES_LOCK:
+        kept = _KNEES.get(key)
+        if kept is not None:
+            _KNEES.move_to_end(key)
+            return kept
+    knee = replica_saturation(workload, scheduler, step)
+    with _KNEES_LOCK:
+        _KNEES[key] = knee
+        while len(_KNEES) > KNEES_KEPT:
+            _KNEES.popitem(last=False)
+    return knee
 
 
 def saturation_requests_per_s(
