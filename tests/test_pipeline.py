@@ -188,6 +188,24 @@ def test_roofline_shows_each_stage_and_its_send(llama70b, h100) -> None:
     assert any(r.name.startswith("pipeline / activation send stage 0 -> 1") for r in two.layers)
 
 
+def test_a_send_across_nodes_pays_the_network(llama70b, h100) -> None:
+    """TP 8 x PP 2 on H100 servers of 8: the boundary crosses nodes, so each rank's eighth of the
+    activations goes over its 400 Gb/s port (5e10 B/s) after NCCL's 46 us, the all-gather over NVLink."""
+    sc = scenario(8, 2)
+    eff = efficiency_for(h100, sc=sc)
+    first = roofline(llama70b, h100, sc, "decode", 64, 2048).pipeline[0]
+    payload = 2 * 64 * 8192 * 2
+    nvlink = h100.unidirectional_interconnect_bytes_per_s
+    f = eff.allreduce_fraction
+    by_hand = 46e-6 + payload / 8 / (5e10 * f) + 12.5e-6 + 7 / 8 * payload / (nvlink * f)
+    assert first.send_link == "network" and first.send_seconds == pytest.approx(by_hand, rel=1e-12)
+    inside = roofline(llama70b, h100, scenario(4, 2), "decode", 64, 2048).pipeline[0]
+    assert inside.send_link == "nvlink" and inside.send_seconds < first.send_seconds
+    # and the latency estimate carries it: one request on TP 8 x PP 2 pays the network send once per token
+    est = estimate_latency(llama70b, h100, sc)
+    assert est.pipeline.decode_send_seconds[0] > 46e-6
+
+
 # ----------------------------------------------------------------------------- latency and the simulator
 
 
