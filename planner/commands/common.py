@@ -675,13 +675,13 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def _console() -> Console:
+def _console(buffer: io.StringIO) -> Console:
     from rich.console import Console
 
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((140, 24)).columns if tty else 140
     return Console(
-        file=io.StringIO(),
+        file=buffer,
         width=max(width, 100),
         force_terminal=tty,
         no_color=not tty,
@@ -695,10 +695,11 @@ def _console() -> Console:
 
 def render(*items: Any) -> str:
     """Rich renderables (tables, texts) as a string: coloured on a terminal, plain text otherwise."""
-    console = _console()
+    buffer = io.StringIO()
+    console = _console(buffer)
     for item in items:
         console.print(item)
-    text = console.file.getvalue()  # type: ignore[attr-defined]
+    text = buffer.getvalue()
     return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))
 
 

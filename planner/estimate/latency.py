@@ -32,6 +32,7 @@ from planner.estimate.resolve import resolve
 from planner.estimate.roofline import (
     PredictionKind,
     Roofline,
+    Stage,
     efficiency_for,
     engine_of,
     layer_groups,
@@ -287,9 +288,9 @@ def _prefill_features(batch: float, query: float, context: float | None = None) 
     return [1.0, batch * query, batch, batch * (query * (c - query) + query * (query + 1) / 2), batch * c]
 
 
-#: Basis shapes the table is solved on: (stage, batch, length). Small contexts so that no sliding
-#: window binds (windows are applied per row when the table is evaluated).
-_BASIS = (
+#: Basis shapes the table is solved on: (stage, batch, length[, context]). Small contexts so that no
+#: sliding window binds (windows are applied per row when the table is evaluated).
+_BASIS: tuple[tuple[Stage, int, int] | tuple[Stage, int, int, int], ...] = (
     ("decode", 1, 1),
     ("decode", 2, 1),
     ("decode", 1, 3),
@@ -313,8 +314,8 @@ def _features(stage: str, batch: int, length: int, context: int | None = None) -
     return _decode_features(batch, length) if stage == "decode" else _prefill_features(batch, length, context)
 
 
-def _basis_shape(model: ModelSpec, res, stage: str, batch: int, length: int, context: int | None = None):
-    shape = step_shape(model, res, stage, batch, length)  # type: ignore[arg-type]
+def _basis_shape(model: ModelSpec, res, stage: Stage, batch: int, length: int, context: int | None = None):
+    shape = step_shape(model, res, stage, batch, length)
     return shape if context is None else shape.model_copy(update={"context_len": context})
 
 

@@ -651,7 +651,7 @@ def classify(baseline: Baseline, roofline_of_scenario: ScenarioRooflines | Roofl
         evidence += _roofline_evidence(baseline, roofline_of_scenario)
     evidence += _tail_evidence(baseline)
     evidence.sort(key=lambda e: -e.weight)
-    scores: dict[str, float] = {}
+    scores: dict[Bound, float] = {}
     for e in evidence:
         if e.points_to is not None and e.weight > 0:
             scores[e.points_to] = scores.get(e.points_to, 0.0) + e.weight
@@ -669,7 +669,7 @@ def classify(baseline: Baseline, roofline_of_scenario: ScenarioRooflines | Roofl
             summary += " " + evidence[0].statement[0].upper() + evidence[0].statement[1:] + "."
     else:
         ranked = sorted(scores.items(), key=lambda kv: -kv[1])
-        bound = ranked[0][0]  # type: ignore[assignment]
+        bound = ranked[0][0]
         top = ranked[0][1]
         margin = top - (ranked[1][1] if len(ranked) > 1 else 0.0)
         confidence = "clear" if top >= 2.0 and margin >= 1.5 else ("likely" if margin >= 0.5 else "weak")

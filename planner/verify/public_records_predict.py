@@ -30,7 +30,16 @@ from planner.efficiency import Efficiency
 from planner.estimate import step
 from planner.estimate.latency import StepTimeModel, first_token_seconds
 from planner.estimate.resolve import resolve
-from planner.estimate.roofline import MAX_GEMM_ROWS, bind, engine_of, layer_groups, model_ops, step_shape, uses_graphs
+from planner.estimate.roofline import (
+    MAX_GEMM_ROWS,
+    Stage,
+    bind,
+    engine_of,
+    layer_groups,
+    model_ops,
+    step_shape,
+    uses_graphs,
+)
 from planner.hardware import HardwareProfile
 from planner.model.ops import Op
 from planner.model.spec import ModelSpec
@@ -58,15 +67,15 @@ class StepOps:
     (``planner.estimate.step.combine_step``).
     """
 
-    def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, stage: str, batch: int, seq_len: int):
+    def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, stage: Stage, batch: int, seq_len: int):
         res = resolve(model, hw, sc)
         self.engine = engine_of(sc)
-        self.graphs = uses_graphs(sc, self.engine, stage, batch)  # type: ignore[arg-type]
+        self.graphs = uses_graphs(sc, self.engine, stage, batch)
         self.piecewise = stage == "prefill" and step.piecewise_graphs(
             self.engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, self.engine.max_cuda_graph_batch
         )
         run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if self.graphs else batch
-        shape = step_shape(model, res, stage, run_batch, seq_len)  # type: ignore[arg-type]
+        shape = step_shape(model, res, stage, run_batch, seq_len)
         self.hw, self.tp, self.batch, self.run_batch = hw, res.tp, batch, run_batch
         self.link = step.Link.for_group(hw, res.tp)
         rows: list[tuple[Op, int]] = []
