@@ -327,7 +327,7 @@ def roofline(
     gpu = float(step.gpu_step_seconds(kernels_gpu, launches))
     stages = None
     if res.pp > 1:
-        stages = pipeline_stages(model, hw, sc, eff, rows, row_layers, shape.tokens)
+        stages = pipeline_stages(model, hw, sc, res, eff, rows, row_layers, shape.tokens)
         gpu = sum(st.gpu_seconds for st in stages)  # each stage binds its own kernels and launches
         if gpu > kernels_gpu:
             rows.append(engine_row("engine / kernel launches not hidden behind the GPU", gpu - kernels_gpu))
@@ -392,6 +392,7 @@ def pipeline_stages(
     model: ModelSpec,
     hw: HardwareProfile,
     sc: Scenario,
+    res: Resolved,
     eff: Efficiency,
     rows: list[OpTime],
     row_layers: list[tuple[int, ...] | str],
@@ -402,7 +403,6 @@ def pipeline_stages(
     (``step.activation_send_seconds`` over the boundary's link, ``planner.estimate.placement``)."""
     from planner.estimate import memory, placement
 
-    res = resolve(model, hw, sc)
     layer_ranges = memory.stage_layers(model.num_layers, res.pp)
     links, tp_link = placement.stage_links(hw, sc), placement.tp_link(hw, sc)
     out = []
