@@ -250,24 +250,29 @@ def _layer_groups(model: ModelSpec) -> list[tuple[str, list[int]]]:
     return out
 
 
-def engine_row(name: str, seconds: float) -> OpTime:
-    """A row of engine time that moves no bytes and does no math (launches or host work the GPU waits for)."""
+def _time_only_row(name: str, group: str, bound: Bound, seconds: float, overhead_seconds: float) -> OpTime:
+    """A row that moves no HBM bytes and does no math, only takes time (engine overhead, a pipeline send)."""
     return OpTime(
         name=name,
-        group="engine",
+        group=group,
         count=1,
         kind="overhead",
         flops=0.0,
         bytes=0.0,
         arithmetic_intensity=None,
         compute_dtype="-",
-        bound="overhead",
+        bound=bound,
         compute_seconds=0.0,
         memory_seconds=0.0,
-        overhead_seconds=seconds,
+        overhead_seconds=overhead_seconds,
         seconds=seconds,
         total_seconds=seconds,
     )
+
+
+def engine_row(name: str, seconds: float) -> OpTime:
+    """A row of engine time that moves no bytes and does no math (launches or host work the GPU waits for)."""
+    return _time_only_row(name, "engine", "overhead", seconds, overhead_seconds=seconds)
 
 
 def roofline(
@@ -433,22 +438,8 @@ def pipeline_stages(
 
 def send_row(st: StageTime) -> OpTime:
     """The roofline row of one stage's activation send (interconnect-bound: link latency and bandwidth)."""
-    return OpTime(
-        name=f"pipeline / activation send stage {st.stage} -> {st.stage + 1} ({st.send_link})",
-        group="pipeline",
-        count=1,
-        kind="overhead",
-        flops=0.0,
-        bytes=0.0,
-        arithmetic_intensity=None,
-        compute_dtype="-",
-        bound="interconnect",
-        compute_seconds=0.0,
-        memory_seconds=0.0,
-        overhead_seconds=0.0,
-        seconds=st.send_seconds,
-        total_seconds=st.send_seconds,
-    )
+    name = f"pipeline / activation send stage {st.stage} -> {st.stage + 1} ({st.send_link})"
+    return _time_only_row(name, "pipeline", "interconnect", st.send_seconds, overhead_seconds=0.0)
 
 
 def verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len) -> str:
