@@ -556,6 +556,13 @@ class StepTimeModel:
     CUDA graph runs at the padded graph size. Mixed steps use the prefill table when the model's
     prefill and decode ops differ (MLA's expanded vs absorbed attention): the decode part is then
     costed with the decode table and the two added.
+
+    With pipeline parallelism (pp > 1) each stage has its own tables (``OpTable.for_stage``) and a step
+    is ``step.pipeline_seconds`` over them, as the latency estimate's: the step's sequences spread evenly
+    over min(pp, sequences) micro-batches in flight, and a step lasts until every sequence has its next
+    token. The simulator's loop advances every running request once per step, so this is the steady
+    state of pp batches in flight, not vLLM V1's unbalanced batch queue (vllm-project/vllm#41682), and
+    one long prompt's successive chunks are costed one whole pass each (vLLM overlaps them).
     """
 
     def __init__(
