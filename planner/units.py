@@ -38,15 +38,21 @@ def fmt_gib(num_bytes: float | None, digits: int = 1) -> str:
     return f"{num_bytes / GiB:,.{digits}f} GiB"
 
 
-def fmt_bytes(num_bytes: float | None) -> str:
-    """Pick B/KiB/MiB/GiB/TiB so the number reads well."""
-    if num_bytes is None:
+def _scaled(value: float | None, units: tuple[tuple[str, float], ...], bare: str) -> str:
+    """``value`` in the largest of ``units`` (largest first) it reaches, two decimals; below them all, a
+    whole number with ``bare`` after it; 'unknown' for None."""
+    if value is None:
         return "unknown"
-    value = float(num_bytes)
-    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+    value = float(value)
+    for unit, size in units:
         if abs(value) >= size:
             return f"{value / size:,.2f} {unit}"
-    return f"{value:,.0f} B"
+    return f"{value:,.0f}{bare}"
+
+
+def fmt_bytes(num_bytes: float | None) -> str:
+    """Pick B/KiB/MiB/GiB/TiB so the number reads well."""
+    return _scaled(num_bytes, (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)), " B")
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -62,12 +68,7 @@ def fmt_seconds(seconds: float | None) -> str:
 
 def fmt_count(value: float | None) -> str:
     """'8.03 B', '124.4 M', '37' for parameter or token counts."""
-    if value is None:
-        return "unknown"
-    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:,.2f} {unit}"
-    return f"{value:,.0f}"
+    return _scaled(value, (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)), "")
 
 
 def fmt_int(value: float | None) -> str:
@@ -85,9 +86,4 @@ def fmt_requests(concurrency: float | None) -> str:
 
 def fmt_flop_count(flops: float | None) -> str:
     """'1.23 TFLOP', '456 MFLOP' (decimal SI prefixes, as FLOP counts are quoted)."""
-    if flops is None:
-        return "unknown"
-    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if abs(flops) >= size:
-            return f"{flops / size:,.2f} {unit}"
-    return f"{flops:,.0f} FLOP"
+    return _scaled(flops, (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)), " FLOP")
