@@ -355,6 +355,9 @@ def test_latency_page_shows_the_core_estimate_and_both_operating_points(app: App
     online = latency_profile(spec, hw, sc).max_num_seqs  # the Export page's definition, shared
     assert f"latency-optimized** (online serving): batch {online:,} " in shown
     assert "throughput-optimized** (offline serving)" in shown
+    assert not app.dataframe  # the tables behind the curves are drawn once their expander is open
+    app.session_state["latency_numbers"] = True
+    app.run()
     by_batch = app.dataframe[0].value
     assert set(by_batch["kind"]) == {"estimate", "bound"}
     assert list(by_batch[by_batch["kind"] == "estimate"]["batch"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -535,9 +538,11 @@ NOT_IN_THE_SIDEBAR = {
     "speculative",
     "lora",
     "num_nodes",
+    "scheduling_policy",
 }
 """Scenario fields only the CLI sets (measured overrides, the engine version, speculative decoding and --num-nodes
-for now: the sidebar's replica takes the fewest nodes, planner.estimate.placement)."""
+for now: the sidebar's replica takes the fewest nodes, planner.estimate.placement; --scheduling-policy, which
+orders request classes of a --workload-file, and the app simulates one class)."""
 
 
 def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones() -> None:

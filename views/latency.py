@@ -86,9 +86,13 @@ with tab_context:
     st.plotly_chart(charts.latency_curves(by_context, "input_len", "prompt tokens"), key="latency_context")
     st.caption(f"Batch {wl.batch_size}, answers of {wl.output_len:,} tokens, prompts up to max_model_len.")
 
-with st.expander("The numbers behind the curves"):
-    labels = {key: st.column_config.Column(label) for key, label in LATENCY_LABELS.items()}
-    st.dataframe(readable(by_batch, LATENCY_FORMATS), hide_index=True, key="latency_batch_table", column_config=labels)
-    st.dataframe(
-        readable(by_context, LATENCY_FORMATS), hide_index=True, key="latency_context_table", column_config=labels
-    )
+# drawn only while open (a rerun opens it): its two formatted tables cost more than the rest of the page
+with st.expander("The numbers behind the curves", key="latency_numbers", on_change="rerun") as numbers:
+    if numbers.open:
+        labels = {key: st.column_config.Column(label) for key, label in LATENCY_LABELS.items()}
+        st.dataframe(
+            readable(by_batch, LATENCY_FORMATS), hide_index=True, key="latency_batch_table", column_config=labels
+        )
+        st.dataframe(
+            readable(by_context, LATENCY_FORMATS), hide_index=True, key="latency_context_table", column_config=labels
+        )
