@@ -269,6 +269,11 @@ class Scenario(BaseModel):
         "cuda-graphs", description="eager (--enforce-eager) or CUDA graphs (vLLM's default)."
     )
     enable_chunked_prefill: bool = Field(True, description="Split long prompts over steps (vLLM V1 default: on).")
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        "fcfs",
+        description="Waiting-queue order (vLLM --scheduling-policy): fcfs by arrival, or priority by each "
+        "request's priority (lower first), then arrival; the simulator takes priorities from request classes.",
+    )
     engine_version: str = Field(
         "vllm@0.33.0",
         max_length=64,

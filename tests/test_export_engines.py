@@ -43,6 +43,7 @@ MATRIX = {
     "fp8-kv": ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "fp8", "max_model_len": 32768}),
     "awq": ("Qwen/Qwen3-4B-AWQ", {"gpu": "l40s", "block_size": 32}),
     "amd": ("meta-llama/Llama-3.1-70B", {"gpu": "mi300x", "tp": 2, "max_model_len": 16384}),
+    "priority-scheduling": ("meta-llama/Llama-3.1-8B", {"max_model_len": 8192, "scheduling_policy": "priority"}),
 }
 TARGETS = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
 

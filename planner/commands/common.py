@@ -52,6 +52,7 @@ FIELD_FLAGS: dict[str, str] = {
     "engine": "--engine",
     "engine_version": "--engine-version",
     "enable_chunked_prefill": "--no-chunked-prefill",
+    "scheduling_policy": "--scheduling-policy",
     "input_len": "--input-len",
     "output_len": "--output-len",
     "batch_size": "--batch",
@@ -327,6 +328,12 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.",
     )
     s.add_argument(
+        "--scheduling-policy",
+        choices=("fcfs", "priority"),
+        default=_default(Scenario, "scheduling_policy"),
+        help=f"{Scenario.model_fields['scheduling_policy'].description} Default: %(default)s.",
+    )
+    s.add_argument(
         "--non-torch-memory-gib",
         metavar="GIB",
         default=None,
@@ -407,6 +414,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         engine="eager" if args.enforce_eager else args.engine,
         engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"),
         enable_chunked_prefill=not args.no_chunked_prefill,
+        scheduling_policy=getattr(args, "scheduling_policy", None) or _default(Scenario, "scheduling_policy"),
         non_torch_memory_bytes=_gib_to_bytes(getattr(args, "non_torch_memory_gib", None)),
         cuda_graph_memory_bytes=_gib_to_bytes(getattr(args, "cuda_graph_memory_gib", None)),
         workload=workload,

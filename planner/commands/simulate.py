@@ -35,7 +35,14 @@ from planner.errors import ScenarioError
 from planner.scenario import MAX_TOKENS
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
 from planner.serve.saturation import overload_warning
-from planner.serve.workload import MAX_REQUESTS, ConcurrencyArrivals, PoissonArrivals, TraceArrivals, Workload
+from planner.serve.workload import (
+    MAX_REQUESTS,
+    ConcurrencyArrivals,
+    PoissonArrivals,
+    TraceArrivals,
+    Workload,
+    load_workload_file,
+)
 
 NAME = "simulate"
 HELP = (
@@ -90,6 +97,14 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
         + (" (time-scaled to each probed rate)." if rate_required else "."),
     )
     if not rate_required:
+        arrivals.add_argument(
+            "--workload-file",
+            metavar="FILE",
+            default=None,
+            help="A mixed workload: a YAML or JSON file of request classes, each with its own Poisson rate, "
+            "count, lengths, priority and shared system prompt (see docs/cli.md, 'simulate'); the results "
+            "add per-class percentiles. The lengths and hit-rate flags do not apply.",
+        )
         w.add_argument(
             "--num-requests",
             "--num-prompts",
@@ -162,8 +177,35 @@ def _lengths(args: argparse.Namespace, which: str):
         ) from None
 
 
+#: Flags a workload file replaces, with their defaults: one of them set beside --workload-file is refused.
+_CLASS_FILE_REPLACES = {
+    "input_len": ("--input-len", 1024),
+    "output_len": ("--output-len", 256),
+    "length_dist": ("--length-dist", "fixed"),
+    "input_len_std": ("--input-len-std", 0.0),
+    "output_len_std": ("--output-len-std", 0.0),
+    "prefix_cache_hit_rate": ("--prefix-cache-hit-rate", 0.0),
+    "num_requests": ("--num-requests", _W["num_requests"].default),
+}
+
+
+def _classed_workload(args: argparse.Namespace) -> Workload:
+    """The workload file's classes; a length or count flag beside it is refused (each class has its own)."""
+    given = [flag for key, (flag, default) in _CLASS_FILE_REPLACES.items() if getattr(args, key, default) != default]
+    if given:
+        raise ScenarioError(
+            f"--workload-file gives every class its own lengths, count and shared prefix, so {', '.join(given)} "
+            "cannot apply.",
+            hint="Drop those flags, or put the values in the file's classes.",
+        )
+    workload = load_workload_file(args.workload_file)
+    return workload.model_copy(update={"seed": args.seed}) if args.seed else workload
+
+
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The Workload the workload flags describe (pydantic and the core check the values)."""
+    if getattr(args, "workload_file", None):
+        return _classed_workload(args)
     arrivals: PoissonArrivals | ConcurrencyArrivals | TraceArrivals
     if args.trace:
         arrivals = TraceArrivals(path=args.trace)
@@ -236,6 +278,25 @@ def _speculative_rows(res: ServingResult) -> list[tuple[str, str]]:
     ]
 
 
+def _class_table(res: ServingResult) -> Any:
+    """Per request class: completed, then TTFT and TPOT at P50 / P99 and E2E at P99."""
+    cell = lambda stats, q: "unknown" if stats is None else fmt_seconds(getattr(stats, q))  # noqa: E731
+    rows = [
+        (
+            c.name,
+            f"{c.num_completed:,} / {c.num_requests:,}",
+            cell(c.ttft_seconds, "p50"),
+            cell(c.ttft_seconds, "p99"),
+            cell(c.tpot_seconds, "p50"),
+            cell(c.tpot_seconds, "p99"),
+            cell(c.e2e_seconds, "p99"),
+        )
+        for c in res.classes
+    ]
+    headers = ["class", "completed", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99", "E2E P99"]
+    return table(headers, rows, title="per request class", right=(1, 2, 3, 4, 5, 6))
+
+
 def render_table(r: dict[str, Any]) -> str:
     res = ServingResult.model_validate({k: v for k, v in r.items() if k in ServingResult.model_fields})
     kind = kind_text(res.step_time_kind)
@@ -288,11 +349,14 @@ def render_table(r: dict[str, Any]) -> str:
             (
                 "limits",
                 f"max_num_seqs {sched.max_num_seqs:,}, max_num_batched_tokens {sched.max_num_batched_tokens:,}, "
-                f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}",
+                f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}, "
+                f"scheduling {sched.scheduling_policy}",
             ),
         ],
     )
     parts: list[Any] = [latency, served]
+    if res.classes:
+        parts.insert(1, _class_table(res))
     if res.overloaded:
         warning = overload_warning(
             res.offered_requests_per_s, res.saturation_requests_per_s, res.overload_reason, res.overload_options

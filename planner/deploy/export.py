@@ -97,6 +97,7 @@ VLLM_FLAGS: tuple[str, ...] = (
     "enable-prefix-caching",
     "enforce-eager",
     "speculative-config",
+    "scheduling-policy",  # SchedulerConfig.policy: fcfs | priority
     # LoRA: vllm 0.33.0's wheel, vllm/engine/arg_utils.py EngineArgs.add_cli_args (the "LoRAConfig" group)
     "enable-lora",
     "max-loras",
@@ -488,6 +489,8 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
     args["max-num-batched-tokens"] = prof.max_num_batched_tokens
     args["enable-chunked-prefill"] = prof.enable_chunked_prefill
     args["enable-prefix-caching"] = True
+    if sc.scheduling_policy != "fcfs":
+        args["scheduling-policy"] = sc.scheduling_policy
     if sc.engine == "eager":
         args["enforce-eager"] = True
     if sc.speculative is not None:  # a mapping in the YAML (vLLM's loader turns it to JSON), JSON on a command line

@@ -207,6 +207,7 @@ def scheduler_config(
         enable_chunked_prefill=sc.enable_chunked_prefill,
         max_model_len=res.max_model_len,
         mixed_batches=engine_of(sc).mixes_batches(sc.enable_chunked_prefill),
+        scheduling_policy=sc.scheduling_policy,
         mode=mode,
     )
 

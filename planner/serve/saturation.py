@@ -182,7 +182,12 @@ def measure_saturation(
 
 def workload_lengths(workload: Workload, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(prompt, output) token counts of ``count`` requests shaped like ``workload``: drawn from its length
-    distributions with its seed, or a trace's lengths in order (repeated when the trace is shorter)."""
+    distributions with its seed, or a trace's lengths in order (repeated when the trace is shorter). For a
+    mixed workload, each class's share of ``count`` follows its share of the rate (at least one each), shared
+    prefixes included in the prompts."""
+    if workload.classes:
+        drawn = generate_requests(_class_mix(workload, count))
+        return drawn.input_tokens, drawn.output_tokens
     if isinstance(workload.arrivals, TraceArrivals):
         drawn = generate_requests(workload)
         return np.resize(drawn.input_tokens, count), np.resize(drawn.output_tokens, count)
@@ -191,11 +196,31 @@ def workload_lengths(workload: Workload, count: int) -> tuple[np.ndarray, np.nda
     return drawn.input_tokens, drawn.output_tokens
 
 
+def _class_mix(workload: Workload, count: int) -> Workload:
+    """``workload``'s classes with ``count`` requests in all, split as their rates are (at least one each)."""
+    total = sum(c.request_rate_per_s for c in workload.classes)
+    classes = tuple(
+        c.model_copy(update={"num_requests": max(1, round(count * c.request_rate_per_s / total))})
+        for c in workload.classes
+    )
+    return Workload(classes=classes, seed=workload.seed)
+
+
+def hit_rate_of(workload: Workload, count: int) -> float:
+    """The prefix-cache hit rate the knee is measured at: the workload's, or for request classes the share of
+    prompt tokens their shared system prompts cover, over a mix of ``count`` requests."""
+    if not workload.classes:
+        return workload.prefix_cache_hit_rate
+    drawn = generate_requests(_class_mix(workload, count))
+    shared = drawn.shared_prefix_tokens
+    return 0.0 if shared is None else float(shared.sum() / drawn.input_tokens.sum())
+
+
 def replica_saturation(workload: Workload, scheduler: SchedulerConfig, step: StepCost) -> Saturation:
     """The knee of one replica with these limits and step times for ``workload``'s shape."""
     count = SATURATION_WAVES * scheduler.max_num_seqs
     inputs, outputs = workload_lengths(workload, count)
-    return measure_saturation(inputs, outputs, scheduler, step, workload.prefix_cache_hit_rate)
+    return measure_saturation(inputs, outputs, scheduler, step, hit_rate_of(workload, count))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -204,8 +229,11 @@ def replica_saturation(workload: Workload, scheduler: SchedulerConfig, step: Ste
 
 
 def offered_rate_per_s(workload: Workload, run: EngineRun) -> float | None:
-    """The open-loop rate offered, in requests/s: the Poisson rate, or a trace's (n - 1) / span; None in a
-    closed loop (its load adapts to the replica) or for a trace with one arrival time."""
+    """The open-loop rate offered, in requests/s: the Poisson rate (the sum of the classes' rates for a mixed
+    workload), or a trace's (n - 1) / span; None in a closed loop (its load adapts to the replica) or for a
+    trace with one arrival time."""
+    if workload.classes:
+        return sum(c.request_rate_per_s for c in workload.classes)
     arrivals = workload.arrivals
     if isinstance(arrivals, ConcurrencyArrivals):
         return None

@@ -50,6 +50,7 @@ E2E = finish - arrival. Tokens count as delivered at the end of the step that pr
 
 from __future__ import annotations
 
+import heapq
 import math
 from array import array
 from collections import deque
@@ -228,6 +229,12 @@ class SchedulerConfig(BaseModel):
         "prefills runs only prefills and the decodes wait for the next (SGLang without --enable-mixed-chunk, "
         "vLLM V0 without chunked prefill). From the engine profile's mixed_batches.",
     )
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        "fcfs",
+        description="Order of the waiting queue (vLLM --scheduling-policy): 'fcfs' by arrival, a preempted "
+        "request back at the front; 'priority' by (request priority, arrival), lower first, a preempted "
+        "request back at its place by that key.",
+    )
     mode: Literal["continuous", "static"] = Field(
         "continuous",
         description="'continuous': vLLM V1 continuous batching; 'static': take up to max_num_seqs "
@@ -280,6 +287,18 @@ class Timeline(BaseModel):
     )
 
 
+class ClassResult(BaseModel):
+    """The latencies one request class of a mixed workload got (``Workload.classes``), simulated."""
+
+    model_config = _SPEC
+    name: str = Field(..., description="The class's name.")
+    num_requests: int = Field(..., description="Requests of the class offered, a count.")
+    num_completed: int = Field(..., description="Requests of the class that finished, a count.")
+    ttft_seconds: LatencyStats | None = Field(..., description="The class's time to first token, in seconds.")
+    tpot_seconds: LatencyStats | None = Field(..., description="The class's time per output token, in seconds.")
+    e2e_seconds: LatencyStats | None = Field(..., description="The class's arrival to last token, in seconds.")
+
+
 class SimulationResult(BaseModel):
     """What a simulated replica delivered: latencies as vllm bench serve reports them, and more.
 
@@ -325,6 +344,11 @@ class SimulationResult(BaseModel):
         ..., description="Time average of running + waiting requests over the duration, a count."
     )
     timeline: Timeline = Field(..., description="Running, waiting and KV use over time.")
+    classes: tuple[ClassResult, ...] = Field(
+        (),
+        exclude_if=lambda v: not v,  # a single-stream dump stays what it was before classes existed
+        description="Per request class of a mixed workload, its own latencies; empty for one stream.",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +383,8 @@ class EngineRun:
     recomputed_tokens: int
     num_gpu_blocks: int
     mode: Literal["continuous", "static"]
+    class_id: np.ndarray | None = None
+    class_names: tuple[str, ...] = ()
 
 
 def simulate(workload: Workload, scheduler: SchedulerConfig, step_cost: StepCost) -> SimulationResult:
@@ -376,6 +402,49 @@ def cached_prefix_tokens(input_tokens: np.ndarray, hit_rate: float, block_size: 
     """
     wanted = np.minimum(np.floor(hit_rate * input_tokens), input_tokens - 1).astype(np.int64)
     return (wanted // block_size) * block_size
+
+
+def request_cached_tokens(requests: RequestSet, block_size: int) -> np.ndarray:
+    """Prompt tokens each request finds in the prefix cache: its class's shared system prompt where it has
+    one (``RequestSet.shared_prefix_tokens``), else the workload's hit rate; whole blocks only, and never the
+    last prompt token (``cached_prefix_tokens``)."""
+    shared = requests.shared_prefix_tokens
+    if shared is None:
+        return cached_prefix_tokens(requests.input_tokens, requests.prefix_cache_hit_rate, block_size)
+    return (np.minimum(shared, requests.input_tokens - 1) // block_size) * block_size
+
+
+class _PriorityWaiting:
+    """The waiting queue of ``--scheduling-policy priority``: a heap on (priority, arrival index), lower first.
+
+    It answers the deque calls the engines make; ``appendleft`` (a preempted request) puts the request back
+    by its key, as vLLM V1's priority queue re-adds it, not at the front.
+    """
+
+    __slots__ = ("heap", "priority")
+
+    def __init__(self, priority: list[int]) -> None:
+        self.heap: list[tuple[int, int]] = []
+        self.priority = priority
+
+    def append(self, rid: int) -> None:
+        heapq.heappush(self.heap, (self.priority[rid], rid))
+
+    appendleft = append
+
+    def popleft(self) -> int:
+        return heapq.heappop(self.heap)[1]
+
+    def __getitem__(self, index: int) -> int:
+        if index != 0:
+            raise IndexError("the priority queue shows its head only")
+        return self.heap[0][1]
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def __bool__(self) -> bool:
+        return bool(self.heap)
 
 
 def rejections(
@@ -432,7 +501,7 @@ def rejections(
 
 def run_engine(requests: RequestSet, scheduler: SchedulerConfig, step_cost: StepCost) -> EngineRun:
     """Run the engine over ``requests`` until every one has finished or been refused."""
-    cached = cached_prefix_tokens(requests.input_tokens, requests.prefix_cache_hit_rate, scheduler.block_size_tokens)
+    cached = request_cached_tokens(requests, scheduler.block_size_tokens)
     speculation = decode_speculation(step_cost)
     rejected, reasons = rejections(requests, scheduler, cached, speculation.num_speculative_tokens)
     if scheduler.mode == "static" and speculation != PLAIN_DECODING:
@@ -518,7 +587,7 @@ class _Arrivals:
 
     __slots__ = ("closed", "count", "next_id", "next_time_s", "rejected", "time_s", "waiting")
 
-    def __init__(self, requests: RequestSet, rejected: list[bool], waiting: deque[int]) -> None:
+    def __init__(self, requests: RequestSet, rejected: list[bool], waiting: deque[int] | _PriorityWaiting) -> None:
         self.count = len(requests)
         self.rejected = rejected
         self.waiting = waiting
@@ -613,7 +682,9 @@ class _Engine:
         self.preemptions = 0
         self.recomputed = 0  # tokens computed again after preemptions
         self.rec = _Recorder(step_cost)
-        self.waiting: deque[int] = deque()
+        self.waiting: deque[int] | _PriorityWaiting = deque()
+        if scheduler.scheduling_policy == "priority" and requests.priority is not None:
+            self.waiting = _PriorityWaiting(requests.priority.tolist())
         self.arrivals = _Arrivals(requests, rejected.tolist(), self.waiting)
         self.t = self.arrivals.start_s
 
@@ -639,6 +710,8 @@ class _Engine:
             recomputed_tokens=self.recomputed,
             num_gpu_blocks=self.total_blocks,
             mode=self.mode,
+            class_id=requests.class_id,
+            class_names=requests.class_names,
             **self.rec.arrays(),
         )
 
@@ -1156,9 +1229,9 @@ class RequestLatencies:
         }
 
 
-def request_latencies(run: EngineRun, window: slice = slice(None)) -> RequestLatencies:
-    """TTFT, TPOT and E2E of the requests in ``window`` (arrival order) that completed: the one place they
-    are computed, for ``summarize`` and the SLO search's probes."""
+def request_latencies(run: EngineRun, window: slice | np.ndarray = slice(None)) -> RequestLatencies:
+    """TTFT, TPOT and E2E of the requests in ``window`` (arrival order: a slice, or a mask of them) that
+    completed: the one place they are computed, for ``summarize``, its classes and the SLO search's probes."""
     finish = run.finish_time_s[window]
     done = ~np.isnan(finish)
     arrival = run.arrival_time_s[window][done]
@@ -1214,7 +1287,30 @@ def summarize(run: EngineRun, *, step_cost_model: str) -> SimulationResult:
         num_steps=len(run.step_seconds),
         mean_requests_in_system=in_system,
         timeline=_timeline(run),
+        classes=_class_results(run),
     )
+
+
+def _class_results(run: EngineRun) -> tuple[ClassResult, ...]:
+    """Each class's latencies, from the same ``request_latencies`` over its requests only."""
+    if run.class_id is None:
+        return ()
+    out = []
+    for c, name in enumerate(run.class_names):
+        mine = run.class_id == c
+        lat = request_latencies(run, mine)
+        stats = lat.stats()
+        out.append(
+            ClassResult(
+                name=name,
+                num_requests=int(mine.sum()),
+                num_completed=int(lat.completed.sum()),
+                ttft_seconds=stats["ttft"],
+                tpot_seconds=stats["tpot"],
+                e2e_seconds=stats["e2e"],
+            )
+        )
+    return tuple(out)
 
 
 def _timeline(run: EngineRun) -> Timeline:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.errors import ConfigError, ScenarioError
 from planner.scenario import MAX_TOKENS
@@ -190,6 +190,64 @@ class TraceArrivals(BaseModel):
 Arrivals = Annotated[PoissonArrivals | ConcurrencyArrivals | TraceArrivals, Field(discriminator="kind")]
 
 
+# ---------------------------------------------------------------------------------------------
+# Request classes: traffic of several kinds at once (short chat and long documents, say).
+# ---------------------------------------------------------------------------------------------
+
+#: Most classes one workload may have (each is a Poisson stream of its own; real mixes have a handful).
+MAX_CLASSES = 32
+
+
+class SharedPrefix(BaseModel):
+    """A system prompt the class's requests start with: ``prompts`` distinct ones of ``tokens`` tokens each.
+
+    Each request draws one of the prompts uniformly; the first request to use a prompt computes it, and
+    every later one finds its whole blocks in the prefix cache (vLLM's automatic prefix caching: full
+    blocks only, and never the request's last prompt token). Eviction is not modelled: a shared prompt,
+    once computed, stays cached (LRU keeps hot prefixes; a KV cache too small for them is not modelled).
+    """
+
+    model_config = _SPEC
+    tokens: int = Field(..., ge=1, le=MAX_TOKENS, description="Tokens of each shared system prompt.")
+    prompts: int = Field(
+        1, ge=1, le=MAX_REQUESTS, description="Distinct system prompts the class's requests share, a count."
+    )
+
+
+class RequestClass(BaseModel):
+    """One kind of request: its own Poisson rate, count, lengths, priority and shared prefix."""
+
+    model_config = _SPEC
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Class name (letters, digits, _ . -).",
+    )
+    request_rate_per_s: float = Field(
+        ..., gt=0, allow_inf_nan=False, description="Mean Poisson arrival rate of this class, requests per second."
+    )
+    num_requests: int = Field(..., ge=1, le=MAX_REQUESTS, description="Requests of this class, a count.")
+    input_tokens: LengthDistribution = Field(
+        default_factory=lambda: FixedLength(tokens=1024),
+        description="Prompt length after the shared prefix (if any), in tokens.",
+    )
+    output_tokens: LengthDistribution = Field(
+        default_factory=lambda: FixedLength(tokens=128), description="Generated length distribution, in tokens."
+    )
+    priority: int = Field(
+        0,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="vLLM --scheduling-policy priority: lower values are scheduled first (ties by arrival); "
+        "ignored under fcfs.",
+    )
+    shared_prefix: SharedPrefix | None = Field(
+        None, description="System prompt(s) every request of the class starts with; None: no shared prefix."
+    )
+
+
 class Workload(BaseModel):
     """The traffic offered to one replica.
 
@@ -229,6 +287,43 @@ class Workload(BaseModel):
     seed: int = Field(
         0, ge=0, le=MAX_SEED, description="Seed of the numpy random generator, an integer from 0 to 2^64 - 1."
     )
+    classes: tuple[RequestClass, ...] = Field(
+        (),
+        max_length=MAX_CLASSES,
+        description="Request classes, each a Poisson stream with its own rate, count, lengths, priority and "
+        "shared prefix; when given they are the whole workload (arrivals, lengths and the hit rate above are "
+        "unused and must be left out).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _classes_alone(cls, data: object) -> object:
+        """With classes, the single-stream fields must not be given too; num_requests becomes their sum."""
+        if not isinstance(data, dict) or not data.get("classes"):
+            return data
+        both = [k for k in ("arrivals", "input_tokens", "output_tokens", "prefix_cache_hit_rate") if k in data]
+        if both:
+            raise ScenarioError(
+                f"a workload with request classes takes no {', '.join(both)} of its own: each class has its rate "
+                "and lengths, and a shared_prefix instead of a hit rate.",
+                hint="Move them into the classes, or drop 'classes' for one stream.",
+            )
+        classes = data["classes"]
+        names = [c.get("name") if isinstance(c, dict) else getattr(c, "name", None) for c in classes]
+        repeated = sorted({n for n in names if n is not None and names.count(n) > 1})
+        if repeated:
+            raise ScenarioError(f"request class names repeat: {', '.join(map(str, repeated))}.", hint="Name each once.")
+        raw = [c.get("num_requests") if isinstance(c, dict) else getattr(c, "num_requests", None) for c in classes]
+        counts = [n for n in raw if isinstance(n, int) and not isinstance(n, bool)]
+        if len(counts) == len(raw):  # else a class's own validation names the bad count
+            total = sum(counts)
+            if total > MAX_REQUESTS:
+                raise ScenarioError(
+                    f"the classes ask for {total:,} requests in all; one simulation takes at most {MAX_REQUESTS:,}.",
+                    hint="Lower the classes' num_requests.",
+                )
+            data = {**data, "num_requests": total}
+        return data
 
     @model_validator(mode="after")
     def _count_known(self) -> Workload:
@@ -252,6 +347,12 @@ class RequestSet:
     output_tokens: np.ndarray
     concurrency: int | None
     prefix_cache_hit_rate: float
+    #: With request classes: each request's class (an index into ``class_names``), its priority, and the
+    #: prompt tokens a shared prefix lets it find cached (before block rounding); None without classes.
+    class_id: np.ndarray | None = None
+    priority: np.ndarray | None = None
+    shared_prefix_tokens: np.ndarray | None = None
+    class_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.input_tokens)
@@ -263,6 +364,8 @@ def generate_requests(workload: Workload) -> RequestSet:
     Arrival gaps, input lengths and output lengths come from three independent child streams of
     ``np.random.default_rng(seed)``, so changing one distribution leaves the others' draws alone.
     """
+    if workload.classes:
+        return _classed_requests(workload.classes, workload.seed)
     arrivals = workload.arrivals
     hit_rate = workload.prefix_cache_hit_rate
     if isinstance(arrivals, TraceArrivals):
@@ -287,6 +390,120 @@ def generate_requests(workload: Workload) -> RequestSet:
     gaps = arrival_rng.exponential(1.0 / arrivals.request_rate_per_s, size=n)
     gaps[0] = 0.0  # the first request is sent at t = 0, as vllm bench serve does
     return RequestSet(np.cumsum(gaps), inputs, outputs, None, hit_rate)
+
+
+def _classed_requests(classes: tuple[RequestClass, ...], seed: int) -> RequestSet:
+    """Each class's Poisson stream (its first request at t = 0, as ``vllm bench serve`` sends one), merged in
+    arrival order (ties: class order). Class c draws from child stream c of ``default_rng(seed)``, itself
+    split in four (gaps, prompt, output, which shared prompt), so adding a class leaves the others' draws.
+
+    A shared prefix adds its tokens to every prompt of the class; the first request to use each of the
+    ``prompts`` system prompts computes it, every later one may find it cached (``shared_prefix_tokens``).
+    """
+    arrival, inputs, outputs, cid, prio, shared = [], [], [], [], [], []
+    for c, (rc, rng) in enumerate(zip(classes, np.random.default_rng(seed).spawn(len(classes)), strict=True)):
+        gap_rng, input_rng, output_rng, prompt_rng = rng.spawn(4)
+        n = rc.num_requests
+        gaps = gap_rng.exponential(1.0 / rc.request_rate_per_s, size=n)
+        gaps[0] = 0.0
+        own = rc.input_tokens.sample(input_rng, n)
+        hit = np.zeros(n, dtype=np.int64)
+        if rc.shared_prefix is not None:
+            own = own + rc.shared_prefix.tokens
+            which = prompt_rng.integers(rc.shared_prefix.prompts, size=n)
+            _, first = np.unique(which, return_index=True)
+            hit[:] = rc.shared_prefix.tokens
+            hit[first] = 0  # the first use of each system prompt computes it
+        arrival.append(np.cumsum(gaps))
+        inputs.append(own)
+        outputs.append(rc.output_tokens.sample(output_rng, n))
+        cid.append(np.full(n, c, dtype=np.int64))
+        prio.append(np.full(n, rc.priority, dtype=np.int64))
+        shared.append(hit)
+    times = np.concatenate(arrival)
+    order = np.lexsort((np.concatenate(cid), times))  # by time, then class
+    inputs_all = np.concatenate(inputs)[order]
+    too_long = inputs_all > MAX_TOKENS
+    if too_long.any():
+        raise ScenarioError(
+            f"{int(too_long.sum())} request(s) have a prompt of up to {int(inputs_all.max()):,} tokens with the shared "
+            f"prefix, past the {MAX_TOKENS:,} a request may have.",
+            hint="Shorten the class's shared_prefix.tokens or its input_tokens.",
+        )
+    return RequestSet(
+        times[order],
+        inputs_all,
+        np.concatenate(outputs)[order],
+        None,
+        0.0,
+        class_id=np.concatenate(cid)[order],
+        priority=np.concatenate(prio)[order],
+        shared_prefix_tokens=np.concatenate(shared)[order],
+        class_names=tuple(rc.name for rc in classes),
+    )
+
+
+#: Largest workload file read: 1 MiB (a few dozen classes are a few KiB).
+MAX_WORKLOAD_FILE_BYTES = 1 << 20
+
+
+def load_workload_file(path: str | Path) -> Workload:
+    """A mixed workload from a YAML or JSON file: ``{"classes": [...], "seed": N}``, each class as
+    ``RequestClass`` names its fields (``name``, ``request_rate_per_s``, ``num_requests``, ``input_tokens``,
+    ``output_tokens`` as length distributions, ``priority``, ``shared_prefix: {tokens, prompts}``).
+
+    Example (YAML)::
+
+        classes:
+          - {name: chat, request_rate_per_s: 8, num_requests: 2000,
+             input_tokens: {kind: fixed, tokens: 200}, output_tokens: {kind: fixed, tokens: 150},
+             shared_prefix: {tokens: 800, prompts: 4}}
+          - {name: docs, request_rate_per_s: 0.5, num_requests: 100, priority: 1,
+             input_tokens: {kind: uniform, low_tokens: 4000, high_tokens: 12000}}
+
+    Raises ScenarioError naming the file and the field for anything it cannot use.
+    """
+    file = Path(path)
+    try:
+        size = file.stat().st_size
+        if size > MAX_WORKLOAD_FILE_BYTES:
+            raise ScenarioError(
+                f"workload file {file} is {size:,} bytes; at most {MAX_WORKLOAD_FILE_BYTES:,} are read.",
+                hint="A workload file lists request classes, a few KiB; for recorded traffic use --trace.",
+            )
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise ScenarioError(f"cannot read workload file {file}: {reason}.", hint="Check the path.") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"workload file {file} is not UTF-8 text.", hint="Save it as YAML or JSON.") from None
+    import yaml  # only here: the simulator's other paths never read YAML
+
+    try:
+        if file.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
+    except (ValueError, yaml.YAMLError) as err:  # json.JSONDecodeError is a ValueError
+        raise ScenarioError(f"workload file {file} does not parse: {err}.", hint="Fix the syntax.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("classes"), list) or not data["classes"]:
+        raise ScenarioError(
+            f"workload file {file} must be a mapping with a non-empty 'classes' list.",
+            hint="See planner.serve.workload.load_workload_file for the format.",
+        )
+    unknown = sorted(set(data) - {"classes", "seed"})
+    if unknown:
+        raise ScenarioError(
+            f"workload file {file} has unknown top-level key(s) {', '.join(map(repr, unknown))}.",
+            hint="Only 'classes' and 'seed' belong at the top; each class has its own rate and lengths.",
+        )
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as err:
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {str(e['msg']).removeprefix('Value error, ')}" for e in err.errors()
+        )
+        raise ScenarioError(f"workload file {file}: {where}.", hint="Fix those fields.") from None
 
 
 # ---------------------------------------------------------------------------------------------
