@@ -646,13 +646,8 @@ class MoE(_Block):
         Triton path is the same sequence (``fused_moe_triton``); other backends (CUTLASS, FlashInfer)
         permute and unpermute instead of sorting, the same count within a kernel.
         """
-        h, I, E, k, T = (
-            self.hidden_size,
-            self.expert_intermediate_size,
-            self.num_experts,
-            self.experts_per_token,
-            shape.tokens,
-        )
+        h, I, E, k = self.hidden_size, self.expert_intermediate_size, self.num_experts, self.experts_per_token
+        T = shape.tokens
         routed = T * k
         mid = routed * I / shape.tp
         ops = [
@@ -669,13 +664,8 @@ class MoE(_Block):
         return ops
 
     def ops(self, shape: StepShape) -> list[Op]:
-        h, I, E, k, T = (
-            self.hidden_size,
-            self.expert_intermediate_size,
-            self.num_experts,
-            self.experts_per_token,
-            shape.tokens,
-        )
+        h, I, E, k = self.hidden_size, self.expert_intermediate_size, self.num_experts, self.experts_per_token
+        T = shape.tokens
         touched = self.expected_distinct_experts(T)
         expert_weights = shape.wbytes("experts", 3 * h * I / shape.tp) * touched
         routed_tokens = T * k
