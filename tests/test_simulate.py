@@ -372,6 +372,12 @@ def test_trace_csv_and_jsonl_load_sorted(tmp_path):
         ("t.jsonl", '{"arrival_time_s": 0, "input_tokens": 1}\n', "line 1: missing output_tokens"),
         ("t.jsonl", "[1, 2, 3]\n", "line 1: expected a JSON object"),
         ("t.jsonl", '{"arrival_time_s": 0, "input_tokens": true, "output_tokens": 1}\n', "line 1: input_tokens=True"),
+        (
+            "t.jsonl",
+            '{"arrival_time_s": 0, "input_tokens": 1' + "0" * 400 + ', "output_tokens": 1}\n',
+            "line 1: input_tokens=",
+        ),
+        ("t.jsonl", '{"arrival_time_s": [0], "input_tokens": 1, "output_tokens": 1}\n', "line 1: arrival_time_s=[0]"),
         ("t.txt", "whatever", "expected .csv or .jsonl"),
     ],
 )

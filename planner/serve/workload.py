@@ -614,11 +614,18 @@ def _check_row_count(path: Path, rows: int) -> None:
         )
 
 
-def _parse_time(path: Path, line_no: int, raw: object) -> float:
+def _as_float(raw: object) -> float:
+    """A trace cell (CSV text or a JSON value) as a float; NaN when it is not a number or numeric text."""
+    if not isinstance(raw, int | float | str):
+        return math.nan
     try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = math.nan
+        return float(raw)
+    except (ValueError, OverflowError):  # OverflowError: a JSON integer beyond float's range
+        return math.nan
+
+
+def _parse_time(path: Path, line_no: int, raw: object) -> float:
+    value = _as_float(raw)
     if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
         raise ConfigError(
             f"{path} line {line_no}: arrival_time_s={raw!r} is not a number of seconds >= 0.",
@@ -628,10 +635,7 @@ def _parse_time(path: Path, line_no: int, raw: object) -> float:
 
 
 def _parse_tokens(path: Path, line_no: int, column: str, raw: object) -> int:
-    try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = math.nan
+    value = _as_float(raw)
     if isinstance(raw, bool) or not math.isfinite(value) or not 1 <= value <= MAX_TOKENS or value != int(value):
         raise ConfigError(
             f"{path} line {line_no}: {column}={raw!r} is not a whole number of tokens from 1 to {MAX_TOKENS:,}.",
