@@ -60,13 +60,13 @@ def readable(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]] | Non
     a missing number as 'None' whatever the Styler says. Headers are set with ``column_config``.
     """
     formats = formats or {}
+    gaps = table.isna()
+    has_gap = gaps.any()  # one pass over the table, not two per column (a page redraws its tables on every rerun)
     shown = table.copy()
-    for name in shown.columns:
-        missing = shown[name].isna()
-        if missing.any():
-            fmt = formats.get(name, str)
-            shown[name] = [MISSING if gone else fmt(value) for value, gone in zip(shown[name], missing)]
-    kept = {name: fmt for name, fmt in formats.items() if name in shown.columns and not table[name].isna().any()}
+    for name in has_gap.index[has_gap.to_numpy()]:
+        fmt = formats.get(name, str)
+        shown[name] = [MISSING if gone else fmt(value) for value, gone in zip(table[name], gaps[name])]
+    kept = {name: fmt for name, fmt in formats.items() if name in has_gap.index and not has_gap[name]}
     return shown.style.format(kept or None, na_rep=MISSING)
 
 
