@@ -14,7 +14,7 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
@@ -651,6 +651,36 @@ def efficiency_from_args(args: argparse.Namespace, hw: HardwareProfile) -> Effic
 
     engine = Scenario(engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"))
     return efficiency_for(hw, "bound" if getattr(args, "bound", False) else "auto", sc=engine)
+
+
+#: Most items a comma-separated flag takes (each is simulated or planned; every combination, for ``slo``).
+MAX_LIST_ITEMS = 32
+
+
+def comma_list(convert: Callable[[str], Any], what: str) -> Callable[[str], tuple]:
+    """argparse type: 'a,b,c' -> (convert(a), ...); a bad item is a usage error naming it.
+
+    At most MAX_LIST_ITEMS items; ``convert`` may be a ``Number``, whose range errors pass through.
+    """
+
+    def parse(text: str) -> tuple:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
+        if len(items) > MAX_LIST_ITEMS:
+            raise argparse.ArgumentTypeError(
+                f"{len(items)} items; a candidate list takes at most {MAX_LIST_ITEMS} "
+                "(every combination of the lists is simulated)"
+            )
+        out = []
+        for item in items:
+            try:
+                out.append(convert(item))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{item!r} is not {what}") from None
+        return tuple(out)
+
+    return parse
 
 
 def describe_validation_error(err: ValidationError) -> str:

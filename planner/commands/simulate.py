@@ -17,6 +17,7 @@ from planner.commands.common import (
     add_model_argument,
     add_scenario_flags,
     add_speculative_flags,
+    comma_list,
     efficiency_from_args,
     field_descriptions,
     fmt_int,
@@ -32,9 +33,10 @@ from planner.commands.common import (
     to_jsonable,
 )
 from planner.errors import ScenarioError
-from planner.scenario import MAX_TOKENS
+from planner.scenario import MAX_TOKENS, Scenario
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
 from planner.serve.saturation import overload_warning
+from planner.serve.tradeoff import MAX_BUDGETS, BudgetPoint, budget_tradeoff
 from planner.serve.workload import (
     MAX_REQUESTS,
     ConcurrencyArrivals,
@@ -238,6 +240,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Static batching instead of continuous: up to max_num_seqs requests per batch, "
         "decoded until the longest is done, nothing admitted meanwhile.",
     )
+    parser.add_argument(
+        "--budget-sweep",
+        metavar="LIST",
+        default=None,
+        type=comma_list(Number.of(int, "--budget-sweep", Scenario, "max_num_batched_tokens"), "a token count"),
+        help="Also simulate the workload at each of these step token budgets (--max-num-batched-tokens, "
+        f"chunked prefill on), at most {MAX_BUDGETS}: newcomers' TTFT against the running requests' TPOT, as "
+        "'budget_tradeoff' in the JSON and a table. Example: 512,1024,2048,4096,8192.",
+    )
     add_speculative_flags(parser)
     add_efficiency_flag(parser)
 
@@ -258,7 +269,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         mode="static" if args.static else "continuous",
         draft_model=load_draft_model(args),
     )
-    return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
+    out = {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
+    if args.budget_sweep:
+        points = budget_tradeoff(spec, hw, sc, workload, args.budget_sweep, efficiency_from_args(args, hw))
+        out["budget_tradeoff"] = to_jsonable(list(points))
+    return out
 
 
 def _speculative_rows(res: ServingResult) -> list[tuple[str, str]]:
@@ -276,6 +291,26 @@ def _speculative_rows(res: ServingResult) -> list[tuple[str, str]]:
             f"{fmt_seconds(spec.tpot_seconds)} ({spec.speedup:.2f}x plain {fmt_seconds(spec.baseline_tpot_seconds)})",
         ),
     ]
+
+
+def _budget_table(points: list[BudgetPoint]) -> Any:
+    """The token-budget sweep: TTFT and TPOT at P50 / P99 per --max-num-batched-tokens."""
+    ms = lambda v: "unknown" if v is None else fmt_seconds(v)  # noqa: E731
+    rows = [
+        (
+            f"{p.max_num_batched_tokens:,}",
+            ms(p.ttft_p50_seconds),
+            ms(p.ttft_p99_seconds),
+            ms(p.tpot_p50_seconds),
+            ms(p.tpot_p99_seconds),
+            "unknown" if p.throughput_tokens_per_s is None else f"{p.throughput_tokens_per_s:,.0f} tok/s",
+            {None: "unknown", True: "yes", False: "no"}[p.overloaded],
+        )
+        for p in points
+    ]
+    headers = ["token budget", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99", "output", "overloaded"]
+    title = "chunked-prefill token budget: a smaller budget keeps TPOT low, a larger one gets first tokens sooner"
+    return table(headers, rows, title=title, right=(0, 1, 2, 3, 4, 5))
 
 
 def _class_table(res: ServingResult) -> Any:
@@ -357,6 +392,8 @@ def render_table(r: dict[str, Any]) -> str:
     parts: list[Any] = [latency, served]
     if res.classes:
         parts.insert(1, _class_table(res))
+    if r.get("budget_tradeoff"):
+        parts.append(_budget_table([BudgetPoint.model_validate(p) for p in r["budget_tradeoff"]]))
     if res.overloaded:
         warning = overload_warning(
             res.offered_requests_per_s, res.saturation_requests_per_s, res.overload_reason, res.overload_options

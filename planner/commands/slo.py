@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -12,6 +11,7 @@ from planner.commands.common import (
     Number,
     add_model_argument,
     add_price_flag,
+    comma_list,
     field_descriptions,
     fmt_seconds,
     heading,
@@ -51,36 +51,8 @@ OUTPUT_KEYS = field_descriptions(SLOPlan)
 
 STATISTICS = ("p99", "p90", "p50", "mean")
 _S = Scenario.model_fields
-#: Most items in one candidate list: the search tries every combination, so 32 x 32 x ... is already a lot.
-MAX_LIST_ITEMS = 32
 #: Longest latency target: a day (86,400 s); a target beyond that is no latency target.
 MAX_TARGET_SECONDS = 86_400.0
-
-
-def comma_list(convert: Callable[[str], Any], what: str) -> Callable[[str], tuple]:
-    """argparse type: 'a,b,c' -> (convert(a), ...); a bad item is a usage error naming it.
-
-    At most MAX_LIST_ITEMS items; ``convert`` may be a ``Number``, whose range errors pass through.
-    """
-
-    def parse(text: str) -> tuple:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
-        if len(items) > MAX_LIST_ITEMS:
-            raise argparse.ArgumentTypeError(
-                f"{len(items)} items; a candidate list takes at most {MAX_LIST_ITEMS} "
-                "(every combination of the lists is simulated)"
-            )
-        out = []
-        for item in items:
-            try:
-                out.append(convert(item))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{item!r} is not {what}") from None
-        return tuple(out)
-
-    return parse
 
 
 _MAX_NUM_SEQS = Number.of(int, "--max-num-seqs", Scenario, "max_num_seqs")
