@@ -214,3 +214,29 @@ def test_bad_workload_files_are_refused_naming_the_field(capsys, tmp_path, text,
     path.write_text(text)
     code, _, err = _cli(capsys, ["simulate", "meta-llama/Llama-3.1-8B", "--workload-file", str(path), *extra])
     assert code == 2 and message in err and "Traceback" not in err
+
+
+# ---- one shared pool or a pool per class (simulate --compare-pools) ------------------------------------------
+
+
+def test_a_pool_of_its_own_gives_the_short_class_its_first_tokens_sooner(tmp_path, capsys):
+    from planner.hardware import get_profile
+    from planner.model.families import build_spec
+    from planner.model.sources import load_config
+    from planner.scenario import Scenario
+    from planner.serve.pools import compare_pools
+    from planner.serve.workload import load_workload_file
+
+    path = tmp_path / "mix.yaml"
+    path.write_text(MIX_YAML)
+    model = build_spec(load_config("meta-llama/Llama-3.1-8B").config, "meta-llama/Llama-3.1-8B")
+    cmp = compare_pools(model, get_profile("h100-sxm"), Scenario(max_model_len=16384), load_workload_file(path))
+    assert cmp.replicas == 2 and cmp.gpus == 2
+    shared_chat, own_chat = cmp.shared[0], cmp.separate[0]
+    assert shared_chat.name == own_chat.name == "chat"
+    assert own_chat.ttft_seconds.p99 < shared_chat.ttft_seconds.p99 / 2  # no 4k-12k-token prompt ahead of it
+    assert sum(c.num_requests for c in cmp.shared) == 150 + 12  # half of each class on one of the two replicas
+    with pytest.raises(ScenarioError, match="two or more request classes"):
+        compare_pools(model, get_profile("h100-sxm"), Scenario(), Workload(classes=(CHAT,)))
+    code, _, err = _cli(capsys, ["simulate", "meta-llama/Llama-3.1-8B", "--compare-pools"])
+    assert code == 2 and "needs --workload-file" in err

@@ -34,6 +34,7 @@ from planner.commands.common import (
 )
 from planner.errors import ScenarioError
 from planner.scenario import MAX_TOKENS, Scenario
+from planner.serve.pools import PoolsComparison, compare_pools
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
 from planner.serve.saturation import overload_warning
 from planner.serve.tradeoff import MAX_BUDGETS, BudgetPoint, budget_tradeoff
@@ -249,6 +250,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"chunked prefill on), at most {MAX_BUDGETS}: newcomers' TTFT against the running requests' TPOT, as "
         "'budget_tradeoff' in the JSON and a table. Example: 512,1024,2048,4096,8192.",
     )
+    parser.add_argument(
+        "--compare-pools",
+        action="store_true",
+        help="With --workload-file: also serve the classes in one shared pool of one replica per class (round "
+        "robin) and in a pool per class, on the same GPUs, and give each class's latencies both ways "
+        "('pools' in the JSON).",
+    )
     add_speculative_flags(parser)
     add_efficiency_flag(parser)
 
@@ -270,6 +278,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         draft_model=load_draft_model(args),
     )
     out = {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
+    if args.compare_pools:
+        if not workload.classes:
+            raise ScenarioError(
+                "--compare-pools compares request classes: it needs --workload-file with two or more classes.",
+                hint="Give a --workload-file, or drop --compare-pools.",
+            )
+        out["pools"] = to_jsonable(compare_pools(spec, hw, sc, workload, efficiency_from_args(args, hw)))
     if args.budget_sweep:
         points = budget_tradeoff(spec, hw, sc, workload, args.budget_sweep, efficiency_from_args(args, hw))
         out["budget_tradeoff"] = to_jsonable(list(points))
@@ -291,6 +306,19 @@ def _speculative_rows(res: ServingResult) -> list[tuple[str, str]]:
             f"{fmt_seconds(spec.tpot_seconds)} ({spec.speedup:.2f}x plain {fmt_seconds(spec.baseline_tpot_seconds)})",
         ),
     ]
+
+
+def _pools_table(cmp: PoolsComparison) -> Any:
+    """Each class in one shared pool and in a pool of its own: P99 TTFT, P99 TPOT and P99 E2E both ways."""
+    cell = lambda stats, q: "unknown" if stats is None else fmt_seconds(getattr(stats, q))  # noqa: E731
+    rows = []
+    for shared, alone in zip(cmp.shared, cmp.separate, strict=True):
+        for way, c in (("shared", shared), ("own pool", alone)):
+            rows.append(
+                (c.name, way, cell(c.ttft_seconds, "p99"), cell(c.tpot_seconds, "p99"), cell(c.e2e_seconds, "p99"))
+            )
+    title = f"one shared pool or a pool per class ({cmp.replicas} replicas, {cmp.gpus} GPUs either way)"
+    return table(["class", "pool", "TTFT P99", "TPOT P99", "E2E P99"], rows, title=title, right=(2, 3, 4))
 
 
 def _budget_table(points: list[BudgetPoint]) -> Any:
@@ -392,6 +420,8 @@ def render_table(r: dict[str, Any]) -> str:
     parts: list[Any] = [latency, served]
     if res.classes:
         parts.insert(1, _class_table(res))
+    if r.get("pools"):
+        parts.append(_pools_table(PoolsComparison.model_validate(r["pools"])))
     if r.get("budget_tradeoff"):
         parts.append(_budget_table([BudgetPoint.model_validate(p) for p in r["budget_tradeoff"]]))
     if res.overloaded:
