@@ -307,7 +307,7 @@ def test_seconds_axes_are_in_ms_and_batches_past_the_kv_cache_are_marked():
     assert exceeds and all(t["marker"]["color"] == charts.EXCEEDS_COLOR for t in exceeds)
     assert "dtick" not in batch["layout"]["yaxis2"]  # a panel inside one decade keeps its ticks
     sim = fresh("views/simulate.py")
-    ttft = json.loads(sim.get("plotly_chart")[1].proto.spec)
+    ttft = json.loads(sim.get("plotly_chart")[0].proto.spec)  # the timeline's tab is closed: TTFT vs rate first
     assert ttft["layout"]["yaxis"]["title"]["text"] == "milliseconds"
     assert ttft["layout"]["yaxis"]["tickformat"] == ",~g"
 

@@ -82,7 +82,15 @@ def test_page_draws_and_shows_the_simulated_replica(page):
     shown = metrics(at)
     assert shown["P99 TTFT"] == fmt_seconds(expected.ttft_seconds.p99)
     assert shown["Output tokens/s"] == fmt_rate(expected.throughput_tokens_per_s)
-    assert len(at.get("plotly_chart")) >= 3  # timeline, TTFT vs rate, TPOT vs rate (+ Pareto)
+    assert len(at.get("plotly_chart")) == 2  # TTFT and TPOT vs rate; the timeline and Pareto tabs are closed
+    at.session_state["simulate_result_tab"] = "Queue and KV cache over time"
+    at.session_state["simulate_search_tab"] = "Throughput vs interactivity"
+    at.run()
+    assert len(at.get("plotly_chart")) == 4  # a tab's chart is drawn once it is open
+    assert not at.dataframe  # and the closed tabs' tables are not
+    at.session_state["simulate_result_tab"] = "Latency percentiles"
+    at.session_state["simulate_search_tab"] = "Candidates"
+    at.run()
 
 
 def test_changed_inputs_change_the_answer_and_the_recommendation_is_the_cores(page):

@@ -192,20 +192,26 @@ cols[3].metric("Preemptions", f"{result.preemptions:,}", help=ServingResult.mode
 for reason in result.rejection_reasons:
     st.error(f"Refused: {reason}", icon=":material/block:")
 
-stats_tab, time_tab = st.tabs(["Latency percentiles", "Queue and KV cache over time"])
+# A tab's content is drawn while it is the open one (a rerun switches): the timeline, ~100 kB of chart JSON,
+# is not redrawn on every rerun behind a closed tab.
+stats_tab, time_tab = st.tabs(
+    ["Latency percentiles", "Queue and KV cache over time"], key="simulate_result_tab", on_change="rerun"
+)
 with stats_tab:
-    st.dataframe(latency_percentiles(result), hide_index=True, key="simulate_stats")
-    st.caption(
-        "As vllm bench serve defines them: TTFT from arrival (queueing included) to the first token; "
-        "TPOT per request = (E2E - TTFT) / (output tokens - 1); ITL = every gap between tokens."
-    )
+    if stats_tab.open:
+        st.dataframe(latency_percentiles(result), hide_index=True, key="simulate_stats")
+        st.caption(
+            "As vllm bench serve defines them: TTFT from arrival (queueing included) to the first token; "
+            "TPOT per request = (E2E - TTFT) / (output tokens - 1); ITL = every gap between tokens."
+        )
 with time_tab:
-    st.plotly_chart(charts.serving_timeline(result), key="simulate_timeline")
-    st.caption(
-        f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
-        f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} tokens "
-        "from the memory plan."
-    )
+    if time_tab.open:
+        st.plotly_chart(charts.serving_timeline(result), key="simulate_timeline")
+        st.caption(
+            f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
+            f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} "
+            "tokens from the memory plan."
+        )
 
 # ------------------------------------------------------------------ latency vs rate
 
@@ -335,12 +341,16 @@ st.caption(
     f"Ranked by {ranked} · simulated ({plan.step_time_kind or 'no'} step times) · "
     f"search took {plan.search_seconds:.1f} s. " + " ".join(notes)
 )
-table_tab, pareto_tab = st.tabs(["Candidates", "Throughput vs interactivity"])
+table_tab, pareto_tab = st.tabs(
+    ["Candidates", "Throughput vs interactivity"], key="simulate_search_tab", on_change="rerun"
+)  # drawn while open, as above
 with table_tab:
-    st.dataframe(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
+    if table_tab.open:
+        st.dataframe(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
 with pareto_tab:
-    st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
-    st.caption(
-        "Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
-        "beats on both axes."
-    )
+    if pareto_tab.open:
+        st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
+        st.caption(
+            "Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
+            "beats on both axes."
+        )
