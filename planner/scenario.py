@@ -42,6 +42,13 @@ MAX_GPUS = 2**16
 MAX_GPU_BYTES = 2**40
 
 
+#: Most images per request: 64 (vLLM's --limit-mm-per-prompt has no upper bound; its default is 999 per
+#: modality, but a prompt of more images than this outgrows any context at a few hundred tokens each).
+MAX_IMAGES_PER_REQUEST = 64
+#: Largest image side, pixels: 16,384 (Qwen2.5-VL's max_pixels 12,845,056 is 3,584^2).
+MAX_IMAGE_SIDE = 16_384
+
+
 class RequestShape(BaseModel):
     """What the requests look like, for latency and throughput: prompt and output lengths, and how many run together.
 
@@ -58,6 +65,36 @@ class RequestShape(BaseModel):
         le=MAX_SEQS,
         description=f"Requests processed together (static batch) or kept in flight (concurrency); 1 to {MAX_SEQS:,}.",
     )
+    images_per_request: int = Field(
+        0,
+        ge=0,
+        le=MAX_IMAGES_PER_REQUEST,
+        exclude_if=lambda v: v == 0,
+        description=f"Images each request carries, 0 to {MAX_IMAGES_PER_REQUEST}: their tokens join the prompt, the "
+        "vision encoder runs in the prefill and its weights and cache count in memory. 0: text only, as vLLM with "
+        "--limit-mm-per-prompt '{\"image\": 0}' (which does not load the encoder).",
+    )
+    image_size: tuple[int, int] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description=f"Width and height of each image in pixels, 1 to {MAX_IMAGE_SIDE:,} each (--image-size WxH); "
+        "default the encoder's native size (required for Qwen2.5-VL, whose tokens follow the image's size).",
+    )
+
+    @model_validator(mode="after")
+    def _check_images(self) -> RequestShape:
+        if self.image_size is not None and not all(1 <= side <= MAX_IMAGE_SIDE for side in self.image_size):
+            w, h = self.image_size
+            raise ScenarioError(
+                f"--image-size {w}x{h}: each side must be 1 to {MAX_IMAGE_SIDE:,} pixels.",
+                hint="Give the images' width and height in pixels, e.g. --image-size 896x896.",
+            )
+        if self.image_size is not None and self.images_per_request == 0:
+            raise ScenarioError(
+                "--image-size without --images-per-request: the requests carry no images.",
+                hint="Add --images-per-request N (N >= 1), or drop --image-size.",
+            )
+        return self
 
 
 #: Most speculative tokens per step: 32. vLLM sets no upper bound (``SpeculativeConfig.num_speculative_tokens``

@@ -55,6 +55,8 @@ FIELD_FLAGS: dict[str, str] = {
     "scheduling_policy": "--scheduling-policy",
     "input_len": "--input-len",
     "output_len": "--output-len",
+    "images_per_request": "--images-per-request",
+    "image_size": "--image-size",
     "batch_size": "--batch",
     "method": "--speculative-method",
     "num_speculative_tokens": "--num-speculative-tokens",
@@ -348,6 +350,21 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         help=_described(Scenario, "cuda_graph_memory_bytes", "Given in GiB here (2**30 bytes)."),
     )
     add_lora_flags(parser)
+    images = parser.add_argument_group("images (multimodal models; the memory plan counts the encoder with them)")
+    images.add_argument(
+        "--images-per-request",
+        metavar="N",
+        type=Number.of(int, "--images-per-request", RequestShape, "images_per_request"),
+        default=_default(RequestShape, "images_per_request"),
+        help=_described(RequestShape, "images_per_request", "Default: %(default)s."),
+    )
+    images.add_argument(
+        "--image-size",
+        metavar="WxH",
+        type=image_size_arg,
+        default=None,
+        help=_described(RequestShape, "image_size"),
+    )
     if workload:
         w = parser.add_argument_group("workload")
         w.add_argument(
@@ -375,6 +392,16 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         )
 
 
+def image_size_arg(text: str) -> tuple[int, int]:
+    """'896x896' -> (896, 896): an image's width and height in pixels (the range is RequestShape's to check)."""
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.strip().isdigit() or not height.strip().isdigit() or len(text) > 16:
+        raise argparse.ArgumentTypeError(
+            f"--image-size expects WIDTHxHEIGHT in pixels, e.g. 896x896 (got '{text[:40]}')."
+        )
+    return int(width), int(height)
+
+
 def parse_precision(items: Iterable[str]) -> dict[str, str]:
     """['mlp=int4', 'lm_head=bf16'] -> {'mlp': 'int4', 'lm_head': 'bf16'}; the core checks the names."""
     out: dict[str, str] = {}
@@ -396,6 +423,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         input_len=getattr(args, "input_len", _default(RequestShape, "input_len")),
         output_len=getattr(args, "output_len", _default(RequestShape, "output_len")),
         batch_size=getattr(args, "batch_size", _default(RequestShape, "batch_size")),
+        images_per_request=getattr(args, "images_per_request", _default(RequestShape, "images_per_request")),
+        image_size=getattr(args, "image_size", None),
     )
     return Scenario(
         gpu=args.gpu,

@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
-from planner.estimate import step
+from planner.estimate import multimodal, step
 from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
 from planner.estimate.roofline import (
@@ -44,6 +44,7 @@ from planner.estimate.roofline import (
 )
 from planner.estimate.speculative import SpeculativeEstimate, estimate_speculation
 from planner.hardware import HardwareProfile
+from planner.model.encoders import ENCODER_GROUP
 from planner.model.layers import DecoderLayer, MoE
 from planner.model.ops import LORA_OP_PREFIX, Op
 from planner.model.spec import ModelSpec
@@ -116,6 +117,18 @@ class LatencyEstimate(BaseModel):
         exclude_if=lambda v: v is None,
         description="The pipeline's stages, sends and micro-batches behind TTFT and TPOT; absent at pp 1.",
     )
+    image_tokens_per_request: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Prompt tokens each request's images become (--images-per-request x tokens per image), "
+        "prefilled with the input_len text tokens; absent without images.",
+    )
+    encoder_seconds: float | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The vision encoder's forward over the batch's images, inside TTFT (its rows of the prefill "
+        "roofline), seconds; absent without images.",
+    )
 
 
 def decode_context_len(input_len: int, output_len: int) -> int:
@@ -150,6 +163,7 @@ def estimate_latency(
     B, n_in, n_out = batch_size or wl.batch_size, input_len or wl.input_len, output_len or wl.output_len
     eff = efficiency or efficiency_for(hw, sc=sc)
     res = resolve(model, hw, sc)
+    n_text, n_in = n_in, multimodal.prompt_tokens(model, sc, n_in)  # the images' tokens are prefilled too
     steps = cdiv(B * n_in, res.max_num_batched_tokens) if sc.enable_chunked_prefill else B
     pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
     ttft = first_token_seconds(pre.total_seconds, steps, B, eff, engine_of(sc))
@@ -172,9 +186,10 @@ def estimate_latency(
     if check_memory:
         plan = plan_memory(model, hw, sc, suggest=False)
         fits = plan.fits and plan.kv_cache_tokens >= B * (n_in + n_out)
+    images = n_in > n_text
     return LatencyEstimate(
         batch_size=B,
-        input_len=n_in,
+        input_len=n_text,
         output_len=n_out,
         ttft_seconds=ttft,
         tpot_seconds=tpot,
@@ -191,6 +206,10 @@ def estimate_latency(
         speculative=speculative,
         pipeline_bubble_fraction=None if pipeline is None else _decode_bubble(pipeline),
         pipeline=pipeline,
+        image_tokens_per_request=n_in - n_text if images else None,
+        encoder_seconds=sum(r.total_seconds for r in pre.layers if r.group.startswith(ENCODER_GROUP))
+        if images
+        else None,
     )
 
 

@@ -31,6 +31,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.estimate import lora as lora_slots
+from planner.estimate import multimodal
 from planner.estimate.resident import resident_bias_bytes, resident_expert_bits
 from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile
@@ -106,6 +107,19 @@ class MemoryPlan(BaseModel):
         exclude_if=lambda v: v is None,
         description="Host memory of the --max-cpu-loras adapter cache per worker (not GPU memory; an upper bound); "
         "present with --enable-lora.",
+    )
+    encoder_bytes: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Vision encoder and projector weights on one GPU (planner.estimate.multimodal; linears split "
+        "over TP as vLLM builds them, on every pipeline stage), taken from the KV cache; present with "
+        "--images-per-request.",
+    )
+    encoder_cache_bytes: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="vLLM's encoder cache on one GPU: max(--max-num-batched-tokens, the largest image's tokens) "
+        "LLM-width embeddings, taken from the KV cache; present with --images-per-request.",
     )
 
 
@@ -347,6 +361,8 @@ class _Numbers(NamedTuple):
     concurrency: float
     fits: bool
     lora: int
+    encoder: int
+    encoder_cache: int
 
 
 def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
@@ -358,11 +374,13 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     act = activation_peak_bytes(model, res)
     non_torch = non_torch_bytes(sc)
     adapters = lora_slots.stage_lora_bytes(model, res, stages)
+    encoder = multimodal.encoder_weight_bytes(model, sc, res)
+    encoder_cache = multimodal.encoder_cache_bytes(model, sc, res)
     worst = None
     for s, layers in enumerate(stages):
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
-        budget = requested - weights[s] - non_torch - act - graphs - adapters[s]
+        budget = requested - weights[s] - non_torch - act - graphs - adapters[s] - encoder - encoder_cache
         blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
         row = (blocks, s, layout, graphs, budget)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
@@ -387,13 +405,16 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         concurrency,
         fits,
         adapters[s],
+        encoder,
+        encoder_cache,
     )
 
 
 def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
     """The per-GPU memory plan and verdict for ``model`` on ``hw`` under ``sc``."""
+    numbers = _numbers(model, hw, sc)
     res, stages, weights, requested, act, non_torch, s, blocks, layout, graphs, budget, concurrency, fits, adapters = (
-        _numbers(model, hw, sc)
+        numbers[:14]
     )
     total = hw.memory_bytes
     kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
@@ -410,6 +431,10 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     ]
     if res.lora is not None:  # vLLM --enable-lora: the adapter slots, exact from the shapes
         terms.insert(1, MemoryTerm(name="lora", bytes=adapters, kind="exact"))
+    images = sc.workload.images_per_request > 0
+    if images:  # the vision encoder's weights (exact from vision_config) and vLLM's encoder cache
+        terms.insert(1, MemoryTerm(name="encoder", bytes=numbers.encoder, kind="exact"))
+        terms.insert(2, MemoryTerm(name="encoder_cache", bytes=numbers.encoder_cache, kind="estimate"))
     used = sum(t.bytes for t in terms)
     terms.append(MemoryTerm(name="free", bytes=max(0, total - used), kind="estimate"))
     plan = MemoryPlan(
@@ -436,6 +461,8 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         terms=terms,
         lora_bytes_per_gpu=adapters if res.lora is not None else None,
         lora_host_bytes_per_worker=lora_slots.host_bytes_per_worker(model, res),
+        encoder_bytes=numbers.encoder if images else None,
+        encoder_cache_bytes=numbers.encoder_cache if images else None,
     )
     if suggest:
         plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan)})

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import BOUND, Efficiency
 from planner.engine import DEFAULT_ENGINE, EngineProfile, resolve_engine
-from planner.estimate import lora, step
+from planner.estimate import lora, multimodal, step
 from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import Dtype, HardwareProfile
 from planner.model.ops import Op, StepShape, elementwise, gemm
@@ -324,6 +324,11 @@ def roofline(
         for op in model.layers[idx[0]].ops(shape):
             add(op, group, len(idx))
             row_layers.append(tuple(idx))
+    if stage == "prefill":  # the images' encoder forward runs in the step that prefills their tokens
+        for group, count, ops in multimodal.encoder_rows(model, sc, shape, batch):
+            for op in ops:
+                add(op, group, count)
+                row_layers.append(ENCODER_ROW)
     for op in model_ops(model, shape):
         add(op, "model", 1)
         row_layers.append(op.name)
@@ -376,9 +381,12 @@ def roofline(
     )
 
 
+#: Row tag of the vision encoder's ops: vLLM runs the encoder on the first pipeline rank only
+#: (``GPUModelRunner`` gathers multimodal embeddings where ``get_pp_group().is_first_rank``).
+ENCODER_ROW = "vision_encoder"
 #: Model ops (outside the layers) that run on the first pipeline stage; the others (final norm, lm_head,
 #: sampler, the lm_head's LoRA) run on the last, as vLLM places them (``PPMissingLayer`` elsewhere).
-FIRST_STAGE_MODEL_OPS = frozenset({"embedding"})
+FIRST_STAGE_MODEL_OPS = frozenset({"embedding", ENCODER_ROW})
 
 
 def stage_op_counts(row_layers: list[tuple[int, ...] | str], layers: range, first: bool, last: bool) -> list[int]:

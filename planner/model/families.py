@@ -18,7 +18,7 @@ import math
 from typing import Any, ClassVar
 
 from planner.errors import ConfigError, UnknownArchitectureError
-from planner.model import validation
+from planner.model import encoders, validation
 from planner.model.layers import MLA, Attention, DecoderLayer, DenseMLP, GatedDeltaNet, Mamba, Mamba2, MoE
 from planner.model.quantization import canonical_dtype, checkpoint_quantization
 from planner.model.spec import ModelSpec
@@ -297,9 +297,14 @@ class MixtralFamily(MistralFamily):
 
 
 class Qwen2Family(DecoderFamily):
-    """Qwen2/2.5: q,k,v biases hard-wired on, o off; sliding only if use_sliding_window, from max_window_layers."""
+    """Qwen2/2.5: q,k,v biases hard-wired on, o off; sliding only if use_sliding_window, from max_window_layers.
+    Qwen2.5-VL's language model is this decoder (its config may be flat, the vision tower beside it)."""
 
-    model_types = ("qwen2",)
+    model_types: ClassVar[tuple[str, ...]] = (
+        "qwen2",
+        "qwen2_5_vl",
+        "qwen2_5_vl_text",
+    )  # annotated: subclasses list one
     defaults = {"tie_word_embeddings": False, "num_key_value_heads": 32}
     # annotated again: subclasses set them to config keys (mypy would narrow an unannotated value to bool)
     qkv_bias: ClassVar[bool | str] = True
@@ -986,12 +991,37 @@ def text_config(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             for inherit in ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
                 if inherit in raw and inherit not in merged:
                     merged[inherit] = raw[inherit]
-            note = (
-                f"multimodal model ({raw.get('model_type')}): planning the language model from {key}; "
-                "the vision/audio encoder's weights are not counted."
-            )
-            return merged, [note]
+            for name, value in WRAPPED_TEXT_DEFAULTS.get(str(merged.get("model_type")), {}).items():
+                merged.setdefault(name, value)
+            return merged, []
     return raw, []
+
+
+#: Class defaults of a text config nested in a wrapper that names only what differs from them
+#: (llava-1.5's text_config gives 7 keys: LlavaConfig builds LlamaConfig(**text_config)); transformers
+#: 5.24.0 LlamaConfig defaults. A standalone config still has to name its keys.
+WRAPPED_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {
+        "vocab_size": 32_000,
+        "hidden_size": 4096,
+        "intermediate_size": 11_008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+    },
+}
+
+
+def encoder_notes(raw: dict[str, Any]) -> list[str]:
+    """The warning for a multimodal config whose encoder the planner cannot count (none when it can)."""
+    what = encoders.unsupported_encoder(raw)
+    if what is None:
+        return []
+    known = ", ".join(sorted(encoders.ENCODERS))
+    return [
+        f"multimodal model: the {what} is not modelled, so its weights are not counted and --images-per-request "
+        f"is refused; the language model is planned alone (encoders modelled: {known})."
+    ]
 
 
 #: Keys that name experts, recurrent state or per-layer block kinds: a config carrying one (with a
@@ -1075,6 +1105,12 @@ def build_spec(raw: Any, name: str = "model") -> ModelSpec:
             f"{name}: config.json has a value of the wrong type or size ({err}).",
             hint="Compare the file with the model's config.json on the Hub.",
         ) from None
+    encoder = encoders.encoder_from_config(raw, spec.hidden_size)
+    notes += encoder_notes(raw)
+    unsupported = encoders.unsupported_encoder(raw)
+    if encoder is None and unsupported is None and not notes:
+        return spec
+    update: dict[str, Any] = {"encoder": encoder, "unsupported_encoder": unsupported}
     if notes:
-        spec = spec.model_copy(update={"warnings": tuple(notes) + spec.warnings})
-    return spec
+        update["warnings"] = tuple(notes) + spec.warnings
+    return spec.model_copy(update=update)

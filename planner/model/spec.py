@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.model.encoders import VisionEncoderSpec
 from planner.model.kv import KVSpec
 from planner.model.layers import MLA, Attention, DecoderLayer, MoE, ParamGroup
 from planner.model.quantization import QuantizationSpec, canonical_dtype
@@ -85,6 +86,19 @@ class ModelSpec(BaseModel):
     config_dtype: str | None = Field(None, description="dtype / torch_dtype as written in config.json, if any.")
     quantization: QuantizationSpec | None = Field(None, description="The checkpoint's quantization, if any.")
     warnings: tuple[str, ...] = Field((), description="Things the parser had to assume, shown to the user.")
+    encoder: VisionEncoderSpec | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The multimodal wrapper's vision encoder and projector (planner.model.encoders); None for a "
+        "text-only model or an encoder kind the planner does not model (see unsupported_encoder). Not in "
+        "total_params, which counts the language model.",
+    )
+    unsupported_encoder: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The vision/audio sub-config the planner cannot count, e.g. 'vision_config (pixtral) of "
+        "model_type mistral3'; None otherwise.",
+    )
 
     # ------------------------------------------------------------------ parameters
 

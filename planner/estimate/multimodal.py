@@ -1,0 +1,102 @@
+"""Images in a request: how many prompt tokens they become, what the vision encoder holds and costs.
+
+With ``--images-per-request N`` (``RequestShape.images_per_request``) each request carries N images of
+``--image-size WxH`` (default the encoder's native size). Then, for a model whose encoder
+``planner.model.encoders`` models:
+
+* prompt tokens = the text tokens + N x tokens per image (``prompt_tokens``): the LLM prefills both;
+* memory (per GPU, taken from the KV cache like every other term, ``planner.estimate.memory``):
+  the encoder's weights on one rank (``encoder_weight_bytes``: vLLM builds the tower on every pipeline
+  rank of the model class) and the encoder cache vLLM profiles (``encoder_cache_bytes``);
+* compute: the encoder's forward over the batch's images, rows of the prefill step
+  (``encoder_rows``), timed by ``planner.estimate.step`` like any op; their sum is the latency's
+  ``encoder_seconds``, inside TTFT.
+
+Encoder cache (vLLM ``vllm/v1/core/encoder_cache_manager.py`` ``compute_mm_encoder_budget``, commit
+003ad86e): ``encoder_cache_size`` defaults to ``max_num_batched_encoder_embeds``, itself
+``max_num_batched_tokens``, and is raised to the largest item's tokens (``max_tokens_per_mm_item``);
+each cached token is one LLM-width embedding, so it holds ``size x h x act_bytes`` bytes
+(Gemma-3-4B at 2,048 tokens: 2,048 x 2,560 x 2 = 10 MiB). With every modality at 0
+(``--limit-mm-per-prompt``) vLLM neither builds the tower nor the cache: that is ``images_per_request``
+0, where every number is the text-only plan's.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from planner.errors import ScenarioError
+from planner.estimate.resolve import Resolved
+from planner.model.encoders import ENCODERS, VisionEncoder
+from planner.model.ops import Op, StepShape
+from planner.model.spec import ModelSpec
+from planner.scenario import Scenario
+
+
+class Images(NamedTuple):
+    """The images of one request as the encoder sees them."""
+
+    encoder: VisionEncoder
+    per_request: int
+    width: int
+    height: int
+    tokens_per_image: int
+
+
+def images(model: ModelSpec, sc: Scenario) -> Images | None:
+    """The request's images (None without any), refused with the reason where the model cannot take them."""
+    wl = sc.workload
+    if wl.images_per_request == 0:
+        return None
+    enc = model.encoder
+    if enc is None:
+        what = (
+            f"its {model.unsupported_encoder} is not modelled"
+            if model.unsupported_encoder
+            else "it is a text-only model (no vision_config)"
+        )
+        raise ScenarioError(
+            f"--images-per-request {wl.images_per_request}: {model.name} cannot be planned with images: {what}.",
+            hint=f"Drop --images-per-request, or pick a model whose encoder is modelled (wrappers: "
+            f"{', '.join(sorted(ENCODERS))}).",
+        )
+    if wl.image_size is None and enc.dynamic_resolution:
+        raise ScenarioError(
+            f"--images-per-request {wl.images_per_request}: {model.name}'s tokens per image follow the image's size "
+            "(dynamic resolution), and no --image-size was given.",
+            hint="Add --image-size WxH, e.g. --image-size 1280x720.",
+        )
+    width, height = wl.image_size or (enc.image_size, enc.image_size)
+    enc.check_image(width, height)
+    return Images(enc, wl.images_per_request, width, height, enc.tokens_per_image(width, height))
+
+
+def prompt_tokens(model: ModelSpec, sc: Scenario, text_tokens: int) -> int:
+    """Tokens the LLM prefills per request: the text and every image's tokens."""
+    imgs = images(model, sc)
+    return text_tokens + (imgs.per_request * imgs.tokens_per_image if imgs else 0)
+
+
+def encoder_weight_bytes(model: ModelSpec, sc: Scenario, res: Resolved) -> int:
+    """The encoder's weights on one rank (``VisionEncoder.bytes_per_rank``); 0 without images."""
+    imgs = images(model, sc)
+    return imgs.encoder.bytes_per_rank(res.tp, res.act_bytes_per_element) if imgs else 0
+
+
+def encoder_cache_bytes(model: ModelSpec, sc: Scenario, res: Resolved) -> int:
+    """vLLM's encoder cache: max(max_num_batched_tokens, largest image's tokens) x h x act bytes; 0 without images."""
+    imgs = images(model, sc)
+    if imgs is None:
+        return 0
+    size = max(res.max_num_batched_tokens, imgs.encoder.max_tokens_per_image)
+    return int(size * model.hidden_size * res.act_bytes_per_element)
+
+
+def encoder_rows(model: ModelSpec, sc: Scenario, shape: StepShape, batch: int) -> list[tuple[str, int, list[Op]]]:
+    """The encoder's forward over ``batch`` requests' images, as (group, count, ops) rows; [] without images."""
+    imgs = images(model, sc)
+    if imgs is None:
+        return []
+    # the tower stays in the model dtype (quantized checkpoints leave it out), whatever the LLM's GEMMs run in
+    vit_shape = shape.model_copy(update={"compute_dtypes": {**shape.compute_dtypes, "vision": model.dtype}})
+    return imgs.encoder.ops(vit_shape, batch * imgs.per_request, imgs.width, imgs.height)

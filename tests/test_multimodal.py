@@ -1,0 +1,227 @@
+"""Multimodal models: vision-encoder weights, tokens per image, the memory term, encoder compute in TTFT.
+
+Known values: encoder parameters are transformers 5.24.0's meta-device counts
+(tools/encoder_param_oracle.py -> tests/golden/encoder_params.json, which does not import the planner).
+Tokens per image and bytes are computed by hand below from the configs' numbers. The Qwen2.5-VL and
+LLaVA-1.5 configs are fixtures (tests/data/multimodal/README.md gives their sources).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from planner.cli import main
+from planner.errors import ScenarioError
+from planner.estimate import multimodal
+from planner.estimate.latency import estimate_latency
+from planner.estimate.memory import plan_memory
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import RequestShape, Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = json.loads((ROOT / "tests" / "golden" / "encoder_params.json").read_text())
+FIXTURES = ROOT / "tests" / "data" / "multimodal"
+SCOUT = "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
+MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E-Instruct"
+GEMMA = "google/gemma-3-4b-it"
+QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+LLAVA = "llava-hf/llava-1.5-7b-hf"
+
+
+def spec_of(name: str):
+    row = GOLDEN["models"].get(name)
+    if row is not None and row["config"].startswith("tests/"):
+        return build_spec(json.loads((ROOT / row["config"]).read_text()), name)
+    return build_spec(load_config(name, prefer="catalog").config, name)
+
+
+def with_images(n: int, size: tuple[int, int] | None = None, **scenario) -> Scenario:
+    shape = RequestShape(input_len=512, output_len=64, images_per_request=n, image_size=size)
+    return Scenario(workload=shape, **scenario)
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["models"]))
+def test_encoder_params_equal_transformers_meta_count(name):
+    row = GOLDEN["models"][name]
+    spec = spec_of(name)
+    assert spec.encoder is not None
+    assert spec.encoder.params == row["encoder_params"]
+    assert spec.total_params == row["language_model_params"]  # the text model stays transformers' count
+    assert not [w for w in spec.warnings if "not counted" in w or "not modelled" in w]
+
+
+def test_golden_was_written_by_the_pinned_transformers():
+    assert GOLDEN["transformers_version"] == "5.24.0"
+    assert GOLDEN["models"][GEMMA]["encoder_params"] == 419_816_304
+
+
+def test_llava_serves_the_tower_up_to_its_feature_layer():
+    """vLLM builds 23 of CLIP's 24 layers for vision_feature_layer -2, and no post-norm."""
+    enc = spec_of(LLAVA).encoder
+    h, ffn = 1024, 4096
+    layer = 4 * h * h + 4 * h + 2 * h * ffn + ffn + h + 4 * h
+    served = sum(g.total for g in enc.served_param_groups())
+    assert enc.served_layers == 23
+    assert served == enc.params - layer - 2 * h
+
+
+def test_unsupported_encoder_keeps_the_warning_and_refuses_images():
+    raw = {
+        "model_type": "mistral3",
+        "text_config": {
+            "model_type": "mistral",
+            "hidden_size": 512,
+            "intermediate_size": 1024,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "vocab_size": 1000,
+        },
+        "vision_config": {"model_type": "pixtral", "hidden_size": 1024},
+    }
+    spec = build_spec(raw, "toy-mistral3")
+    assert spec.encoder is None
+    assert any("vision_config (pixtral)" in w and "not counted" in w for w in spec.warnings)
+    with pytest.raises(ScenarioError, match=r"vision_config \(pixtral\).*is not modelled"):
+        plan_memory(spec, get_profile("h100-sxm"), with_images(1))
+
+
+# ----------------------------------------------------------------------------- tokens per image
+
+TOKENS = [
+    (GEMMA, None, 256),  # mm_tokens_per_image: 64 x 64 patches avg-pooled 4 x 4
+    (LLAVA, None, 24 * 24),  # (336 / 14)^2 patches, the class token dropped
+    (SCOUT, None, 24 * 24 // 4),  # one 336 tile: 576 patches pixel-shuffled by 0.5 -> 144
+    (SCOUT, (672, 672), (4 + 1) * 144),  # 2 x 2 tiles and the global thumbnail
+    (SCOUT, (6000, 6000), (16 + 1) * 144),  # capped at 16 tiles
+    (QWEN, (1280, 720), (round(720 / 28) * 2) * (round(1280 / 28) * 2) // 4),  # 52 x 92 patches -> 1,196
+    (QWEN, (10, 10), 4),  # below min_pixels: 56 x 56 -> 4 x 4 patches -> 4 tokens
+    (QWEN, (8000, 8000), 16_384),  # above max_pixels: floor(8000 / 2.232 / 28) x 28 = 3,584 per side
+]
+
+
+@pytest.mark.parametrize(("name", "size", "tokens"), TOKENS, ids=[f"{n}-{s}" for n, s, _ in TOKENS])
+def test_tokens_per_image_by_hand(name, size, tokens):
+    spec = spec_of(name)
+    sc = with_images(1, size)
+    assert multimodal.images(spec, sc).tokens_per_image == tokens
+    assert multimodal.prompt_tokens(spec, sc, 512) == 512 + tokens
+    assert multimodal.prompt_tokens(spec, with_images(3, size), 512) == 512 + 3 * tokens
+
+
+def test_qwen_max_tokens_per_image_is_max_pixels_over_28_squared():
+    assert spec_of(QWEN).encoder.max_tokens_per_image == 12_845_056 // 28**2 == 16_384
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def test_gemma3_encoder_term_by_hand_and_kv_shrinks_by_exactly_it():
+    spec, hw = spec_of(GEMMA), get_profile("l4")
+    text = plan_memory(spec, hw, with_images(0), suggest=False)
+    plan = plan_memory(spec, hw, with_images(2), suggest=False)
+    assert plan.encoder_bytes == 419_816_304 * 2  # bf16, TP 1: every parameter on the one GPU
+    assert plan.encoder_cache_bytes == max(2048, 256) * 2560 * 2  # L4 budget 2,048 tokens x h x bf16
+    assert text.kv_cache_bytes_per_gpu - plan.kv_cache_bytes_per_gpu == plan.encoder_bytes + plan.encoder_cache_bytes
+    assert {t.name: t.bytes for t in plan.terms}["encoder"] == plan.encoder_bytes
+    assert sum(t.bytes for t in plan.terms) == hw.memory_bytes
+
+
+def test_gemma3_encoder_linears_split_over_tp():
+    h, ffn, layers = 1152, 4304, 27
+    sharded = layers * (4 * h * h + 2 * h * ffn)  # q, k, v, o, fc1, fc2; the rest is whole on each rank
+    plan = plan_memory(spec_of(GEMMA), get_profile("h100-sxm"), with_images(1, tp=2), suggest=False)
+    assert plan.encoder_bytes == int((419_816_304 - sharded / 2) * 2)
+
+
+def test_text_only_requests_plan_byte_identical():
+    spec, hw = spec_of(SCOUT), get_profile("h100-sxm")
+    before = plan_memory(spec, hw, Scenario(tp=4)).model_dump_json()
+    assert (
+        plan_memory(spec, hw, Scenario(tp=4, workload=RequestShape(images_per_request=0))).model_dump_json() == before
+    )
+    assert "encoder" not in before
+    lat = estimate_latency(spec, hw, Scenario(tp=4)).model_dump()
+    assert "encoder_seconds" not in lat and "image_tokens_per_request" not in lat
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def test_ttft_grows_with_images_and_holds_the_encoder_seconds():
+    spec, hw = spec_of(GEMMA), get_profile("l4")
+    runs = [estimate_latency(spec, hw, with_images(n, gpu="l4")) for n in (0, 1, 4)]
+    ttft = [r.ttft_seconds for r in runs]
+    assert ttft[0] < ttft[1] < ttft[2]
+    assert runs[0].encoder_seconds is None
+    enc1, enc4 = runs[1].encoder_seconds, runs[2].encoder_seconds
+    assert 0 < enc1 < enc4 and math.isclose(enc4 / enc1, 4, rel_tol=0.1)  # four images, four ViT passes
+    assert ttft[1] - ttft[0] >= enc1  # the encoder plus 256 more prompt tokens to prefill
+    assert runs[1].image_tokens_per_request == 256 and runs[1].input_len == 512
+
+
+def test_encoder_flops_of_one_gemma3_image_by_hand():
+    """27 SigLIP layers over 4,096 patches: 2 x T x (4h^2 + 2hI) GEMM FLOPs + 4 x T^2 x h attention."""
+    from planner.estimate.roofline import roofline
+
+    spec, hw = spec_of(GEMMA), get_profile("h100-sxm")
+    pre = roofline(spec, hw, with_images(1), "prefill", 1, 512 + 256)
+    rows = [r for r in pre.layers if r.group.startswith("vision encoder: layers")]
+    T, h, ffn = 4096, 1152, 4304
+    by_hand = 27 * (2 * T * (4 * h * h + 2 * h * ffn) + 4 * T * T * h)
+    gemm_and_attention = sum(r.flops * r.count for r in rows if r.kind in ("gemm", "attention"))
+    assert math.isclose(gemm_and_attention, by_hand, rel_tol=0.01)  # softmax adds 5 x T^2 x heads
+
+
+# ----------------------------------------------------------------------------- bad flags
+
+BAD = [
+    (["plan", "gemma-3-4b-it", "--images-per-request", "1", "--image-size", "0x0"], "each side must be 1 to 16,384"),
+    (
+        ["plan", "gemma-3-4b-it", "--images-per-request", "-1"],
+        "--images-per-request must be greater than or equal to 0",
+    ),
+    (["plan", "llama3.1-8b", "--images-per-request", "1"], "it is a text-only model (no vision_config)"),
+    (["plan", "gemma-3-4b-it", "--image-size", "896x896"], "--image-size without --images-per-request"),
+    (["plan", "gemma-3-4b-it", "--images-per-request", "1", "--image-size", "big"], "expects WIDTHxHEIGHT"),
+    (
+        ["plan", str(FIXTURES / "Qwen--Qwen2.5-VL-7B-Instruct.json"), "--images-per-request", "1"],
+        "no --image-size was given",
+    ),
+    (
+        [
+            "plan",
+            str(FIXTURES / "Qwen--Qwen2.5-VL-7B-Instruct.json"),
+            "--images-per-request",
+            "1",
+            "--image-size",
+            "10000x40",
+        ],
+        "aspect ratio above 200",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD, ids=[" ".join(a[2:]) for a, _ in BAD])
+def test_bad_image_flags_refused_with_messages(capsys, argv, message):
+    code = main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert message in err, err
+    assert "Traceback" not in err
+
+
+def test_plan_json_carries_encoder_bytes(capsys):
+    assert main(["plan", "gemma-3-4b-it", "--gpu", "l4", "--images-per-request", "2", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["encoder_bytes"] == 419_816_304 * 2
+    assert d["encoder_cache_bytes"] == 2048 * 2560 * 2
