@@ -11,9 +11,9 @@ the Hub endpoint is a closed local port), and times these moments from the proce
 * ``app_run``: ``first_page - health``: the frontend's load, the app's imports, its first cache fills.
 
 The floors: the same harness times a bare app (a title and an ``st.success``: nothing of this project's),
-and one with the Plan page's kinds of element (metrics, two plotly charts, a table, a code block: the
-frontend fetches and runs each kind's code the first time it meets one), in the same run, interleaved with
-this checkout's app, so all see the same load. ``--before DIR`` times another checkout's app too (e.g.
+and one with the Plan page's kinds of element and the sidebar's kinds of widget, each once, with nothing
+to compute (the frontend fetches and runs each kind's code the first time it meets one), in the same run,
+interleaved with this checkout's app, so all see the same load. ``--before DIR`` times another checkout's app too (e.g.
 ``git worktree add /tmp/before HEAD`` before a change), interleaved.
 
 Also printed: what ``import``-ing the app's modules costs in a fresh interpreter (the part of
@@ -52,17 +52,37 @@ PAGE_JS = """() => !document.querySelector('[data-testid="stStatusWidget"]')
   && document.querySelector('[data-testid="stMain"]').innerText.includes('B per token')"""
 #: The floor: an app of nothing but what the Plan page's verdict check looks for.
 BARE_APP = 'import streamlit as st\n\nst.title("Plan")\nst.success("fits")\n'
-#: The floor of a page drawn with the Plan page's kinds of element (metrics, two plotly charts, a table, code
-#: blocks): the frontend loads each kind's code the first time it meets one (the plotly chart's is 4.7 MB).
+#: The floor of a page drawn with the Plan page's kinds of element and the sidebar's kinds of widget (metrics,
+#: two plotly charts, a table, a code block; pickers, number fields, a slider, an uploader, ...): the frontend
+#: fetches and runs each kind's code the first time it meets one (the plotly chart's is 4.7 MB).
 ELEMENTS_APP = """import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+st.set_page_config(page_title="LLM inference planner", page_icon="🧮", layout="wide")
+with st.sidebar:
+    st.subheader("Model")
+    st.selectbox("Catalog model", ["a", "b"])
+    st.text_input("Or any Hub repo id")
+    with st.expander("Upload a config.json"):
+        st.file_uploader("config.json", type=["json"])
+    st.caption("a model")
+    left, right = st.columns(2)
+    left.number_input("Tensor parallel", min_value=1, step=1)
+    right.number_input("Pipeline parallel", min_value=1, step=1)
+    st.toggle("Mixed precision")
+    st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, value=0.9)
+    st.radio("Engine", ["CUDA graphs", "eager"], horizontal=True)
+    st.checkbox("Chunked prefill")
+    st.divider()
+pages = [st.Page(lambda: None, title=t, url_path=t.lower(), default=t == "Plan") for t in ("Plan", "Roofline")]
+st.navigation(pages).run()
 st.title("Plan")
 st.success("fits")
 st.columns(5)[0].metric("Max concurrency", "1")
 st.plotly_chart(go.Figure(go.Bar(x=[1.0], y=["per GPU"], orientation="h")), key="bar")
 st.dataframe(pd.DataFrame({"term": ["weights"], "GiB": [1.0]}), hide_index=True)
+st.download_button("Download the plan (JSON)", "{}", file_name="plan.json")
 left, right = st.columns(2)
 left.plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[2, 1])), key="line")
 right.code("2 x 32 layers", language=None, wrap_lines=True)
