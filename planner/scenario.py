@@ -256,6 +256,39 @@ class Scenario(BaseModel):
         "cluster's or the LeaderWorkerSet's size), each running an equal share. Default: the fewest that hold tp x pp "
         "without cutting a TP group across nodes. A count.",
     )
+    enable_expert_parallel: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="vLLM --enable-expert-parallel: the routed experts are split whole over tp x data_parallel_size "
+        "ranks (EP size, FusedMoEParallelConfig.make) instead of each expert over the TP ranks; MoE models only.",
+    )
+    data_parallel_size: int = Field(
+        1,
+        ge=1,
+        le=MAX_PARALLEL,
+        exclude_if=lambda v: v == 1,
+        description="vLLM --data-parallel-size: attention data parallelism, one engine (scheduler, KV cache, its own "
+        "batch) per DP rank, each of tp x pp GPUs, the MoE layers shared over all of them (needs "
+        f"--enable-expert-parallel); 1 to {MAX_PARALLEL:,}. A count.",
+    )
+    all2all_backend: Literal["allgather_reducescatter", "deepep_low_latency", "deepep_high_throughput"] = Field(
+        "allgather_reducescatter",
+        exclude_if=lambda v: v == "allgather_reducescatter",
+        description="vLLM --all2all-backend, the expert-parallel dispatch/combine with data_parallel_size > 1: "
+        "allgather_reducescatter (vLLM 0.33's default: all-gather the DP ranks' tokens, reduce-scatter the outputs, "
+        "bf16) or DeepEP's low-latency / high-throughput kernels (fp8 dispatch, bf16 combine).",
+    )
+    expert_load_imbalance: float = Field(
+        1.3,
+        ge=1.0,
+        le=8.0,
+        allow_inf_nan=False,
+        exclude_if=lambda v: v == 1.3,
+        description="Planner parameter, not a vLLM flag: routed (token, expert) pairs on the busiest EP rank over the "
+        "mean, with --enable-expert-parallel (every MoE layer waits for that rank). Default 1.3, within the 1.2-1.8 "
+        "straggler factor reported for real workloads without EPLB (impala-blog.pages.dev/widgets/eplb); 1.0 for "
+        "perfectly balanced routing. A ratio, 1 to 8.",
+    )
     weight_dtype: str = Field(
         "auto",
         description="Weight precision: auto (the checkpoint's), bf16, fp16, fp8, int8, int4, awq, gptq, mxfp4, nvfp4.",
@@ -350,16 +383,19 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _check_gpus(self) -> Scenario:
-        if self.num_gpus is not None and self.num_gpus < self.tp * self.pp:
+        if self.num_gpus is not None and self.num_gpus < self.gpus_per_replica:
+            dp = f" x --data-parallel-size {self.data_parallel_size}" if self.data_parallel_size > 1 else ""
             raise ScenarioError(
-                f"--num-gpus {self.num_gpus} is fewer than --tp {self.tp} x --pp {self.pp} = {self.tp * self.pp}.",
-                hint=f"Use --num-gpus {self.tp * self.pp} or more, or lower --tp/--pp.",
+                f"--num-gpus {self.num_gpus} is fewer than --tp {self.tp} x --pp {self.pp}{dp} = "
+                f"{self.gpus_per_replica}.",
+                hint=f"Use --num-gpus {self.gpus_per_replica} or more, or lower --tp/--pp{'/--data-parallel-size' if dp else ''}.",
             )
         return self
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        """GPUs of one deployment unit: tp x pp per engine, x data_parallel_size engines (vLLM's DP ranks)."""
+        return self.tp * self.pp * self.data_parallel_size
 
     @property
     def replicas(self) -> int:

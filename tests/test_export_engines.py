@@ -44,6 +44,17 @@ MATRIX = {
     "awq": ("Qwen/Qwen3-4B-AWQ", {"gpu": "l40s", "block_size": 32}),
     "amd": ("meta-llama/Llama-3.1-70B", {"gpu": "mi300x", "tp": 2, "max_model_len": 16384}),
     "priority-scheduling": ("meta-llama/Llama-3.1-8B", {"max_model_len": 8192, "scheduling_policy": "priority"}),
+    "expert-parallel": ("Qwen/Qwen3-30B-A3B", {"tp": 2, "enable_expert_parallel": True, "max_model_len": 32768}),
+    "ep-dp-attention": (
+        "deepseek-ai/DeepSeek-V3",
+        {
+            "gpu": "h200",
+            "data_parallel_size": 8,
+            "enable_expert_parallel": True,
+            "all2all_backend": "deepep_low_latency",
+            "max_model_len": 32768,
+        },
+    ),
 }
 TARGETS = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
 

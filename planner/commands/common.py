@@ -41,6 +41,10 @@ FIELD_FLAGS: dict[str, str] = {
     "num_gpus": "--num-gpus",
     "tp": "--tp",
     "pp": "--pp",
+    "enable_expert_parallel": "--enable-expert-parallel",
+    "data_parallel_size": "--data-parallel-size",
+    "all2all_backend": "--all2all-backend",
+    "expert_load_imbalance": "--expert-load-imbalance",
     "weight_dtype": "--weight-dtype",
     "precision_overrides": "--precision",
     "kv_cache_dtype": "--kv-dtype",
@@ -251,6 +255,31 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         help=_described(Scenario, "num_nodes"),
     )
     s.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help=_described(Scenario, "enable_expert_parallel", "Default: off."),
+    )
+    s.add_argument(
+        "--data-parallel-size",
+        metavar="N",
+        type=Number.of(int, "--data-parallel-size", Scenario, "data_parallel_size"),
+        default=_default(Scenario, "data_parallel_size"),
+        help=_described(Scenario, "data_parallel_size", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--all2all-backend",
+        choices=("allgather_reducescatter", "deepep_low_latency", "deepep_high_throughput"),
+        default=_default(Scenario, "all2all_backend"),
+        help=_described(Scenario, "all2all_backend", "Default: %(default)s."),
+    )
+    s.add_argument(
+        "--expert-load-imbalance",
+        metavar="X",
+        type=Number.of(float, "--expert-load-imbalance", Scenario, "expert_load_imbalance"),
+        default=_default(Scenario, "expert_load_imbalance"),
+        help=_described(Scenario, "expert_load_imbalance", "Default: %(default)s."),
+    )
+    s.add_argument(
         "--weight-dtype",
         metavar="D",
         default=_default(Scenario, "weight_dtype"),
@@ -432,6 +461,11 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         tp=args.tp,
         pp=args.pp,
         num_nodes=getattr(args, "num_nodes", None),
+        enable_expert_parallel=getattr(args, "enable_expert_parallel", False),
+        data_parallel_size=getattr(args, "data_parallel_size", 1),
+        all2all_backend=getattr(args, "all2all_backend", None) or _default(Scenario, "all2all_backend"),
+        expert_load_imbalance=getattr(args, "expert_load_imbalance", None)
+        or _default(Scenario, "expert_load_imbalance"),
         weight_dtype=args.weight_dtype,
         precision_overrides=parse_precision(args.precision),
         kv_cache_dtype=args.kv_cache_dtype,

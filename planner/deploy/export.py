@@ -104,6 +104,11 @@ VLLM_FLAGS: tuple[str, ...] = (
     "max-lora-rank",
     "max-cpu-loras",
     "lora-dtype",
+    # Expert / attention data parallelism: vllm 0.33.0's wheel, vllm/engine/arg_utils.py EngineArgs.add_cli_args
+    # (ParallelConfig group: --data-parallel-size/-dp, --enable-expert-parallel, --all2all-backend)
+    "data-parallel-size",
+    "enable-expert-parallel",
+    "all2all-backend",
 )
 VLLM_FLAG_SOURCE = (
     "vllm-project/vllm vllm/engine/arg_utils.py (EngineArgs.add_cli_args) @ 99d7eb5d6a51; "
@@ -164,6 +169,10 @@ SGLANG_FLAGS: tuple[str, ...] = (
     "nnodes",
     "node-rank",
     "dist-init-addr",
+    # sglang/srt/arg_groups/fields/parallel.py: ep_size (--ep-size), attn_dp_size (--attn-dp-size, the spelling
+    # that replaces the deprecated --dp-size N --enable-dp-attention: parallel_hook.handle_deprecated_dp_attention)
+    "ep-size",
+    "attn-dp-size",
 )
 SGLANG_FLAG_SOURCE = f"sglang {SGLANG_VERSION} (sglang/srt/arg_groups/fields, sglang serve)"
 SGLANG_COMMAND = ("sglang", "serve")
@@ -344,6 +353,12 @@ def deployment(
             f"network is slow. Prefer tensor parallel within a node and pipeline parallel across nodes, e.g. "
             f"--tp {hw.gpus_per_node} --pp {cdiv(per_replica, hw.gpus_per_node)} (re-plan it first)."
         )
+    if nodes > 1 and sc.data_parallel_size > 1:
+        warnings.append(
+            f"--data-parallel-size {sc.data_parallel_size} over {nodes} nodes: vLLM's multi-node data parallelism "
+            "also needs --data-parallel-size-local, --data-parallel-start-rank and --data-parallel-address per node "
+            "(or --data-parallel-backend ray), which this export does not write; add them per pod."
+        )
     if nodes > 1 and per_replica % nodes:
         warnings.append(f"{per_replica} GPUs do not split evenly over {nodes} nodes; each pod requests {per_pod}.")
     if sc.num_gpus and sc.num_gpus % per_replica:
@@ -476,6 +491,12 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
         args["quantization"] = quant
     args["tensor-parallel-size"] = sc.tp
     args["pipeline-parallel-size"] = sc.pp
+    if sc.data_parallel_size > 1:
+        args["data-parallel-size"] = sc.data_parallel_size
+    if sc.enable_expert_parallel:
+        args["enable-expert-parallel"] = True
+        if sc.all2all_backend != "allgather_reducescatter":
+            args["all2all-backend"] = sc.all2all_backend
     if dep.multi_node:
         args["distributed-executor-backend"] = "ray"
     elif dep.gpus_per_replica > 1:
@@ -641,7 +662,12 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
     flags += [("host", "0.0.0.0"), ("port", SGLANG_PORT), ("dtype", _VLLM_DTYPE.get(dtype or model.dtype, "auto"))]
     if quant:
         flags.append(("quantization", quant))
-    flags += [("tp-size", sc.tp), ("pp-size", sc.pp), ("context-length", res.max_model_len)]
+    dp = sc.data_parallel_size  # SGLang's TP group spans the attention-DP groups: tp-size tp x dp
+    flags += [("tp-size", sc.tp * dp), ("pp-size", sc.pp), ("context-length", res.max_model_len)]
+    if sc.enable_expert_parallel:
+        flags.append(("ep-size", sc.tp * dp))
+    if dp > 1:
+        flags.append(("attn-dp-size", dp))
     if p.fits:
         # SGLang's static pool is weights + KV cache; the planner sized both for vLLM.
         static = (p.weight_bytes_per_gpu + p.kv_cache_bytes_per_gpu) / p.total_memory_bytes_per_gpu

@@ -180,7 +180,7 @@ def estimate_latency(
         speculative = estimate_speculation(model, hw, sc, B, decode_context, eff, draft_model)
         tpot = speculative.tpot_seconds
     e2e = ttft + (n_out - 1) * tpot
-    replicas = sc.replicas
+    replicas = sc.replicas * sc.data_parallel_size  # each DP rank serves its own batch of B
     tokens_per_s = B * n_out / e2e * replicas
     fits = None
     if check_memory:
@@ -407,7 +407,9 @@ class OpTable:
             ],
             float,
         )
-        self.moe: list[tuple[int, float, float, float]] = []  # (row, E, k, bytes of one expert)
+        #: (row, MoE block, ep, dp, imbalance, bytes of one expert): the row's weight bytes and GEMM rows follow
+        #: the experts its tokens touch (``MoE.rank_routing``).
+        self.moe: list[tuple[int, MoE, int, int, float, float]] = []
         self.lora = _lora_rows(first, res, X[0])  # (row, slots, bytes of one adapter [of one expert], E, k)
         lora_rows = {row for row, *_ in self.lora}
         quantities: dict[str, list[list[float]]] = {"flops": [], "other_bytes": [], "m": [], "comm": []}
@@ -425,14 +427,9 @@ class OpTable:
             if op.kind == "grouped_gemm":
                 ffn = owner.ffn if owner is not None else None
                 assert isinstance(ffn, MoE), f"grouped GEMM {op.name} outside an MoE block"  # only MoE.ops emits one
-                self.moe.append(
-                    (
-                        i,
-                        ffn.num_experts,
-                        ffn.experts_per_token,
-                        op.weight_bytes / ffn.expected_distinct_experts(int(X[0, 1])),
-                    )
-                )
+                ep, dp, imbalance = (res.ep, res.dp, res.expert_load_imbalance) if res.ep > 1 else (1, 1, 1.0)
+                touched = ffn.rank_routing(int(X[0, 1]), ep, dp, imbalance)[0]
+                self.moe.append((i, ffn, ep, dp, imbalance, op.weight_bytes / touched))
         self.coef = {}
         for name, values in quantities.items():
             Y = np.asarray(values, float)  # bases x rows
@@ -454,6 +451,7 @@ class OpTable:
         """Derived arrays (call after the rows or coefficients change)."""
         self.gemm_like = self.is_gemm | (self.kind == step.KIND_CODES["grouped_gemm"])
         self.allreduce_rows = np.nonzero(self.kind == step.KIND_CODES["allreduce"])[0]
+        self.alltoall_rows = np.nonzero(self.kind == step.KIND_CODES["alltoall"])[0]
         self.window_rows = np.nonzero(np.isfinite(self.window))[0]
         self.n = len(self.kind)
         # One matrix for the four quantities: rows of flops, other bytes, GEMM rows, payload.
@@ -472,7 +470,7 @@ class OpTable:
             hit.window, hit.is_gemm = self.window[rows], self.is_gemm[rows]
             hit.coef = {k: v[rows] for k, v in self.coef.items()}
             where = {int(r): j for j, r in enumerate(rows)}
-            hit.moe = [(where[i], E, k, b) for i, E, k, b in self.moe if i in where]
+            hit.moe = [(where[i], ffn, ep, dp, imb, b) for i, ffn, ep, dp, imb, b in self.moe if i in where]
             hit.lora = [(where[i], slots, per, E, k) for i, slots, per, E, k in self.lora if i in where]
             hit._finish()
             hit._subsets = {}
@@ -514,10 +512,10 @@ class OpTable:
                 out[self.window_rows] += c3 * d_pairs + c4 * d_kv
         m = np.maximum(m, 1.0)
         tokens = f[1]
-        for i, E, k, per_expert in self.moe:
-            touched = E * (1.0 - (1.0 - k / E) ** tokens)
+        for i, ffn, ep, dp, imbalance, per_expert in self.moe:
+            touched, pairs = ffn.rank_routing(tokens, ep, dp, imbalance)
             nbytes[i] = nbytes[i] + per_expert * touched
-            m[i] = np.maximum(1, np.round(tokens * k / np.maximum(touched, 1.0)))
+            m[i] = np.maximum(1, np.round(pairs / np.maximum(touched, 1.0)))
         for i, slots, per_adapter, E, k in self.lora:  # the active adapters' A and B (of the touched experts)
             touched = E * (1.0 - (1.0 - k / E) ** tokens) if E else 1.0
             nbytes[i] = nbytes[i] + per_adapter * np.minimum(f[2], slots) * touched
@@ -600,6 +598,7 @@ class StepTimeModel:
         res = resolve(model, hw, sc)
         self.tp = res.tp
         self.link = step.Link.for_group(hw, res.tp)
+        self.ep, self.ep_link = res.ep, step.Link.for_group(hw, res.ep)  # the expert dispatch's group
         self.decode_table, self.prefill_table = tables or op_tables(model, res)
         self.shared = self.decode_table is self.prefill_table
         self.pp = res.pp
@@ -655,6 +654,9 @@ class StepTimeModel:
                 ),
                 floor[ar],
             )
+        a2a = table.alltoall_rows
+        if len(a2a):
+            t[a2a] = np.maximum(step.alltoall_seconds(eff, comm[a2a], self.ep, self.ep_link), floor[a2a])
         count = col(table.count)
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)
 
@@ -665,7 +667,7 @@ class StepTimeModel:
         if key in self._scalar:
             return self._scalar[key]
         rows: list[_ScalarRow] | None = None
-        if not table.moe and not len(table.allreduce_rows):
+        if not table.moe and not len(table.allreduce_rows) and not len(table.alltoall_rows):
             fixed = self._fixed_for(table)
             launch = step.launch_seconds(self.eff, table.kernels, step.replays_graph(table.kind, graphs, piecewise))
             floor = step.kernel_floor_seconds(self.eff, table.kernels)

@@ -154,6 +154,14 @@ def _group_bytes(groups, res: Resolved, tp: int, ffn: object = None) -> float:
         fmt = res.weight_formats.get(g.component)
         bits = fmt.bits_per_weight if fmt else act * 8
         other = act
+        if g.component == "experts" and res.ep > 1 and isinstance(ffn, MoE):
+            # --enable-expert-parallel: the fullest rank holds ceil(E / ep) whole experts (no TP split)
+            share = ffn.local_experts(res.ep) / ffn.num_experts
+            if res.expert_layout is not None:
+                bits = resident_expert_bits(res.expert_layout, bits, ffn.hidden_size, ffn.expert_intermediate_size, 1)
+                other = resident_bias_bytes(res.expert_layout, act)
+            total += (g.sharded_linear + g.replicated_linear) * share * bits / 8 + g.other * share * other
+            continue
         if g.component == "experts" and res.expert_layout is not None and isinstance(ffn, MoE):
             bits = resident_expert_bits(res.expert_layout, bits, ffn.hidden_size, ffn.expert_intermediate_size, tp)
             other = resident_bias_bytes(res.expert_layout, act)
@@ -164,7 +172,7 @@ def _group_bytes(groups, res: Resolved, tp: int, ffn: object = None) -> float:
 def stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
     """Weight bytes on one rank of each pipeline stage (vocab padded to 64, as vLLM allocates)."""
     formats = tuple((name, fmt.bits_per_weight) for name, fmt in res.weight_formats.items())
-    key = ("stage_weight_bytes", res.tp, res.pp, res.act_bytes_per_element, formats, res.expert_layout)
+    key = ("stage_weight_bytes", res.tp, res.pp, res.act_bytes_per_element, formats, res.expert_layout, res.ep)
     memo = derived(model)  # the sum depends on the spec and these four only
     if key not in memo:
         memo[key] = tuple(_stage_weight_bytes(model, res))
@@ -249,7 +257,7 @@ def _widest_token_path(model: ModelSpec) -> int:
 def non_torch_bytes(sc: Scenario) -> int:
     if sc.non_torch_memory_bytes is not None:
         return sc.non_torch_memory_bytes
-    return NON_TORCH_TP_BYTES if sc.tp > 1 else NON_TORCH_SINGLE_GPU_BYTES
+    return NON_TORCH_TP_BYTES if sc.tp > 1 or sc.data_parallel_size > 1 else NON_TORCH_SINGLE_GPU_BYTES
 
 
 def cuda_graph_bytes(model: ModelSpec, sc: Scenario, layers_on_rank: int) -> int:
@@ -446,7 +454,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         total_memory_bytes_per_gpu=total,
         requested_memory_bytes_per_gpu=requested,
         weight_bytes_per_gpu=weights[s],
-        weight_bytes_total=sum(weights) * res.tp,
+        weight_bytes_total=sum(weights) * res.tp * res.dp,
         non_torch_bytes_per_gpu=non_torch,
         activation_bytes_per_gpu=act,
         cuda_graph_bytes_per_gpu=graphs,
@@ -491,6 +499,8 @@ def _max_len_that_fits(max_position_embeddings: int, res: Resolved, blocks: int,
 
 def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, requested) -> str:
     gpus = f"{sc.tp * sc.pp} x {hw.name}"
+    if sc.data_parallel_size > 1:  # each DP rank is an engine with its own KV cache and batch
+        gpus += f" per data-parallel rank ({sc.data_parallel_size} ranks, {sc.gpus_per_replica} GPUs)"
     if fits:
         return (
             f"fits: {fmt_requests(concurrency)} requests of {res.max_model_len:,} tokens at once on {gpus} "

@@ -20,8 +20,12 @@ Bytes per rank come from the memory plan's own accounting (``stage_weight_bytes`
 layout, the plan's block count: vLLM allocates the same number of blocks on every rank, the minimum
 over them), not re-derived here. Layouts that cannot run are refused (``check_layout``).
 
-Expert and data parallelism would add rank kinds here (experts per EP rank, attention per DP rank);
-this module places tensor and pipeline parallelism only.
+Expert and attention data parallelism (``--enable-expert-parallel``, ``--data-parallel-size``): the replica is
+dp engines of tp x pp GPUs each, DP rank d's GPUs numbered after rank d - 1's (global = d x tp x pp + stage x tp +
+tp_rank); every DP rank runs its own attention (TP inside it) over its own batch and KV cache, the dense and
+attention weights replicated across DP ranks. The routed experts are split whole over the EP group of tp x dp
+ranks (``FusedMoEParallelConfig.make``: ep_rank = dp_rank x tp + tp_rank), contiguously as vLLM's
+``determine_expert_map`` places them ('linear': E // ep each, one more on the first E % ep ranks).
 """
 
 from __future__ import annotations
@@ -55,6 +59,22 @@ class RankPlacement(BaseModel):
         description="KV-cache bytes this GPU allocates: the plan's blocks x this stage's block bytes (estimate)."
     )
     kv_bytes_per_token: int = Field(description="KV bytes one token costs on this GPU (exact).")
+    dp_rank: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Data-parallel rank (engine) this GPU belongs to: its own batch and KV cache; None without DP.",
+    )
+    ep_rank: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Expert-parallel rank: dp_rank x tp + tp_rank (vLLM); None without --enable-expert-parallel.",
+    )
+    experts: tuple[int, int] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="[first, one past the last] routed expert this GPU holds whole, in every MoE layer (vLLM's "
+        "linear expert map); None without --enable-expert-parallel (every GPU holds a TP slice of every expert).",
+    )
 
 
 class StagePlacement(BaseModel):
@@ -64,7 +84,9 @@ class StagePlacement(BaseModel):
     stage: int = Field(description="Pipeline stage (pp rank), 0 first.")
     layer_start: int = Field(description="First decoder layer of the stage.")
     layer_stop: int = Field(description="One past the stage's last decoder layer.")
-    ranks: list[int] = Field(description="Global ranks of the stage's tensor-parallel group.")
+    ranks: list[int] = Field(
+        description="Global ranks of the stage's tensor-parallel group (of every data-parallel rank's copy, with DP)."
+    )
     nodes: list[int] = Field(description="Nodes those ranks sit on.")
     tp_link: str = Field(description="Link of the stage's TP all-reduce: nvlink, pcie or network (across nodes).")
     send_link: str | None = Field(
@@ -86,6 +108,20 @@ class Placement(BaseModel):
     ranks: list[RankPlacement] = Field(description="Every GPU of the replica, by global rank.")
     weight_bytes_total: int = Field(description="Weights summed over the ranks (the plan's weight_bytes_total).")
     kv_cache_bytes_total: int = Field(description="KV-cache bytes summed over the ranks (estimate).")
+    data_parallel_size: int | None = Field(
+        None, exclude_if=lambda v: v is None, description="Data-parallel ranks (engines) of tp x pp GPUs; None: 1."
+    )
+    ep: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Expert-parallel size (tp x data-parallel size); None without --enable-expert-parallel.",
+    )
+    ep_link: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Link of the expert dispatch/combine (nvlink, pcie, network when the EP group leaves the "
+        "NVLink domain); None without expert parallelism.",
+    )
 
 
 def num_nodes(hw: HardwareProfile, sc: Scenario) -> int:
@@ -95,7 +131,7 @@ def num_nodes(hw: HardwareProfile, sc: Scenario) -> int:
 
 
 def _fewest_nodes(hw: HardwareProfile, sc: Scenario) -> int:
-    gpus = sc.tp * sc.pp
+    gpus = sc.gpus_per_replica
     for nodes in range(cdiv(gpus, hw.host_gpus), gpus + 1):
         if _layout_problem(hw, sc, nodes, hint=False) is None:
             return nodes
@@ -121,18 +157,19 @@ def check_layout(hw: HardwareProfile, sc: Scenario, num_layers: int) -> None:
 def _layout_problem(hw: HardwareProfile, sc: Scenario, nodes: int, hint: bool = True) -> tuple[str, str] | None:
     """(what is wrong, what would make it work) for ``nodes`` nodes, or None when the layout runs (``hint``
     False: the message alone, as the search for the fewest nodes needs)."""
-    tp, pp, gpus, host = sc.tp, sc.pp, sc.tp * sc.pp, hw.host_gpus
+    tp, pp, gpus, host = sc.tp, sc.pp, sc.gpus_per_replica, hw.host_gpus
     fewest = cdiv(gpus, host)
+    dp = f" x --data-parallel-size {sc.data_parallel_size}" if sc.data_parallel_size > 1 else ""
     if gpus > nodes * host:
         return (
-            f"--tp {tp} x --pp {pp} = {gpus} GPUs, but --num-nodes {nodes} x {host} {hw.name} per node "
+            f"--tp {tp} x --pp {pp}{dp} = {gpus} GPUs, but --num-nodes {nodes} x {host} {hw.name} per node "
             f"hold {nodes * host}.",
             f"Use --num-nodes {fewest} or more, or lower --tp/--pp.",
         )
     if gpus % nodes:
         return (
-            f"--tp {tp} x --pp {pp} = {gpus} GPUs do not split evenly over --num-nodes {nodes} (every node runs one "
-            "pod of the same size).",
+            f"--tp {tp} x --pp {pp}{dp} = {gpus} GPUs do not split evenly over --num-nodes {nodes} (every node runs "
+            "one pod of the same size).",
             f"Use a --num-nodes that divides {gpus}, e.g. {pp} (one stage per node).",
         )
     per_pod = gpus // nodes
@@ -168,7 +205,7 @@ def stage_links(hw: HardwareProfile, sc: Scenario) -> list[step.Link]:
     """The link each stage boundary k -> k + 1 crosses: rank k x tp + j sends to (k + 1) x tp + j; the network
     when any such pair sits in two NVLink domains (a domain holds gpus_per_node // host_gpus nodes: 1 for
     HGX, 18 trays of an NVL72), else the in-node link."""
-    per_pod = sc.tp * sc.pp // num_nodes(hw, sc)
+    per_pod = sc.gpus_per_replica // num_nodes(hw, sc)
     nodes_per_domain = max(1, hw.gpus_per_node // hw.host_gpus)
 
     def domain(rank: int) -> int:
@@ -192,11 +229,12 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
     blocks = max(0, plan.num_gpu_blocks)
     links, tp_kind = stage_links(hw, sc), tp_link(hw, sc).kind
     nodes = num_nodes(hw, sc)
-    per_pod = res.tp * res.pp // nodes
+    per_pod = sc.gpus_per_replica // nodes
+    experts = _expert_ranges(model, res.ep) if res.ep > 1 else None
     stage_rows, rank_rows = [], []
     for k, layers in enumerate(stages):
         layout = memory.stage_kv_layout(model, res, layers)
-        ranks = [k * res.tp + j for j in range(res.tp)]
+        ranks = [d * res.tp * res.pp + k * res.tp + j for d in range(res.dp) for j in range(res.tp)]
         stage_rows.append(
             StagePlacement(
                 stage=k,
@@ -208,22 +246,29 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
                 send_link=links[k].kind if k < len(links) else None,
             )
         )
-        for j, rank in enumerate(ranks):
-            rank_rows.append(
-                RankPlacement(
-                    rank=rank,
-                    stage=k,
-                    tp_rank=j,
-                    node=node_of(rank, per_pod),
-                    layer_start=layers.start,
-                    layer_stop=layers.stop,
-                    holds_embedding=k == 0,
-                    holds_lm_head=k == len(stages) - 1,
-                    weight_bytes=weights[k],
-                    kv_cache_bytes=blocks * layout.bytes_per_block,
-                    kv_bytes_per_token=layout.bytes_per_token,
+        for d in range(res.dp):  # each DP rank's copy of the stage (one when dp is 1)
+            for j in range(res.tp):
+                rank = d * res.tp * res.pp + k * res.tp + j
+                rank_rows.append(
+                    RankPlacement(
+                        rank=rank,
+                        stage=k,
+                        tp_rank=j,
+                        node=node_of(rank, per_pod),
+                        layer_start=layers.start,
+                        layer_stop=layers.stop,
+                        holds_embedding=k == 0,
+                        holds_lm_head=k == len(stages) - 1,
+                        weight_bytes=weights[k],
+                        kv_cache_bytes=blocks * layout.bytes_per_block,
+                        kv_bytes_per_token=layout.bytes_per_token,
+                        dp_rank=d if res.dp > 1 else None,
+                        ep_rank=d * res.tp + j if experts else None,
+                        experts=experts[d * res.tp + j] if experts else None,
+                    )
                 )
-            )
+    rank_rows.sort(key=lambda r: r.rank)
+    ep_on = res.ep > 1
     return Placement(
         tp=res.tp,
         pp=res.pp,
@@ -235,4 +280,26 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
         ranks=rank_rows,
         weight_bytes_total=sum(r.weight_bytes for r in rank_rows),
         kv_cache_bytes_total=sum(r.kv_cache_bytes for r in rank_rows),
+        data_parallel_size=res.dp if res.dp > 1 else None,
+        ep=res.ep if ep_on else None,
+        ep_link=ep_link(hw, sc).kind if ep_on else None,
     )
+
+
+def ep_link(hw: HardwareProfile, sc: Scenario) -> step.Link:
+    """The link of the expert dispatch/combine: the EP group's tp x dp GPUs inside one NVLink domain, or the
+    network when they leave it (``step.Link.for_group``)."""
+    return step.Link.for_group(hw, sc.tp * sc.data_parallel_size)
+
+
+def _expert_ranges(model: ModelSpec, ep: int) -> list[tuple[int, int]]:
+    """[first, one past the last] routed expert of each EP rank under vLLM's linear expert map
+    (``determine_expert_map``: E // ep each, one more on the first E % ep ranks). DeepSeek-V3 (256) at EP 8:
+    32 each, (0, 32), (32, 64), ...; 10 experts at EP 4: (0, 3), (3, 6), (6, 8), (8, 10)."""
+    E = max(getattr(layer.ffn, "num_experts", 0) for layer in model.layers if layer.ffn is not None)
+    base, extra = divmod(E, ep)
+    out = []
+    for r in range(ep):
+        start = r * base + min(r, extra)
+        out.append((start, start + base + (1 if r < extra else 0)))
+    return out

@@ -46,6 +46,23 @@ class Resolved(BaseModel):
     lora: LoRA | None = Field(
         None, exclude_if=lambda v: v is None, description="Multi-LoRA serving (--enable-lora); None: off."
     )
+    ep: int = Field(
+        1,
+        exclude_if=lambda v: v == 1,
+        description="Expert-parallel size: tp x data-parallel size with --enable-expert-parallel (vLLM's "
+        "FusedMoEParallelConfig.make), else 1 (each expert split over the TP ranks).",
+    )
+    dp: int = Field(1, exclude_if=lambda v: v == 1, description="Attention data-parallel ranks (--data-parallel-size).")
+    expert_load_imbalance: float = Field(
+        1.0,
+        exclude_if=lambda v: v == 1.0,
+        description="Routed pairs on the busiest EP rank over the mean (the scenario's, with ep > 1; else 1).",
+    )
+    all2all_backend: str = Field(
+        "allgather_reducescatter",
+        exclude_if=lambda v: v == "allgather_reducescatter",
+        description="vLLM --all2all-backend of the expert dispatch/combine (used with dp > 1).",
+    )
 
 
 def kv_bytes_per_element(model: ModelSpec, kv_cache_dtype: str) -> tuple[str, float]:
@@ -92,7 +109,20 @@ def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         weight_formats=formats,
         expert_layout=_expert_layout(formats, hw, sc),
         lora=sc.lora,
+        **_expert_parallel(sc),
     )
+
+
+def _expert_parallel(sc: Scenario) -> dict:
+    """Resolved's expert- and data-parallel fields (defaults without --enable-expert-parallel)."""
+    if not sc.enable_expert_parallel:
+        return {}
+    return {
+        "ep": sc.tp * sc.data_parallel_size,
+        "dp": sc.data_parallel_size,
+        "expert_load_imbalance": sc.expert_load_imbalance,
+        "all2all_backend": sc.all2all_backend,
+    }
 
 
 def _expert_layout(formats: dict[str, WeightFormat], hw: HardwareProfile, sc: Scenario) -> MoeWeightLayout | None:
@@ -127,6 +157,7 @@ def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> No
             f"--tp {sc.tp} neither divides nor is a multiple of the {kv} KV heads.",
             hint=f"Use a --tp that is a multiple of {kv} or divides it.",
         )
+    check_expert_parallel(model, sc)
     placement.check_layout(hw, sc, model.num_layers)  # PP at most the layers; the GPUs fit the nodes
     if sc.speculative is not None and sc.pp > 1:
         raise ScenarioError(
@@ -134,3 +165,69 @@ def check_parallelism(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> No
             "pipeline parallelism: vllm-project/vllm#49355, #57755), and the planner does not model it.",
             hint="Drop --speculative-method, or split with --tp and --pp 1.",
         )
+
+
+def check_expert_parallel(model: ModelSpec, sc: Scenario) -> None:
+    """Refuse expert/data-parallel layouts vLLM refuses or the planner does not model (each with the way out).
+
+    vLLM 0.33: EP applies when tp x dp > 1 and --enable-expert-parallel (``FusedMoEParallelConfig.make``); a dense
+    model's DP ranks are independent engines (replicas here); with DP > 1 and no EP vLLM splits every expert over
+    tp x dp ranks (not modelled); the MoE LoRA layer has no expert parallelism (``FusedMoEWithLoRA``).
+    Uneven experts are allowed (``determine_expert_map`` gives the first E % EP ranks one more)."""
+    experts = _routed_experts(model)
+    dp, ep_on = sc.data_parallel_size, sc.enable_expert_parallel
+    if ep_on and experts is None:
+        raise ScenarioError(
+            f"--enable-expert-parallel: {model.name} has no routed experts (a dense model), so there is nothing "
+            "to split.",
+            hint="Drop --enable-expert-parallel; for more throughput add replicas with --num-gpus.",
+        )
+    if dp > 1 and experts is None:
+        raise ScenarioError(
+            f"--data-parallel-size {dp} with the dense {model.name}: vLLM runs each DP rank of a dense model as an "
+            "independent engine, which the planner models as replicas.",
+            hint=f"Use --num-gpus {sc.tp * sc.pp * dp} (that many GPUs in replicas of --tp {sc.tp} x --pp {sc.pp}) and "
+            "--data-parallel-size 1.",
+        )
+    if dp > 1 and not ep_on:
+        raise ScenarioError(
+            f"--data-parallel-size {dp} without --enable-expert-parallel: vLLM then splits every expert over the "
+            f"{sc.tp * dp} ranks of tp x dp, a layout the planner does not model.",
+            hint="Add --enable-expert-parallel (the experts split whole over the ranks), or use --num-gpus for "
+            "replicas.",
+        )
+    if not ep_on:
+        return
+    assert experts is not None  # refused above when dense
+    ep = sc.tp * dp
+    if ep == 1:
+        raise ScenarioError(
+            "--enable-expert-parallel on one GPU: the EP size is tp x data-parallel size = 1, so vLLM does not split "
+            "the experts.",
+            hint="Use --tp N or --data-parallel-size N with N > 1, or drop --enable-expert-parallel.",
+        )
+    if ep > experts:
+        raise ScenarioError(
+            f"EP size {ep} (--tp {sc.tp} x --data-parallel-size {dp}) exceeds the {experts} routed experts of "
+            f"{model.name}: some ranks would hold none.",
+            hint=f"Use tp x data-parallel size <= {experts}.",
+        )
+    if dp > 1 and sc.pp > 1:
+        raise ScenarioError(
+            f"--data-parallel-size {dp} with --pp {sc.pp}: the planner does not model pipeline stages inside "
+            "data-parallel ranks.",
+            hint="Use --pp 1 with data parallelism, or --data-parallel-size 1 with --pp.",
+        )
+    if sc.lora is not None:
+        raise ScenarioError(
+            "--enable-lora with --enable-expert-parallel: vLLM's MoE LoRA layer (FusedMoEWithLoRA) allocates every "
+            "expert's adapters on every rank, without expert parallelism, and the planner does not model the two "
+            "together.",
+            hint="Drop --enable-lora or --enable-expert-parallel.",
+        )
+
+
+def _routed_experts(model: ModelSpec) -> int | None:
+    """The routed experts of the model's MoE layers (the largest count), None for a dense model."""
+    counts = [getattr(layer.ffn, "num_experts", 0) for layer in model.layers if layer.ffn is not None]
+    return max(counts, default=0) or None

@@ -141,6 +141,7 @@ def bind(
     graphs: bool,
     engine: EngineProfile | None = None,
     seqs: int = 1,
+    ep: int = 1,
 ) -> tuple[float, Bound, float, float, float, Dtype]:
     """(seconds, bound, t_compute, t_memory, t_launch, math dtype) of one op on one rank.
 
@@ -160,6 +161,12 @@ def bind(
             step.allreduce_seconds(
                 eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), profile.custom_allreduce, in_graph
             ),
+            float(step.kernel_floor_seconds(eff, op.kernels)),
+        )
+        return t, "interconnect", 0.0, 0.0, launch, compute_dtype
+    if op.kind == "alltoall":  # expert dispatch / combine over the EP group (tp x dp ranks)
+        t = max(
+            float(step.alltoall_seconds(eff, op.comm_bytes, ep, step.Link.for_group(hw, ep))),
             float(step.kernel_floor_seconds(eff, op.kernels)),
         )
         return t, "interconnect", 0.0, 0.0, launch, compute_dtype
@@ -203,7 +210,20 @@ def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_le
             c: f.compute_dtype if f.compute_dtype not in ("bf16", "fp16") else model.dtype for c, f in formats.items()
         },
         **lora.shape_fields(res),
+        **expert_parallel_fields(res),
     )
+
+
+def expert_parallel_fields(res: Resolved) -> dict:
+    """StepShape's expert-parallel fields from the resolved scenario (none without --enable-expert-parallel)."""
+    if res.ep == 1:
+        return {}
+    return {
+        "ep": res.ep,
+        "dp": res.dp,
+        "expert_load_imbalance": res.expert_load_imbalance,
+        "all2all_backend": res.all2all_backend,
+    }
 
 
 def model_ops(model: ModelSpec, shape: StepShape) -> list[Op]:
@@ -300,7 +320,7 @@ def roofline(
 
     def add(op: Op, group: str, count: int) -> None:
         in_graph = bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
-        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, in_graph, engine, shape.num_seqs)
+        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, in_graph, engine, shape.num_seqs, res.ep)
         rows.append(
             OpTime(
                 name=f"{group.split(':')[0]} / {op.name}",

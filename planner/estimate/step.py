@@ -55,6 +55,13 @@ layers; a batch crosses the stages in turn with an activation send between them
 (``activation_send_seconds``: hidden state and residual over the boundary's link), and up to pp
 batches are in flight, so one request's next token takes ``max(sum of stages + sends, in flight x
 slowest stage)``.
+
+Expert parallelism (``--enable-expert-parallel``, ``planner.model.layers.MoE.rank_routing``): each rank's
+grouped GEMM runs its whole local experts on the (token, expert) pairs routed to them, T x dp x k x L / E x the
+stated load imbalance (busiest rank over the mean); with attention data parallelism (dp > 1) each MoE layer
+adds a dispatch and a combine (``alltoall_seconds``: latency by link + payload / link bandwidth, the EP group's
+link; payload by vLLM's --all2all-backend, ``planner.model.ops.EXPERT_DISPATCH``). With dp 1 there is no
+all-to-all: the TP all-reduce after the layer sums the ranks' experts, as without EP.
 """
 
 from __future__ import annotations
@@ -116,7 +123,7 @@ def gemm_fraction(eff: Efficiency, m_tokens: Any) -> Any:
 MAX_GEMM_ROWS = 1 << 30
 
 #: Op kinds as codes, for the array form of ``op_seconds``.
-KIND_CODES = {"gemm": 0, "attention": 1, "elementwise": 2, "scan": 2, "allreduce": 3, "grouped_gemm": 4}
+KIND_CODES = {"gemm": 0, "attention": 1, "elementwise": 2, "scan": 2, "allreduce": 3, "grouped_gemm": 4, "alltoall": 5}
 
 
 def op_fractions(eff: Efficiency, kind_code: Any, m_tokens: Any) -> tuple[Any, Any]:
@@ -272,6 +279,28 @@ def allreduce_seconds(
     use_custom = custom_allreduce_applies(payload_bytes, ranks, link, engine_has_custom)
     out = np.where(use_custom, custom, ring)
     return float(out) if _ndim(out) == 0 else out
+
+
+def alltoall_seconds(eff: Efficiency, payload_bytes: Any, ranks: int, link: Link) -> Any:
+    """Seconds of one expert-parallel dispatch or combine in which each of ``ranks`` GPUs sends
+    ``payload_bytes`` (``planner.model.ops.expert_dispatch``: tokens x copies x hidden x bytes per element) over
+    ``link`` (the EP group's: NVLink inside one domain, the network when the group leaves it; the slowest hop
+    paces the exchange, so a group across nodes sends all of it at the network's per-GPU bandwidth)::
+
+        t = latency(link) + payload / (one-way bandwidth(link) x allreduce_fraction)
+
+    with NCCL's small-message latency by link (``NCCL_LATENCY_SECONDS``: 12.5 us inside an NVLink domain, 46 us
+    across nodes), the all-gather / reduce-scatter vLLM's default backend runs. DeepEP's published low-latency
+    kernels (README, H800 with CX7 400 Gb/s, 128 tokens, hidden 7168, top-8, fp8 dispatch): EP 8 dispatch 77 us at
+    98 GB/s, combine 114 us at 127 GB/s; EP 16 118 / 195 us; its normal kernels reach 153 / 158 GB/s over NVLink
+    (EP 8) and 43 GB/s over RDMA (EP 16). Worked example, that EP 8 dispatch on one node of H100 (450 GB/s one way)
+    at the BOUND factors: payload 128 x 8 x 7/8 x 7168 x 1.03 B = 6.6 MB, 12.5 us + 6.6 MB / 450 GB/s = 27 us;
+    over a 50 GB/s network 46 us + 132 us = 178 us (DeepEP measured 77 us: its RDMA figure counts NVLink-local
+    traffic, so across nodes this bounds it from above). ``ranks`` <= 1 costs nothing.
+    """
+    if ranks <= 1:
+        return payload_bytes * 0.0
+    return NCCL_LATENCY_SECONDS[link.kind] + payload_bytes / (link.one_way_bytes_per_s * eff.allreduce_fraction)
 
 
 def gpu_step_seconds(kernel_seconds: Any, launch_seconds_total: Any) -> Any:

@@ -16,13 +16,23 @@ device (``tests/golden``).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
 from planner.model.kv import MLAKV, ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, SlidingWindowKV
-from planner.model.ops import W8A8_DTYPES, LoRALinear, Op, StepShape, allreduce, elementwise, gemm, lora_op
+from planner.model.ops import (
+    W8A8_DTYPES,
+    LoRALinear,
+    Op,
+    StepShape,
+    allreduce,
+    elementwise,
+    expert_dispatch,
+    gemm,
+    lora_op,
+)
 
 
 class ParamGroup(BaseModel):
@@ -632,6 +642,30 @@ class MoE(_Block):
         E, k = self.num_experts, self.experts_per_token
         return E * (1.0 - (1.0 - k / E) ** tokens)
 
+    def local_experts(self, ep: int) -> int:
+        """Routed experts on the fullest of ``ep`` expert-parallel ranks: ceil(E / ep) (vLLM's
+        ``determine_expert_map``, vllm/model_executor/layers/fused_moe/expert_map_manager.py: E // ep each, one more
+        on the first E % ep ranks, contiguous under the default 'linear' placement)."""
+        return -(-self.num_experts // ep)
+
+    def rank_routing(self, tokens: Any, ep: int = 1, dp: int = 1, imbalance: float = 1.0) -> tuple[Any, Any]:
+        """(experts touched, routed (token, expert) pairs) on the busiest rank of one MoE layer, for ``tokens``
+        tokens in each DP rank's step (numbers or numpy arrays).
+
+        Without expert parallelism (ep 1) every rank holds a TP slice of every expert: E (1 - (1 - k/E)^T)
+        touched (uniform routing), T k pairs. With it the fullest rank holds L = ceil(E / ep) whole experts and
+        serves the tokens of all dp ranks (T dp): touched = L (1 - (1 - k/E)^(T dp)), pairs = T dp k L / E x the
+        load imbalance (busiest rank over the mean). Example, DeepSeek-V3 (E 256, k 8) at EP 8 x DP 8 (TP 1),
+        64 tokens per rank, imbalance 1.3: L 32, T dp 512, touched 32 (1 - (31/32)^512) = 32.0, pairs
+        512 x 8 x 32 / 256 x 1.3 = 665.6.
+        """
+        E, k = self.num_experts, self.experts_per_token
+        if ep == 1:
+            return E * (1.0 - (1.0 - k / E) ** tokens), tokens * k
+        local = self.local_experts(ep)
+        gathered = tokens * dp
+        return local * (1.0 - (1.0 - k / E) ** gathered), gathered * k * local / E * imbalance
+
     def _routing_ops(self, shape: StepShape, compute_dtype: str) -> list[Op]:
         """The fused-MoE layer's small kernels around its two expert GEMMs, each a launch of its own.
 
@@ -650,6 +684,9 @@ class MoE(_Block):
         T = shape.tokens
         routed = T * k
         mid = routed * I / shape.tp
+        if shape.ep > 1:  # the rank's whole experts on the pairs routed to them (no TP split of an expert)
+            routed = self.rank_routing(T, shape.ep, shape.dp, shape.expert_load_imbalance)[1]
+            mid = routed * I
         ops = [
             elementwise(shape, "moe.topk", T * E, 2.0, passes=1.0 + 2.0 * k / E),
             elementwise(shape, "moe.align", routed, 1.0, passes=2.0),
@@ -666,9 +703,9 @@ class MoE(_Block):
     def ops(self, shape: StepShape) -> list[Op]:
         h, I, E, k = self.hidden_size, self.expert_intermediate_size, self.num_experts, self.experts_per_token
         T = shape.tokens
-        touched = self.expected_distinct_experts(T)
-        expert_weights = shape.wbytes("experts", 3 * h * I / shape.tp) * touched
-        routed_tokens = T * k
+        touched, routed_tokens = self.rank_routing(T, shape.ep, shape.dp, shape.expert_load_imbalance)
+        expert_tp = 1 if shape.ep > 1 else shape.tp  # FusedMoEParallelConfig.make: tp_size 1 under EP
+        expert_weights = shape.wbytes("experts", 3 * h * I / expert_tp) * touched
         compute_dtype = shape.cdtype("experts")
         ops = [
             Op(
@@ -683,13 +720,14 @@ class MoE(_Block):
             Op(
                 name=f"moe.experts ({touched:.1f} of {E} touched)",
                 kind="grouped_gemm",
-                flops=2.0 * routed_tokens * 3 * h * I / shape.tp,
+                flops=2.0 * routed_tokens * 3 * h * I / expert_tp,
                 weight_bytes=expert_weights,
-                activation_bytes=routed_tokens * (2 * h + 3 * I / shape.tp) * shape.act_bytes,
+                activation_bytes=routed_tokens * (2 * h + 3 * I / expert_tp) * shape.act_bytes,
                 gemm_m_tokens=max(1, round(routed_tokens / max(touched, 1.0))),
                 compute_dtype=compute_dtype,
                 kernels=2,
             ),
+            *expert_dispatch(shape, h, k),
         ]
         if self.shared is not None:
             ops += [op.model_copy(update={"name": "shared_" + op.name}) for op in self.shared.ops(shape)]

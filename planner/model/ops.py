@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-OpKind = Literal["gemm", "grouped_gemm", "attention", "elementwise", "scan", "allreduce"]
+OpKind = Literal["gemm", "grouped_gemm", "attention", "elementwise", "scan", "allreduce", "alltoall"]
 #: GEMM math dtypes whose inputs are quantized activations (W8A8 / W4A4): each such GEMM is fed by a
 #: quantization kernel where the engine does not fuse it into the op before.
 W8A8_DTYPES = ("fp8", "int8", "fp4")
@@ -74,6 +74,22 @@ class StepShape(BaseModel):
     )
     lora_slots: int = Field(1, ge=1, description="Adapter slots, --max-loras: most adapters one step reads.")
     lora_bytes: float = Field(2.0, description="Bytes per LoRA weight element (--lora-dtype, default the model's).")
+    ep: int = Field(
+        1,
+        ge=1,
+        description="Expert-parallel ranks (vLLM --enable-expert-parallel: tp x data-parallel size); each holds whole "
+        "routed experts, none split over TP. 1: experts split over the TP ranks.",
+    )
+    dp: int = Field(
+        1, ge=1, description="Attention data-parallel ranks whose tokens every MoE layer serves together (one each)."
+    )
+    expert_load_imbalance: float = Field(
+        1.0, ge=1.0, description="Routed pairs on the busiest EP rank over the mean (1: uniform), with ep > 1."
+    )
+    all2all_backend: str = Field(
+        "allgather_reducescatter",
+        description="vLLM --all2all-backend of the dispatch/combine with dp > 1 (EXPERT_DISPATCH holds its bytes).",
+    )
 
     @property
     def active_adapters(self) -> int:
@@ -133,6 +149,60 @@ def allreduce(shape: StepShape, name: str, hidden_size: int) -> Op | None:
     if shape.tp == 1:
         return None
     return Op(name=name, kind="allreduce", flops=0.0, comm_bytes=shape.tokens * hidden_size * shape.act_bytes)
+
+
+class DispatchRule(BaseModel):
+    """What one rank sends in an expert-parallel dispatch and combine of one MoE layer (dp > 1), per token of
+    its batch: ``copies(k, ep, dp)`` hidden vectors, at ``dispatch_bytes`` / the activation bytes per element."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    copies: Literal["dp_peers", "remote_pairs", "remote_ranks"] = Field(
+        description="dp_peers: every other DP rank gets the token (all-gather, dp - 1); remote_pairs: one copy per "
+        "routed expert off this rank (k (ep - 1) / ep); remote_ranks: one per distinct remote rank its k experts "
+        "sit on, (ep - 1)(1 - (1 - 1/ep)^k) under uniform routing."
+    )
+    dispatch_bytes: float | None = Field(
+        description="Bytes per element of the dispatched hidden state (1 + 4/128 for fp8 with one fp32 scale per "
+        "128 elements); None: the activation dtype."
+    )
+
+
+#: vLLM 0.33 ``--all2all-backend`` choices the planner prices (vllm/config/parallel.py; default
+#: allgather_reducescatter, ``AgRsAll2AllManager`` in vllm/distributed/device_communicators/all2all.py: all_gatherv
+#: of the DP ranks' hidden states, reduce_scatterv of the outputs, both in the activation dtype). DeepEP's kernels
+#: dispatch fp8 and combine bf16 (DeepEP README: "FP8 dispatching and BF16 combining"); its low-latency kernels
+#: send one copy per routed expert, its normal (high-throughput) kernels one per target rank.
+EXPERT_DISPATCH: dict[str, DispatchRule] = {
+    "allgather_reducescatter": DispatchRule(copies="dp_peers", dispatch_bytes=None),
+    "deepep_low_latency": DispatchRule(copies="remote_pairs", dispatch_bytes=1.0 + 4.0 / 128),
+    "deepep_high_throughput": DispatchRule(copies="remote_ranks", dispatch_bytes=1.0 + 4.0 / 128),
+}
+
+
+def dispatch_copies(rule: DispatchRule, top_k: int, ep: int, dp: int) -> float:
+    """Hidden vectors one token of this rank sends in a dispatch (and gets back in the combine)."""
+    if rule.copies == "dp_peers":
+        return float(dp - 1)
+    if rule.copies == "remote_pairs":
+        return top_k * (ep - 1) / ep
+    return (ep - 1) * (1.0 - (1.0 - 1.0 / ep) ** top_k)
+
+
+def expert_dispatch(shape: StepShape, hidden_size: int, top_k: int) -> list[Op]:
+    """The dispatch and combine collectives of one MoE layer under expert parallelism with attention data
+    parallelism (ep > 1, dp > 1; vLLM uses no all-to-all with dp 1: ``use_all2all_kernels`` needs dp > 1, and the
+    TP all-reduce after the layer sums the ranks' experts instead). ``comm_bytes`` is what this rank sends:
+    tokens x copies x hidden x bytes per element (``EXPERT_DISPATCH``); the time is
+    ``planner.estimate.step.alltoall_seconds`` over the EP group's link."""
+    if shape.ep == 1 or shape.dp == 1:
+        return []
+    rule = EXPERT_DISPATCH[shape.all2all_backend]
+    vectors = shape.tokens * dispatch_copies(rule, top_k, shape.ep, shape.dp) * hidden_size
+    dispatch = rule.dispatch_bytes if rule.dispatch_bytes is not None else shape.act_bytes
+    return [
+        Op(name="ep.dispatch", kind="alltoall", flops=0.0, comm_bytes=vectors * dispatch),
+        Op(name="ep.combine", kind="alltoall", flops=0.0, comm_bytes=vectors * shape.act_bytes),
+    ]
 
 
 #: Name prefix of the LoRA kernels' ops (``lora_op``): the step model keys their adapter reads on it.
