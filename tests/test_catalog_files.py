@@ -96,10 +96,16 @@ def test_golden_entry_is_complete_and_self_consistent(entry: dict) -> None:
         assert total == active
 
 
+#: transformers' class default of num_hidden_layers, for a wrapped text_config that leaves it out (llava-1.5's names
+#: 7 keys; LlamaConfig's default is 32).
+WRAPPED_DEFAULT_LAYERS = {"llama": 32}
+
+
 def _declared_layers(config: dict) -> int:
     """Layer count as the (text) config.json spells it; GPT-2 uses the legacy ``n_layer``."""
     text = config.get("text_config", config)
-    return text.get("num_hidden_layers", text.get("n_layer"))
+    default = WRAPPED_DEFAULT_LAYERS.get(text.get("model_type")) if text is not config else None
+    return text.get("num_hidden_layers", text.get("n_layer", default))
 
 
 def test_quantized_entries_were_counted_without_their_quantization_config() -> None:

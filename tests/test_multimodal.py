@@ -3,7 +3,7 @@
 Known values: encoder parameters are transformers 5.24.0's meta-device counts
 (tools/encoder_param_oracle.py -> tests/golden/encoder_params.json, which does not import the planner).
 Tokens per image and bytes are computed by hand below from the configs' numbers. The Qwen2.5-VL and
-LLaVA-1.5 configs are fixtures (tests/data/multimodal/README.md gives their sources).
+LLaVA-1.5 configs are catalog entries (planner/model/catalog/index.yaml gives their sources).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from planner.scenario import RequestShape, Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "encoder_params.json").read_text())
-FIXTURES = ROOT / "tests" / "data" / "multimodal"
 SCOUT = "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
 MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E-Instruct"
 GEMMA = "google/gemma-3-4b-it"
@@ -35,9 +34,6 @@ LLAVA = "llava-hf/llava-1.5-7b-hf"
 
 
 def spec_of(name: str):
-    row = GOLDEN["models"].get(name)
-    if row is not None and row["config"].startswith("tests/"):
-        return build_spec(json.loads((ROOT / row["config"]).read_text()), name)
     return build_spec(load_config(name, prefer="catalog").config, name)
 
 
@@ -194,13 +190,13 @@ BAD = [
     (["plan", "gemma-3-4b-it", "--image-size", "896x896"], "--image-size without --images-per-request"),
     (["plan", "gemma-3-4b-it", "--images-per-request", "1", "--image-size", "big"], "expects WIDTHxHEIGHT"),
     (
-        ["plan", str(FIXTURES / "Qwen--Qwen2.5-VL-7B-Instruct.json"), "--images-per-request", "1"],
+        ["plan", "qwen2.5-vl-7b", "--images-per-request", "1"],
         "no --image-size was given",
     ),
     (
         [
             "plan",
-            str(FIXTURES / "Qwen--Qwen2.5-VL-7B-Instruct.json"),
+            "qwen2.5-vl-7b",
             "--images-per-request",
             "1",
             "--image-size",

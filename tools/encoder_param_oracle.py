@@ -37,8 +37,8 @@ CONFIGS = [
         "planner/model/catalog/meta-llama--Llama-4-Maverick-17B-128E-Instruct.json",
     ),
     ("google/gemma-3-4b-it", "planner/model/catalog/google--gemma-3-4b-it.json"),
-    ("Qwen/Qwen2.5-VL-7B-Instruct", "tests/data/multimodal/Qwen--Qwen2.5-VL-7B-Instruct.json"),
-    ("llava-hf/llava-1.5-7b-hf", "tests/data/multimodal/llava-hf--llava-1.5-7b-hf.json"),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "planner/model/catalog/Qwen--Qwen2.5-VL-7B-Instruct.json"),
+    ("llava-hf/llava-1.5-7b-hf", "planner/model/catalog/llava-hf--llava-1.5-7b-hf.json"),
 ]
 STRIPPED_KEYS = ("quantization_config", "auto_map")
 LANGUAGE_PARTS = ("language_model", "lm_head")

@@ -53,7 +53,7 @@ from pathlib import Path
 import torch
 import transformers
 import yaml
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = REPO_ROOT / "planner" / "model" / "catalog"
@@ -68,6 +68,9 @@ EXPERTS_PER_TOKEN_KEYS = (
     "moe_topk",
     "moe_top_k",
 )
+
+#: Submodules of an image-text-to-text model that are its encoder, not its language model.
+VISION_MODULES = ("visual", "vision_tower", "vision_model", "multi_modal_projector")
 
 #: Keys removed from config.json before building, and why.
 STRIPPED_KEYS = {
@@ -88,13 +91,24 @@ def build_on_meta(raw_config: dict) -> tuple[torch.nn.Module, object, str]:
     Returns the model, the config it was built from, and ``"config"`` or ``"text_config"``.
     """
     kwargs = {k: v for k, v in raw_config.items() if k not in STRIPPED_KEYS}
-    config = AutoConfig.for_model(**kwargs)
+    wrapper = config = AutoConfig.for_model(**kwargs)
     built_from = "config"
-    if "text_config" in raw_config:
+    # a wrapper with a nested text_config, or a flat one whose class nests it (Qwen2.5-VL's flat config.json)
+    if "text_config" in raw_config or "text_config" in getattr(config, "sub_configs", {}):
         config = config.text_config
         built_from = "text_config"
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+        try:
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+        except (
+            ValueError
+        ):  # a text config with no causal-LM class of its own (Qwen2.5-VL): the wrapper, minus its encoder
+            model = AutoModelForImageTextToText.from_config(wrapper, trust_remote_code=False)
+            for parent in (model, getattr(model, "model", None)):
+                for name in VISION_MODULES:
+                    if parent is not None and isinstance(getattr(parent, name, None), torch.nn.Module):
+                        setattr(parent, name, None)
+            built_from = "wrapper without its vision modules"
     return model, config, built_from
 
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.errors import ScenarioError
+from planner.errors import ConfigError, ScenarioError
 from planner.model.layers import ParamGroup
 from planner.model.ops import Op, StepShape, allreduce, elementwise, gemm
 
@@ -624,4 +624,18 @@ def encoder_from_config(raw: dict[str, Any], text_hidden: int) -> VisionEncoder 
     reader = ENCODERS.get(str(raw.get("model_type")))
     if reader is None or not isinstance(raw.get("vision_config"), dict):
         return None
-    return reader.read(raw, text_hidden)
+    try:
+        return reader.read(raw, text_hidden)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "vision_config"
+        raise ConfigError(
+            f"vision_config: {key} is out of range or of the wrong type ({first['msg']}, "
+            f"got {first.get('input')!r:.60}).",
+            hint="Compare the vision_config block with the model's config.json on the Hub.",
+        ) from None
+    except (TypeError, ValueError, ArithmeticError) as err:
+        raise ConfigError(
+            f"vision_config has a value of the wrong type or size ({err}).",
+            hint="Compare the vision_config block with the model's config.json on the Hub.",
+        ) from None

@@ -1105,7 +1105,10 @@ def build_spec(raw: Any, name: str = "model") -> ModelSpec:
             f"{name}: config.json has a value of the wrong type or size ({err}).",
             hint="Compare the file with the model's config.json on the Hub.",
         ) from None
-    encoder = encoders.encoder_from_config(raw, spec.hidden_size)
+    try:
+        encoder = encoders.encoder_from_config(raw, spec.hidden_size)
+    except ConfigError as err:
+        raise type(err)(f"{name}: {err.message}", hint=err.hint) from None
     notes += encoder_notes(raw)
     unsupported = encoders.unsupported_encoder(raw)
     if encoder is None and unsupported is None and not notes:
