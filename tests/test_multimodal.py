@@ -221,3 +221,25 @@ def test_plan_json_carries_encoder_bytes(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["encoder_bytes"] == 419_816_304 * 2
     assert d["encoder_cache_bytes"] == 2048 * 2560 * 2
+
+
+def test_vllm_export_limits_images_as_planned():
+    """The export carries --limit-mm-per-prompt: N images as planned; 0 (and video 0) for a text-only plan, so that
+    vLLM, like the plan, loads no encoder (vllm/v1/core/encoder_cache_manager.py: all modalities disabled)."""
+    from planner.deploy.export import export_bundle
+
+    cases = [
+        (GEMMA, 2, None, '{"image":2}'),
+        (GEMMA, 0, None, '{"image":0}'),
+        (QWEN, 1, (1280, 720), '{"image":1,"video":0}'),
+        (QWEN, 0, None, '{"image":0,"video":0}'),
+        ("meta-llama/Llama-3.1-8B", 0, None, None),
+    ]
+    for name, images, size, want in cases:
+        sc = with_images(images, size, max_model_len=8192)
+        bundle = export_bundle(spec_of(name), get_profile(sc.gpu), sc)
+        command = next(a.text for a in bundle.artefacts if a.target == "vllm-cmd")
+        if want is None:
+            assert "--limit-mm-per-prompt" not in command
+        else:
+            assert f"--limit-mm-per-prompt '{want}'" in command, name

@@ -107,6 +107,13 @@ class Inspection(BaseModel):
     warnings: list[str] = Field(
         description="What the parser had to assume, and where the config came from if not fresh."
     )
+    encoder: dict[str, Any] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The multimodal model's vision encoder (planner.model.encoders): kind, params (exact, "
+        "transformers' count; not in total_params), layers, tokens_per_image at its native size (None: dynamic "
+        "resolution); absent for a text-only model.",
+    )
 
 
 OUTPUT_KEYS = field_descriptions(Inspection)
@@ -202,7 +209,16 @@ def run(args: argparse.Namespace) -> Inspection:
         layers=spec.layer_kinds(),
         layer_kind_counts=spec.layer_kind_counts(),
         warnings=[*loaded.warnings, *spec.warnings],
+        encoder=_encoder(spec),
     )
+
+
+def _encoder(spec) -> dict[str, Any] | None:
+    enc = spec.encoder
+    if enc is None:
+        return None
+    native = None if enc.dynamic_resolution else enc.tokens_per_image(enc.image_size, enc.image_size)
+    return {"kind": enc.kind, "params": enc.params, "layers": enc.num_layers, "tokens_per_image": native}
 
 
 def render_table(r: Inspection) -> str:
@@ -227,6 +243,16 @@ def render_table(r: Inspection) -> str:
     ]
     if r.sliding_windows:
         rows.append(("sliding windows", ", ".join(f"{w:,}" for w in r.sliding_windows), ""))
+    if r.encoder:
+        e = r.encoder
+        per_image = f"{e['tokens_per_image']:,} tokens per image" if e["tokens_per_image"] else "tokens follow the size"
+        rows.append(
+            (
+                "vision encoder",
+                f"{e['kind']}: {fmt_count(e['params'])} ({e['params']:,}), {e['layers']} layers, {per_image}",
+                "exact",
+            )
+        )
     if r.moe:
         rows.append(
             (

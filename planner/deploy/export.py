@@ -98,6 +98,7 @@ VLLM_FLAGS: tuple[str, ...] = (
     "enforce-eager",
     "speculative-config",
     "scheduling-policy",  # SchedulerConfig.policy: fcfs | priority
+    "limit-mm-per-prompt",  # MultiModalConfig.limit_per_prompt: {"image": N}; all 0 skips loading the encoder
     # LoRA: vllm 0.33.0's wheel, vllm/engine/arg_utils.py EngineArgs.add_cli_args (the "LoRAConfig" group)
     "enable-lora",
     "max-loras",
@@ -512,6 +513,8 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
     args["enable-prefix-caching"] = True
     if sc.scheduling_policy != "fcfs":
         args["scheduling-policy"] = sc.scheduling_policy
+    if model.encoder is not None:  # the plan counts the encoder only with images: vLLM loads it only then too
+        args["limit-mm-per-prompt"] = model.encoder.limit_per_prompt(sc.workload.images_per_request)
     if sc.engine == "eager":
         args["enforce-eager"] = True
     if sc.speculative is not None:  # a mapping in the YAML (vLLM's loader turns it to JSON), JSON on a command line

@@ -62,6 +62,8 @@ class VisionEncoder(BaseModel):
     gated_mlp: ClassVar[bool] = False
     #: Tokens per image follow the image's own size (Qwen2.5-VL): --image-size is then required.
     dynamic_resolution: ClassVar[bool] = False
+    #: Modalities besides images the model's vLLM class accepts (set to 0 in --limit-mm-per-prompt).
+    other_modalities: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ parameters
 
@@ -124,6 +126,12 @@ class VisionEncoder(BaseModel):
     def tokens_per_image(self, width: int, height: int) -> int:
         """LLM prompt tokens one image becomes (the placeholder tokens the encoder's output fills)."""
         raise NotImplementedError
+
+    def limit_per_prompt(self, images: int) -> dict[str, int]:
+        """vLLM's --limit-mm-per-prompt for ``images`` images a request: the other modalities the model takes at 0,
+        so that with no images vLLM builds neither the encoder nor its cache (compute_mm_encoder_budget: "All
+        non-text modalities ... explicitly disabled ... Encoder cache will not be initialized")."""
+        return {"image": images} | {m: 0 for m in self.other_modalities}
 
     @property
     def max_tokens_per_image(self) -> int:
@@ -425,6 +433,7 @@ class Qwen25Vision(VisionEncoder):
     norm_params_per_h: ClassVar[int] = 1
     gated_mlp: ClassVar[bool] = True
     dynamic_resolution: ClassVar[bool] = True
+    other_modalities: ClassVar[tuple[str, ...]] = ("video",)
 
     def extra_groups(self) -> list[ParamGroup]:
         h, merged = self.hidden_size, self.hidden_size * self.spatial_merge_size**2
