@@ -16,8 +16,10 @@ the wrapper's ``model_type`` to it), and answers:
 Sharding: vLLM's default ``--mm-encoder-tp-mode weights`` builds the ViT's q/k/v, output, MLP and
 projector linears as column/row-parallel layers (``vllm/model_executor/models/mllama4.py``,
 ``siglip.py``, ``clip.py``, ``qwen2_5_vl.py``, ``llava.py``), so they split over TP like the language
-model's; patch and position embeddings, norms, biases and Gemma-3's raw ``mm_input_projection_weight``
-are counted whole on every rank (the text model's convention for biases and norms). Weights are
+model's, and so does SigLIP's position embedding (a ``VocabParallelEmbedding``) and Llama-4's unfold
+patch linear (a ``ColumnParallelLinear``); conv patch embeddings, CLIP's and Llama-4's position
+embeddings (plain parameters), norms, biases and Gemma-3's raw ``mm_input_projection_weight`` are
+counted whole on every rank (biases and norms as the text model counts them). Weights are
 counted in the activation dtype: quantized checkpoints leave the tower unquantized (the Scout FP8
 checkpoint's ignore list names ``vision_model`` and ``multi_modal_projector``).
 """
@@ -299,8 +301,9 @@ class SiglipGemma3(VisionEncoder):
     """Gemma-3's SigLIP ViT (no head) and its projector: average-pool to mm_tokens_per_image, RMSNorm, one matmul.
 
     Params (transformers SiglipVisionModel + Gemma3MultiModalProjector): patch conv h x C p^2 + h, position
-    embedding grid^2 x h, L layers, post_layernorm 2h; mm_soft_emb_norm h and mm_input_projection_weight
-    h x text h (a raw parameter: whole on every rank in vLLM). gemma-3-4b-it: 419,816,304.
+    embedding grid^2 x h (split over TP in vLLM: a VocabParallelEmbedding), L layers, post_layernorm 2h;
+    mm_soft_emb_norm h and mm_input_projection_weight h x text h (a raw parameter: whole on every rank in
+    vLLM). gemma-3-4b-it: 419,816,304.
     Tokens: the image is resized to image_size^2 (896: 64 x 64 = 4,096 patches), pooled to
     ``mm_tokens_per_image`` (256); pan-and-scan crops (off by default) are not modelled.
     """
@@ -314,8 +317,8 @@ class SiglipGemma3(VisionEncoder):
         h, grid = self.hidden_size, self.grid
         embed = ParamGroup(
             component=COMPONENT,
-            sharded_linear=0,
-            other=h * self.num_channels * self.patch_size**2 + h + grid * grid * h + 2 * h,
+            sharded_linear=grid * grid * h,  # vLLM siglip.py: position_embedding is a VocabParallelEmbedding
+            other=h * self.num_channels * self.patch_size**2 + h + 2 * h,  # patch nn.Conv2d, post_layernorm
         )
         projector = ParamGroup(component=COMPONENT, replicated_linear=h * self.text_hidden_size, other=h)
         return [embed, projector]
