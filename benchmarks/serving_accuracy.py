@@ -22,7 +22,8 @@ offloading connector) are printed apart and never fitted.
 ``reference/serving_corpus.json`` that ``planner.verify.serving_corpus`` can express, one simulation
 per published run with each profile's current fitted factors: count, median, P90 and signed median
 error per engine family and metric, the same split by load kind (burst / concurrency / rate), the
-unexpressed records by reason, then one JSON line. All runs take ~12 s on 2 cores; ``--stride N``
+unexpressed records by reason, the expert-parallel runs alone (``CorpusPrediction.expert_parallel``), then one JSON
+line. All runs take ~12 s on 2 cores; ``--stride N``
 keeps every N-th run (file order) for a faster check.
 
 ``--fit-corpus``: ``CORPUS_GRID`` over the vllm-v1, sglang and trtllm profiles' kernel factors (each
@@ -200,6 +201,15 @@ def corpus_report(stride: int) -> dict:
     print_summaries(summaries)
     print("\nby load kind:")
     print_summaries(serving_corpus.summarize(preds, by_load=True))
+    ep_preds = [p for p in preds if p.expert_parallel]
+    ep_summaries = serving_corpus.summarize(ep_preds)
+    print(f"\nexpert-parallel runs alone (--enable-expert-parallel over the TP group): {len(ep_preds)} records")
+    print_summaries(ep_summaries)
+    for p in ep_preds:
+        print(
+            f"  {p.model[:40]:40s} {p.gpu[:16]:16s} {p.metric:24s} measured {p.measured:10.2f} "
+            f"predicted {p.predicted if p.predicted is not None else float('nan'):10.2f}  {p.how[:60]}"
+        )
     reasons = serving_corpus.reason_counts(unexpressed)
     print("\nunexpressed by reason:")
     for kind, n in reasons.items():
@@ -218,6 +228,8 @@ def corpus_report(stride: int) -> dict:
         "reasons": reasons,
         "missing_models": dict(sorted(missing.items(), key=lambda kv: -kv[1])),
         "table": [s.model_dump() for s in summaries],
+        "expert_parallel_records": len(ep_preds),
+        "expert_parallel_table": [s.model_dump() for s in ep_summaries],
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

@@ -120,10 +120,18 @@ def test_unexpressed_records_say_why(corpus, where, kind, words):
 
 
 @needs_modern
-def test_expert_parallel_run_is_unexpressed(modern):
-    records = [r for r in modern if r.ep_dp is not None][:3]
-    expressed, unexpressed = sc.express_all(records)
-    assert not expressed and {u.reason_kind for u in unexpressed} == {"parallelism not modelled"}
+def test_expert_parallel_over_tp_is_expressed_and_attention_dp_is_not(modern):
+    """'EP=N' at TP N (and vLLM's 'expert-parallel (EP over TP*DP ranks)' at TP = the GPUs) runs with
+    --enable-expert-parallel; attention data parallelism of more than one rank stays refused, with the reason."""
+    ep = [r for r in modern if r.ep_dp in ("EP=8", "expert-parallel (EP over TP*DP ranks)") and r.n_gpus == r.tp]
+    expressed, _ = sc.express_all(ep)
+    assert expressed and all(e.plan.scenario.enable_expert_parallel for e in expressed)
+    assert all(e.plan.scenario.tp == e.records[0].tp and " + EP x " in e.plan.how for e in expressed)
+    dp = [r for r in modern if r.ep_dp is not None and "dp-size=8" in r.ep_dp]
+    assert dp
+    for record in dp:
+        with pytest.raises(sc.Unexpressible, match="attention-data parallel"):
+            sc._parallelism(record)
 
 
 def test_every_record_is_expressed_or_has_a_reason(corpus):

@@ -351,18 +351,44 @@ def _model(record: ServingRecord) -> ModelSpec:
     return catalog_model(match.repo_id)
 
 
-def _parallelism(record: ServingRecord) -> int:
+#: The corpus's expert / data-parallel labels (``ep_dp``) and the layout each runs, when the planner models it:
+#: (pattern, what it means). "EP=N" and vLLM's "expert-parallel (EP over TP*DP ranks)" with TP = the GPUs is
+#: expert parallelism over the TP group (vLLM -tp N --enable-expert-parallel, SGLang --tp N --ep-size N,
+#: TensorRT-LLM moe_expert_parallel_size N): attention TP N, whole experts split over the N ranks, no
+#: all-to-all. SGLang's --enable-dp-attention with dp-size 1 is plain TP. Attention DP > 1 stays refused: with
+#: TP-sharded experts (SGLang without --ep-size) the planner has no layout for it, and with EP the simulator runs
+#: one DP rank without splitting the published load over the ranks.
+EP_DP_LABELS: tuple[tuple[str, str], ...] = (
+    (r"^EP=(\d+)$", "ep_over_tp"),
+    (r"^expert-parallel \(EP over TP\*DP ranks\)$", "ep_over_tp"),
+    (r"^DP-attention \(dp-size=1 inside the TP group\)$", "tp"),
+)
+
+
+#: Marks an expert-parallel run in its ``how`` (``CorpusPrediction.expert_parallel``).
+EP_MARK = " + EP"
+
+
+def _parallelism(record: ServingRecord) -> dict[str, Any]:
+    """The scenario's parallel fields for the record (tp, and --enable-expert-parallel when it states EP)."""
+    fields: dict[str, Any] = {}
     if record.ep_dp is not None:
-        raise Unexpressible(
-            "parallelism not modelled", f"{record.ep_dp}: expert / attention-data parallel is not modelled"
-        )
+        layout = next((kind for pattern, kind in EP_DP_LABELS if re.match(pattern, record.ep_dp)), None)
+        size = re.match(r"^EP=(\d+)$", record.ep_dp)
+        if layout is None or (size is not None and int(size.group(1)) != record.tp):
+            raise Unexpressible(
+                "parallelism not modelled",
+                f"{record.ep_dp}: attention-data parallel (dp > 1) is not simulated (one DP rank, the load not split)",
+            )
+        if layout == "ep_over_tp":
+            fields["enable_expert_parallel"] = True
     if record.pp > 1:
         raise Unexpressible("parallelism not modelled", f"pipeline parallel PP{record.pp} is not simulated")
     if record.n_gpus != record.tp:
         raise Unexpressible(
             "parallelism not modelled", f"{record.n_gpus} GPUs at TP{record.tp}: data parallel is not modelled"
         )
-    return record.tp
+    return {"tp": record.tp, **fields}
 
 
 def _weight_dtype(record: ServingRecord) -> str:
@@ -445,12 +471,13 @@ def express_run(record: ServingRecord) -> RunPlan:
     """The run of ``record`` as a simulation plan; raises ``Unexpressible`` with the reason."""
     hw = _card(record)
     model = _model(record)
-    tp = _parallelism(record)
+    parallel = _parallelism(record)
+    tp = parallel["tp"]
     spec = engine_version(record)
     profile, _ = resolve_engine(spec)
     base = {
         "gpu": hw.id,
-        "tp": tp,
+        **parallel,
         "weight_dtype": _weight_dtype(record),
         "engine_version": spec,
         "enable_chunked_prefill": profile.chunked_prefill_default,
@@ -472,8 +499,9 @@ def express_run(record: ServingRecord) -> RunPlan:
     if not plan.fits or plan.num_gpu_blocks < 1:
         raise Unexpressible("planner refused", f"the planner says it does not start: {plan.reason}")
     planned_replica(model, hw, sc)  # the simulator's own checks (limits agree), ScenarioError if not
+    ep = EP_MARK if sc.enable_expert_parallel else ""
     how = (
-        f"{load}, TP{tp} x {hw.id}, {profile.id}, max_num_seqs {plan.resolved.max_num_seqs}, "
+        f"{load}, TP{tp}{ep} x {hw.id}, {profile.id}, max_num_seqs {plan.resolved.max_num_seqs}, "
         f"{plan.num_gpu_blocks:,} KV blocks"
     )
     return RunPlan(model=model, hw=hw, scenario=sc, workload=workload, profile=profile, load=kind, how=how)
@@ -497,6 +525,11 @@ class CorpusPrediction(BaseModel):
     measured: float = Field(description="Published value, in the metric's unit.")
     predicted: float | None = Field(description="Simulated value, same unit; None when the run gave none.")
     how: str = Field(description="The simulated run, in words.")
+
+    @property
+    def expert_parallel(self) -> bool:
+        """The run serves the model with --enable-expert-parallel (an ``EP_DP_LABELS`` layout)."""
+        return EP_MARK + " x " in self.how
 
     @property
     def error(self) -> float | None:
