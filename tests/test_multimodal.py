@@ -127,9 +127,27 @@ def test_gemma3_encoder_term_by_hand_and_kv_shrinks_by_exactly_it():
     plan = plan_memory(spec, hw, with_images(2), suggest=False)
     assert plan.encoder_bytes == 419_816_304 * 2  # bf16, TP 1: every parameter on the one GPU
     assert plan.encoder_cache_bytes == max(2048, 256) * 2560 * 2  # L4 budget 2,048 tokens x h x bf16
-    assert text.kv_cache_bytes_per_gpu - plan.kv_cache_bytes_per_gpu == plan.encoder_bytes + plan.encoder_cache_bytes
+    # the profile's ViT forward: 2,048 // 256 = 8 images x 4,096 patches x (2 x 4,304 + 3 x 1,152) x 2 B, above the
+    # language model's activations and the cached outputs by the rest
+    vit_peak = 8 * 4096 * (2 * 4304 + 3 * 1152) * 2
+    assert plan.encoder_activation_bytes == vit_peak - plan.activation_bytes_per_gpu - plan.encoder_cache_bytes
+    taken = plan.encoder_bytes + plan.encoder_cache_bytes + plan.encoder_activation_bytes
+    assert text.kv_cache_bytes_per_gpu - plan.kv_cache_bytes_per_gpu == taken
+    assert plan.activation_bytes_per_gpu == text.activation_bytes_per_gpu  # the language model's own peak unchanged
     assert {t.name: t.bytes for t in plan.terms}["encoder"] == plan.encoder_bytes
     assert sum(t.bytes for t in plan.terms) == hw.memory_bytes
+
+
+def test_encoder_activations_only_where_the_vit_outgrows_the_language_model():
+    """Qwen2.5-VL-7B on an H100 (budget 8,192 tokens): one 16,384-token image, 65,536 patches x (3 x 3,420 +
+    3 x 1,280) x 2 B = 1.85 GB of ViT activations; on an L4 (budget 2,048) the same single image is the profile."""
+    spec = spec_of(QWEN)
+    plan = plan_memory(spec, get_profile("h100-sxm"), with_images(1, (1280, 720)), suggest=False)
+    vit_peak = 65_536 * (3 * 3420 + 3 * 1280) * 2
+    assert plan.encoder_activation_bytes == max(0, vit_peak - plan.activation_bytes_per_gpu - plan.encoder_cache_bytes)
+    assert plan.encoder_cache_bytes == 16_384 * 3584 * 2  # raised to the largest image's 16,384 tokens
+    small = plan_memory(spec_of(LLAVA), get_profile("h100-sxm"), with_images(1), suggest=False)
+    assert small.encoder_activation_bytes == 0  # 14 x 577 CLIP patches stay below the 8,192-token LM peak
 
 
 def test_gemma3_encoder_linears_split_over_tp():

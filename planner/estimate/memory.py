@@ -121,6 +121,13 @@ class MemoryPlan(BaseModel):
         description="vLLM's encoder cache on one GPU: max(--max-num-batched-tokens, the largest image's tokens) "
         "LLM-width embeddings, taken from the KV cache; present with --images-per-request.",
     )
+    encoder_activation_bytes: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="How far the ViT forward of vLLM's profiling run (a budget's worth of the largest images) "
+        "peaks above the language model's activations and the encoder cache, per GPU (estimate; 0 when it does "
+        "not), taken from the KV cache; present with --images-per-request.",
+    )
 
 
 # --------------------------------------------------------------------------- weights
@@ -371,6 +378,7 @@ class _Numbers(NamedTuple):
     lora: int
     encoder: int
     encoder_cache: int
+    encoder_activations: int
 
 
 def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
@@ -384,11 +392,13 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     adapters = lora_slots.stage_lora_bytes(model, res, stages)
     encoder = multimodal.encoder_weight_bytes(model, sc, res)
     encoder_cache = multimodal.encoder_cache_bytes(model, sc, res)
+    # the profile's peak is the larger of the ViT forward and the cached outputs + the LM's forward
+    encoder_act = max(0, multimodal.encoder_activation_bytes(model, sc, res) - act - encoder_cache)
     worst = None
     for s, layers in enumerate(stages):
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
-        budget = requested - weights[s] - non_torch - act - graphs - adapters[s] - encoder - encoder_cache
+        budget = requested - weights[s] - non_torch - act - graphs - adapters[s] - encoder - encoder_cache - encoder_act
         blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
         row = (blocks, s, layout, graphs, budget)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
@@ -415,6 +425,7 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         adapters[s],
         encoder,
         encoder_cache,
+        encoder_act,
     )
 
 
@@ -443,6 +454,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     if images:  # the vision encoder's weights (exact from vision_config) and vLLM's encoder cache
         terms.insert(1, MemoryTerm(name="encoder", bytes=numbers.encoder, kind="exact"))
         terms.insert(2, MemoryTerm(name="encoder_cache", bytes=numbers.encoder_cache, kind="estimate"))
+        terms.insert(3, MemoryTerm(name="encoder_activations", bytes=numbers.encoder_activations, kind="estimate"))
     used = sum(t.bytes for t in terms)
     terms.append(MemoryTerm(name="free", bytes=max(0, total - used), kind="estimate"))
     plan = MemoryPlan(
@@ -471,6 +483,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         lora_host_bytes_per_worker=lora_slots.host_bytes_per_worker(model, res),
         encoder_bytes=numbers.encoder if images else None,
         encoder_cache_bytes=numbers.encoder_cache if images else None,
+        encoder_activation_bytes=numbers.encoder_activations if images else None,
     )
     if suggest:
         plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan)})

@@ -12,6 +12,12 @@ With ``--images-per-request N`` (``RequestShape.images_per_request``) each reque
   (``encoder_rows``), timed by ``planner.estimate.step`` like any op; their sum is the latency's
   ``encoder_seconds``, inside TTFT.
 
+vLLM's profiling run (``GPUModelRunner.profile_run``) encodes a batch of the largest images that fills the
+encoder budget, keeps their outputs in the encoder cache ("Cache the dummy encoder outputs") and then runs
+the language model's dummy forward: the peak it measures is the larger of the ViT forward's activations
+(``encoder_activation_bytes``) and the cached outputs plus the language model's activations. The memory
+plan takes the first from the KV cache where it exceeds the second (``encoder_activations``, an estimate).
+
 Encoder cache (vLLM ``vllm/v1/core/encoder_cache_manager.py`` ``compute_mm_encoder_budget``, commit
 003ad86e): ``encoder_cache_size`` defaults to ``max_num_batched_encoder_embeds``, itself
 ``max_num_batched_tokens``, and is raised to the largest item's tokens (``max_tokens_per_mm_item``);
@@ -90,6 +96,29 @@ def encoder_cache_bytes(model: ModelSpec, sc: Scenario, res: Resolved) -> int:
         return 0
     size = max(res.max_num_batched_tokens, imgs.encoder.max_tokens_per_image)
     return int(size * model.hidden_size * res.act_bytes_per_element)
+
+
+def profile_items(model: ModelSpec, sc: Scenario, res: Resolved) -> int:
+    """Images of the largest size vLLM's profiling run encodes at once: the encoder budget over one item's
+    tokens (``GPUModelRunner.profile_run``: "profiled with N image items of the maximum feature size");
+    0 without images."""
+    imgs = images(model, sc)
+    if imgs is None:
+        return 0
+    per_item = imgs.encoder.max_tokens_per_image
+    return max(1, max(res.max_num_batched_tokens, per_item) // per_item)
+
+
+def encoder_activation_bytes(model: ModelSpec, sc: Scenario, res: Resolved) -> int:
+    """Peak transient bytes of the ViT forward in vLLM's profiling run (estimate): ``profile_items`` images
+    of the most patches, each patch at ``VisionEncoder.activation_bytes_per_patch``; 0 without images.
+    Gemma-3-4B on an L4 (budget 2,048 tokens): 8 images x 4,096 patches x (2 x 4,304 + 3 x 1,152) x 2 B = 0.79 GB."""
+    imgs = images(model, sc)
+    if imgs is None:
+        return 0
+    enc = imgs.encoder
+    patches = profile_items(model, sc, res) * enc.max_patches_per_image
+    return int(patches * enc.activation_bytes_per_patch(res.tp, res.act_bytes_per_element))
 
 
 def encoder_rows(model: ModelSpec, sc: Scenario, shape: StepShape, batch: int) -> list[tuple[str, int, list[Op]]]:

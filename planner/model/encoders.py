@@ -140,6 +140,17 @@ class VisionEncoder(BaseModel):
         """The most LLM tokens one image can become (vLLM's max_tokens_per_mm_item): fixed-size kinds' own."""
         return self.tokens_per_image(self.image_size, self.image_size)
 
+    @property
+    def max_patches_per_image(self) -> int:
+        """ViT patches of the largest image (the item vLLM's profiling run encodes): fixed-size kinds' own."""
+        return self.patches_per_image(self.image_size, self.image_size)
+
+    def activation_bytes_per_patch(self, tp: int, act_bytes: float) -> float:
+        """Transient bytes one patch holds at the ViT's widest point, the language model's rule
+        (``planner.estimate.memory.activation_peak_bytes``) at the ViT's widths: the MLP's up (and gate)
+        output and its activation, (3 if gated else 2) x I / tp, plus 3 hidden-size buffers."""
+        return ((3 if self.gated_mlp else 2) * self.intermediate_size / tp + 3 * self.hidden_size) * act_bytes
+
     # ------------------------------------------------------------------------ ops
 
     def vit_ops(self, shape: StepShape, span: int | None = None) -> list[Op]:
@@ -278,6 +289,10 @@ class Llama4Vision(VisionEncoder):
     @property
     def max_tokens_per_image(self) -> int:
         return (self.max_tiles + 1) * self.tokens_per_tile
+
+    @property
+    def max_patches_per_image(self) -> int:
+        return (self.max_tiles + 1) * (self.grid * self.grid + 1)
 
     def projector_ops(self, shape: StepShape, images: int, width: int, height: int) -> list[Op]:
         tiles = shape.num_seqs
@@ -482,6 +497,11 @@ class Qwen25Vision(VisionEncoder):
     def max_tokens_per_image(self) -> int:
         """max_pixels / (patch x merge)^2: 12,845,056 / 784 = 16,384."""
         return self.max_pixels // (self.patch_size * self.spatial_merge_size) ** 2
+
+    @property
+    def max_patches_per_image(self) -> int:
+        """max_tokens_per_image x merge^2: 65,536."""
+        return self.max_tokens_per_image * self.spatial_merge_size**2
 
     def layer_plan(self) -> list[tuple[str, int, int | None]]:
         full = len(self.fullatt_block_indexes)
