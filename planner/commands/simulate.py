@@ -34,6 +34,7 @@ from planner.commands.common import (
 )
 from planner.errors import ScenarioError
 from planner.scenario import MAX_TOKENS, Scenario
+from planner.serve.disagg import DisaggLayout, LayoutComparison, compare_layouts
 from planner.serve.pools import PoolsComparison, compare_pools
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
 from planner.serve.saturation import overload_warning
@@ -46,6 +47,7 @@ from planner.serve.workload import (
     Workload,
     load_workload_file,
 )
+from planner.units import fmt_bytes
 
 NAME = "simulate"
 HELP = (
@@ -257,8 +259,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "robin) and in a pool per class, on the same GPUs, and give each class's latencies both ways "
         "('pools' in the JSON).",
     )
+    d = parser.add_argument_group(
+        "disaggregated prefill/decode (xPyD): simulate the pools too, against aggregated replicas on the same GPUs"
+    )
+    for flag, key, what in (
+        (
+            "--prefill-instances",
+            "prefill_instances",
+            "Prefill instances (x of xPyD); giving it turns the comparison on.",
+        ),
+        ("--prefill-tp", "prefill_tp", "Tensor-parallel size of each prefill instance. Default: 1."),
+        ("--decode-instances", "decode_instances", "Decode instances (y of xPyD). Default: 1."),
+        ("--decode-tp", "decode_tp", "Tensor-parallel size of each decode instance. Default: 1."),
+    ):
+        d.add_argument(flag, metavar="N", default=None, type=Number.of(int, flag, DisaggLayout, key), help=what)
+    d.add_argument(
+        "--kv-transfer-link",
+        choices=("nvlink", "rdma", "tcp"),
+        default=None,
+        help="How the KV cache goes from a prefill to a decode instance (planner.serve.disagg KV_LINKS, cited). "
+        "Default: rdma.",
+    )
     add_speculative_flags(parser)
     add_efficiency_flag(parser)
+
+
+def _disagg_layout(args: argparse.Namespace) -> DisaggLayout | None:
+    """The xPyD layout the disaggregation flags give, or None when --prefill-instances is not given."""
+    keys = ("prefill_tp", "decode_instances", "decode_tp", "kv_transfer_link")
+    if args.prefill_instances is None:
+        stray = [f"--{k.replace('_', '-')}" for k in keys if getattr(args, k) is not None]
+        if stray:
+            raise ScenarioError(
+                f"{', '.join(stray)} describe a disaggregated layout, which --prefill-instances turns on.",
+                hint="Add --prefill-instances N (and --decode-instances N), or drop them.",
+            )
+        return None
+    given = {k: getattr(args, k) for k in ("prefill_instances", *keys) if getattr(args, k) is not None}
+    return DisaggLayout(**given)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -278,6 +316,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         draft_model=load_draft_model(args),
     )
     out = {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
+    layout = _disagg_layout(args)
+    if layout is not None:
+        comparison = compare_layouts(spec, hw, sc, workload, layout, efficiency_from_args(args, hw))
+        out["disaggregated"] = to_jsonable(comparison)
     if args.compare_pools:
         if not workload.classes:
             raise ScenarioError(
@@ -306,6 +348,34 @@ def _speculative_rows(res: ServingResult) -> list[tuple[str, str]]:
             f"{fmt_seconds(spec.tpot_seconds)} ({spec.speedup:.2f}x plain {fmt_seconds(spec.baseline_tpot_seconds)})",
         ),
     ]
+
+
+def _disagg_table(cmp: LayoutComparison) -> Any:
+    """The xPyD pools against aggregated replicas on the same GPUs, then the verdict in words."""
+    dis = cmp.disaggregated
+    cell = lambda stats, q: "unknown" if stats is None else fmt_seconds(getattr(stats, q))  # noqa: E731
+    rows = [
+        (
+            f"disaggregated {dis.layout.label}",
+            cell(dis.ttft_seconds, "p50"),
+            cell(dis.ttft_seconds, "p99"),
+            cell(dis.tpot_seconds, "p50"),
+            cell(dis.tpot_seconds, "p99"),
+        ),
+        (
+            f"aggregated: {cmp.aggregated_replicas} replicas",
+            cell(cmp.aggregated_ttft_seconds, "p50"),
+            cell(cmp.aggregated_ttft_seconds, "p99"),
+            cell(cmp.aggregated_tpot_seconds, "p50"),
+            cell(cmp.aggregated_tpot_seconds, "p99"),
+        ),
+    ]
+    kv = dis.kv_transfer_seconds
+    title = (
+        f"disaggregated prefill/decode on {dis.gpus} GPUs (KV transfer {cell(kv, 'mean')} mean per request, "
+        f"{fmt_bytes(dis.kv_transfer_bytes_per_gpu_mean)} per GPU at {dis.kv_link_bytes_per_s / 1e9:,.1f} GB/s)"
+    )
+    return table(["", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99"], rows, title=title, right=(1, 2, 3, 4))
 
 
 def _pools_table(cmp: PoolsComparison) -> Any:
@@ -420,6 +490,9 @@ def render_table(r: dict[str, Any]) -> str:
     parts: list[Any] = [latency, served]
     if res.classes:
         parts.insert(1, _class_table(res))
+    if r.get("disaggregated"):
+        comparison = LayoutComparison.model_validate(r["disaggregated"])
+        parts += [_disagg_table(comparison), Text(comparison.verdict)]
     if r.get("pools"):
         parts.append(_pools_table(PoolsComparison.model_validate(r["pools"])))
     if r.get("budget_tradeoff"):

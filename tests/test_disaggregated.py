@@ -1,0 +1,108 @@
+"""Disaggregated prefill/decode (xPyD): KV transfer by hand, TTFT's parts, links, the comparison, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from planner.cli import main
+from planner.errors import ScenarioError
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario
+from planner.serve.disagg import KV_LINKS, DisaggLayout, compare_layouts, simulate_disaggregated
+from planner.serve.workload import ConcurrencyArrivals, FixedLength, PoissonArrivals, Workload
+
+MODEL = build_spec(load_config("meta-llama/Llama-3.1-8B").config, "meta-llama/Llama-3.1-8B")
+H100 = get_profile("h100-sxm")
+SC = Scenario(max_model_len=16384)
+
+
+def _workload(rate=3.0, n=300, prompt=4000, out=300) -> Workload:
+    return Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=rate),
+        num_requests=n,
+        input_tokens=FixedLength(tokens=prompt),
+        output_tokens=FixedLength(tokens=out),
+    )
+
+
+def test_kv_transfer_by_hand_over_rdma():
+    # Llama-3.1-8B bf16: 32 layers x 8 KV heads x 128 x (K and V) x 2 B = 131,072 B per token on one GPU
+    res = simulate_disaggregated(MODEL, H100, SC, _workload(), DisaggLayout(kv_transfer_link="rdma"))
+    per_gpu = 4000 * 32 * 8 * 128 * 2 * 2
+    assert res.kv_transfer_bytes_per_gpu_mean == per_gpu
+    seconds = per_gpu / (50e9 * 190 / 400) + 46e-6  # the H100's 400 Gb/s per GPU at Mooncake's 190/400
+    assert res.kv_transfer_seconds.mean == pytest.approx(seconds) and res.kv_transfer_seconds.p99 == pytest.approx(
+        seconds
+    )
+    assert res.num_completed == 300 and res.gpus == 2
+
+
+def test_ttft_is_prefill_plus_transfer_plus_the_decode_side():
+    res = simulate_disaggregated(MODEL, H100, SC, _workload(), DisaggLayout())
+    parts = res.prefill_queue_seconds.mean + res.kv_transfer_seconds.mean + res.decode_queue_seconds.mean
+    assert res.ttft_seconds.mean == pytest.approx(parts, rel=1e-9)
+
+
+def test_a_slower_link_delays_first_tokens_only():
+    by_link = {
+        k: simulate_disaggregated(MODEL, H100, SC, _workload(), DisaggLayout(kv_transfer_link=k)) for k in KV_LINKS
+    }
+    ttft = [by_link[k].ttft_seconds.mean for k in ("nvlink", "rdma", "tcp")]
+    assert ttft[0] < ttft[1] < ttft[2]
+    tpot = {round(r.tpot_seconds.p50, 9) for r in by_link.values()}
+    assert len(tpot) == 1  # the decode pool's steps do not depend on how its KV arrived
+
+
+def test_long_prompts_among_decodes_are_where_the_split_pays_for_tpot():
+    # 12,000-token prompts at 2 req/s, 300-token answers: in an aggregated replica every decode step near an
+    # arrival carries an 8,192-token prefill chunk; the decode pool's steps never do
+    cmp = compare_layouts(MODEL, H100, SC, _workload(rate=2.0, prompt=12000, out=300), DisaggLayout())
+    assert cmp.aggregated_replicas == 2
+    assert cmp.disaggregated.tpot_seconds.p99 < cmp.aggregated_tpot_seconds.p99
+    assert cmp.disaggregated.ttft_seconds.p99 > cmp.aggregated_ttft_seconds.p99  # the prefill pool and the transfer
+    assert "P99 TPOT" in cmp.verdict and "disaggregated lower" in cmp.verdict and "aggregated lower" in cmp.verdict
+
+
+def test_more_prefill_instances_shorten_the_prefill_queue():
+    wl = _workload(rate=4.0, prompt=8000, out=100)
+    one = simulate_disaggregated(MODEL, H100, SC, wl, DisaggLayout(prefill_instances=1))
+    two = simulate_disaggregated(MODEL, H100, SC, wl, DisaggLayout(prefill_instances=2))
+    assert two.prefill_queue_seconds.p99 < one.prefill_queue_seconds.p99
+    assert two.gpus == 3 and np.isfinite(two.ttft_seconds.p99)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: simulate_disaggregated(
+                MODEL, H100, SC, Workload(arrivals=ConcurrencyArrivals(concurrency=8)), DisaggLayout()
+            ),
+            "open-loop arrivals",
+        ),
+        (
+            lambda: simulate_disaggregated(MODEL, get_profile("l40s"), SC, _workload(n=20), DisaggLayout()),
+            "no network bandwidth",
+        ),
+        (lambda: DisaggLayout(prefill_instances=0), "greater than or equal to 1"),
+        (lambda: DisaggLayout(kv_transfer_link="carrier-pigeon"), "'nvlink', 'rdma' or 'tcp'"),
+    ],
+)
+def test_bad_layouts_are_refused(call, message):
+    with pytest.raises((ScenarioError, ValidationError), match=message):
+        call()
+
+
+def test_the_cli_adds_the_comparison(capsys):
+    argv = ["simulate", "meta-llama/Llama-3.1-8B", "--qps", "2", "--num-requests", "100", "--input-len", "4000"]
+    assert main([*argv, "--prefill-instances", "1", "--decode-instances", "1", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)["disaggregated"]
+    assert data["disaggregated"]["kv_transfer_seconds"]["mean"] > 0 and data["aggregated_replicas"] == 2
+    assert main([*argv, "--decode-tp", "2"]) == 2
+    assert "--prefill-instances turns on" in capsys.readouterr().err
