@@ -206,6 +206,10 @@ BAD = [
         "--images-per-request must be greater than or equal to 0",
     ),
     (["plan", "llama3.1-8b", "--images-per-request", "1"], "it is a text-only model (no vision_config)"),
+    (
+        ["simulate", "gemma-3-4b-it", "--qps", "1", "--num-requests", "10", "--images-per-request", "1"],
+        "the simulator does not model images yet",
+    ),
     (["plan", "gemma-3-4b-it", "--image-size", "896x896"], "--image-size without --images-per-request"),
     (["plan", "gemma-3-4b-it", "--images-per-request", "1", "--image-size", "big"], "expects WIDTHxHEIGHT"),
     (

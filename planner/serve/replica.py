@@ -214,6 +214,13 @@ def scheduler_config(
 
 def planned_replica(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[MemoryPlan, SchedulerConfig]:
     """Memory plan and scheduler limits of one replica; ScenarioError when vLLM would not start."""
+    if sc.workload.images_per_request:  # the simulated requests would lack the images' tokens and encoder time
+        raise ScenarioError(
+            f"--images-per-request {sc.workload.images_per_request}: the simulator does not model images yet (their "
+            "prompt tokens and encoder time per prefill); only plan, roofline, latency and export do.",
+            hint="Drop --images-per-request here, or add the images' tokens to the prompt lengths "
+            "(python -m planner latency ... --images-per-request N reports image_tokens_per_request).",
+        )
     plan = plan_memory(model, hw, sc, suggest=False)
     if not plan.fits or plan.num_gpu_blocks < 1:
         hint = "Try a larger --tp, --weight-dtype fp8, --kv-cache-dtype fp8 or a smaller --max-model-len."
