@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from planner.cli import main
@@ -287,3 +288,42 @@ def test_cli_plan_json_and_exports(tmp_path: Path, capsys) -> None:
     assert "--data-parallel-size 8" in vllm and "--enable-expert-parallel" in vllm
     sglang = (tmp_path / "sglang-throughput.sh").read_text()
     assert all(flag in sglang for flag in ("--tp-size 8", "--ep-size 8", "--attn-dp-size 8"))
+
+
+def test_dp_rank_requests_round_robin_by_hand() -> None:
+    """DP rank 0 of 3 gets requests 0, 3, 6, 9 of 10 (arrivals, lengths, classes alike); a closed loop of
+    concurrency 10 over 4 ranks runs 2 or 3 per rank: round(10 / 4) = 2 here."""
+    from planner.serve.replica import dp_rank_requests
+    from planner.serve.workload import RequestSet
+
+    n = np.arange(10)
+    reqs = RequestSet(n * 0.5, n + 100, n + 200, None, 0.0, class_id=n % 2, priority=n, shared_prefix_tokens=n * 0)
+    share = dp_rank_requests(reqs, 3)
+    assert share.arrival_time_s.tolist() == [0.0, 1.5, 3.0, 4.5]
+    assert share.input_tokens.tolist() == [100, 103, 106, 109] and share.output_tokens.tolist() == [200, 203, 206, 209]
+    assert share.class_id.tolist() == [0, 1, 0, 1] and share.priority.tolist() == [0, 3, 6, 9]
+    closed = RequestSet(None, n, n, 10, 0.0)
+    assert dp_rank_requests(closed, 4).concurrency == 2 and dp_rank_requests(closed, 1) is closed
+
+
+def test_simulated_dp_replica_is_rank_zero_times_dp() -> None:
+    """Qwen3-30B-A3B on 4 x H100 as TP 1 x DP 4 with EP 4: the simulator runs rank 0 with every 4th of 200
+    requests; the replica's throughput is 4 x the rank's, its knee 4 x the rank's, and the label says so."""
+    from planner.serve.replica import simulate_scenario
+    from planner.serve.workload import FixedLength, PoissonArrivals, Workload
+
+    model, hw = spec(QWEN30), get_profile("h100-sxm")
+    sc = Scenario(gpu="h100-sxm", data_parallel_size=4, enable_expert_parallel=True, max_model_len=4096)
+    wl = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=8.0),
+        num_requests=200,
+        input_tokens=FixedLength(tokens=512),
+        output_tokens=FixedLength(tokens=64),
+        seed=3,
+    )
+    res = simulate_scenario(model, hw, sc, wl)
+    assert (res.data_parallel_ranks, res.num_requests, res.gpus_per_replica) == (4, 50, 4)
+    assert res.output_tokens == 50 * 64
+    assert res.throughput_tokens_per_s == pytest.approx(4 * res.output_tokens / res.duration_seconds, rel=1e-9)
+    assert "DP rank 0 of 4" in res.label
+    assert res.saturation_requests_per_s is not None and res.offered_requests_per_s == pytest.approx(8.0, rel=0.3)

@@ -62,7 +62,7 @@ def compare_pools(
     alone = [simulate_scenario(model, hw, sc, Workload(classes=(c,), seed=workload.seed), efficiency) for c in classes]
     return PoolsComparison(
         replicas=r,
-        gpus=r * sc.tp * sc.pp,
+        gpus=r * sc.gpus_per_replica,
         shared=mixed.classes,
         separate=tuple(res.classes[0] for res in alone),
         shared_overloaded=mixed.overloaded,

@@ -19,6 +19,12 @@ sequence, the same functions the ``latency`` estimate calls), and the simulator 
 decoding request by the expected accepted tokens per step (``planner.serve.simulate``); the result
 carries the estimate's ``speculative`` block at the run's mean decode batch for comparison.
 
+With attention data parallelism (``sc.data_parallel_size`` > 1) a replica is dp engines that step together
+(every MoE layer serves all of their tokens): the simulator runs DP rank 0 with every dp-th request (vLLM's DP
+load balancer spreads requests over the ranks; round robin here, a closed loop's concurrency split evenly), each
+step timed by ``StepTimeModel`` with the MoE layers' dispatch over all ranks (the others assumed as busy), and
+the replica's throughput and knee are dp times the rank's; latencies are rank 0's.
+
 ``static_vs_continuous`` runs the same requests twice, once with vLLM's continuous batching and
 once with static batches, to show what continuous batching buys on that workload.
 ``length_distribution`` turns the faces' "mean and spread" inputs into a workload length spec.
@@ -30,6 +36,7 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -70,6 +77,7 @@ from planner.serve.workload import (
     LognormalLength,
     NormalLength,
     PoissonArrivals,
+    RequestSet,
     TraceArrivals,
     UniformLength,
     Workload,
@@ -137,7 +145,7 @@ class ServingResult(SimulationResult):
     label: str = Field(description="One-line label for the numbers, e.g. 'simulated (estimate step times)'.")
     model_name: str = Field(description="Model the replica serves (repo id, catalog name or path).")
     gpu_name: str = Field(description="Card of the replica, as its profile names it.")
-    gpus_per_replica: int = Field(description="GPUs of one replica: tp x pp, a count.")
+    gpus_per_replica: int = Field(description="GPUs of one replica: tp x pp (x data-parallel ranks), a count.")
     scheduler: SchedulerConfig = Field(description="Engine limits the replica ran with (from the memory plan).")
     memory_verdict: str = Field(description="The memory plan's one-line verdict for this scenario.")
     offered_requests_per_s: float | None = Field(
@@ -165,6 +173,13 @@ class ServingResult(SimulationResult):
         (),
         description="What would carry the offered load: ceil(rate / knee) replicas, a larger TP, an fp8 KV "
         "cache; empty when not overloaded by rate.",
+    )
+    data_parallel_ranks: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="With --data-parallel-size: the DP ranks (engines) of the replica; the run simulated rank 0 with "
+        "every dp-th request: its latencies and counts are rank 0's, throughput and knee dp x rank 0's. None: one "
+        "engine.",
     )
     speculative: SpeculativeEstimate | None = Field(
         None,
@@ -378,16 +393,21 @@ def simulate_scenario(
     if mode != "continuous":
         scheduler = scheduler.model_copy(update={"mode": mode})
     step = replica_step_cost(model, hw, sc, efficiency, draft_model, step_model)
-    run = run_engine(generate_requests(workload), scheduler, step)
+    dp = sc.data_parallel_size
+    run = run_engine(dp_rank_requests(generate_requests(workload), dp), scheduler, step)
     result = label_result(
         summarize(run, step_cost_model=type(step).__name__), step, model, hw, sc, scheduler, plan.reason
     )
+    if dp > 1:
+        result = dp_replica_result(result, dp)
     if isinstance(step, SpeculativeStepCost):
         result = result.model_copy(update={"speculative": speculative_at_run(model, hw, sc, run, step, draft_model)})
     offered = offered_rate_per_s(workload, run)
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
     knee = kept_saturation(model, hw, sc, workload, scheduler, step, draft_model).requests_per_s
+    if knee is not None and dp > 1:
+        knee *= dp  # every DP rank carries its share at the rank's knee
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
     options = (
         carry_load_options(offered, knee, sc, hw) if offered is not None and knee is not None and offered > knee else ()
@@ -399,6 +419,45 @@ def simulate_scenario(
             "overloaded": overloaded,
             "overload_reason": reason,
             "overload_options": options,
+        }
+    )
+
+
+def dp_rank_requests(requests: RequestSet, dp: int) -> RequestSet:
+    """DP rank 0's share of ``requests`` over ``dp`` ranks: every dp-th request in arrival order (round robin), a
+    closed loop's concurrency divided evenly (at least 1). ``dp`` 1 returns ``requests`` itself."""
+    if dp <= 1:
+        return requests
+    share = slice(None, None, dp)
+
+    def cut(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[share]
+
+    return replace(
+        requests,
+        arrival_time_s=cut(requests.arrival_time_s),
+        input_tokens=requests.input_tokens[share],
+        output_tokens=requests.output_tokens[share],
+        concurrency=None if requests.concurrency is None else max(1, round(requests.concurrency / dp)),
+        class_id=cut(requests.class_id),
+        priority=cut(requests.priority),
+        shared_prefix_tokens=cut(requests.shared_prefix_tokens),
+    )
+
+
+def dp_replica_result(result: ServingResult, dp: int) -> ServingResult:
+    """The replica of ``dp`` DP ranks from rank 0's run: throughput x dp, latencies rank 0's, labelled."""
+
+    def times(v: float | None) -> float | None:
+        return None if v is None else v * dp
+
+    return result.model_copy(
+        update={
+            "throughput_tokens_per_s": times(result.throughput_tokens_per_s),
+            "total_throughput_tokens_per_s": times(result.total_throughput_tokens_per_s),
+            "requests_per_s": times(result.requests_per_s),
+            "data_parallel_ranks": dp,
+            "label": f"{result.label}, DP rank 0 of {dp} (every {dp}-th request; throughput x {dp})",
         }
     )
 
@@ -489,7 +548,7 @@ def label_result(
         label=f"simulated ({step.kind} step times)",
         model_name=model.name,
         gpu_name=hw.name,
-        gpus_per_replica=sc.tp * sc.pp,
+        gpus_per_replica=sc.gpus_per_replica,
         scheduler=scheduler,
         memory_verdict=memory_verdict,
     )

@@ -529,7 +529,7 @@ class _Candidate:
         self.model, self.hw, self.sc, self.plan, self.step = model, hw, sc, plan, step
         self.scheduler: SchedulerConfig = scheduler_config(plan, sc)
         self.traffic, self.slo, self.settings = traffic, slo, settings
-        self.gpus = sc.tp * sc.pp
+        self.gpus = sc.gpus_per_replica
         self.warm_seconds = 0.0  # time a request spends in the system at saturation (set by saturate)
 
     # ---- floors and saturation ---------------------------------------------------------------
@@ -734,7 +734,7 @@ def _row(sc: Scenario, hw: HardwareProfile | None, status: Status, reason: str, 
         max_num_seqs=extra.pop("max_num_seqs", None),
         status=status,
         reason=reason,
-        gpus_per_replica=sc.tp * sc.pp,
+        gpus_per_replica=sc.gpus_per_replica,
         **extra,
     )
 
