@@ -240,3 +240,12 @@ def test_a_pool_of_its_own_gives_the_short_class_its_first_tokens_sooner(tmp_pat
         compare_pools(model, get_profile("h100-sxm"), Scenario(), Workload(classes=(CHAT,)))
     code, _, err = _cli(capsys, ["simulate", "meta-llama/Llama-3.1-8B", "--compare-pools"])
     assert code == 2 and "needs --workload-file" in err
+
+
+def test_the_readme_example_workload_file_loads():
+    from pathlib import Path
+
+    from planner.serve.workload import load_workload_file
+
+    w = load_workload_file(Path(__file__).parents[1] / "docs" / "examples" / "chat-and-documents.yaml")
+    assert [c.name for c in w.classes] == ["chat", "documents"] and w.num_requests == 2150
