@@ -281,6 +281,10 @@ def test_cli_plan_json_and_exports(tmp_path: Path, capsys) -> None:
     placement = json.loads(capsys.readouterr().out)["placement"]
     assert (placement["ep"], placement["data_parallel_size"], placement["ep_link"]) == (8, 8, "nvlink")
     assert [r["experts"] for r in placement["ranks"]] == [[32 * r, 32 * r + 32] for r in range(8)]
+    assert main(["plan", DSV3, *args]) == 0
+    text = capsys.readouterr().out
+    assert "Experts: EP 8 (1 TP x 8 DP ranks), dispatch over nvlink" in text and "224-255" in text
+    assert "--tensor-parallel-size 2" not in text  # 16 GPUs with DP 8: not suggested on an 8-GPU node
     assert (
         main(["export", DSV3, *args, "--target", "all", "--profile", "throughput", "--output-dir", str(tmp_path)]) == 0
     )

@@ -85,6 +85,8 @@ def render_table(r: dict[str, Any]) -> str:
     verdict = heading(plan.reason)
     placement = Placement.model_validate(r["placement"]) if "placement" in r else None
     nodes = f", {placement.num_nodes} node(s) of {placement.gpus_per_node}" if placement else ""
+    if res.ep > 1:
+        nodes += f", expert-parallel {res.ep}" + (f", data-parallel {res.dp}" if res.dp > 1 else "")
     scenario = (
         f"{r['model']} on {plan.gpu_name} (tp {res.tp}, pp {res.pp}{nodes}); max-model-len "
         f"{res.max_model_len:,}, kv-cache-dtype {res.kv_cache_dtype}, block-size {res.block_size}, max-num-seqs "
@@ -121,6 +123,8 @@ def render_table(r: dict[str, Any]) -> str:
     parts: list[Any] = [verdict, scenario, "", memory, "", kv]
     if placement is not None and (placement.pp > 1 or placement.num_nodes > 1):
         parts += ["", placement_table(placement)]
+    if placement is not None and placement.ep is not None:
+        parts += ["", expert_table(placement)]
     if plan.suggestions:
         parts.append(heading("suggestions (each re-planned):"))
         parts += [f"  - {s}" for s in plan.suggestions]
@@ -152,4 +156,27 @@ def placement_table(p: Placement) -> Any:
         rows,
         title=f"Placement: {p.tp * p.pp} GPUs on {p.num_nodes} node(s) (vLLM's get_pp_indices split)",
         right=(4, 5),
+    )
+
+
+def expert_table(p: Placement) -> Any:
+    """With expert parallelism: one row per GPU, its DP rank (its own batch and KV cache), EP rank and experts."""
+    rows = [
+        (
+            str(r.rank),
+            "-" if r.dp_rank is None else str(r.dp_rank),
+            str(r.ep_rank),
+            f"{r.experts[0]}-{r.experts[1] - 1}" if r.experts else "-",
+            str(r.node),
+            fmt_gib(r.weight_bytes, 2),
+            fmt_gib(r.kv_cache_bytes, 2),
+        )
+        for r in p.ranks
+    ]
+    dp = f" x {p.data_parallel_size} DP ranks" if p.data_parallel_size else ""
+    return table(
+        ["rank", "DP rank", "EP rank", "experts", "node", "weights/GPU", "KV cache/GPU"],
+        rows,
+        title=f"Experts: EP {p.ep} ({p.tp} TP{dp}), dispatch over {p.ep_link} (vLLM's linear expert map)",
+        right=(5, 6),
     )

@@ -540,7 +540,7 @@ def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
     if res.kv_cache_dtype not in ("fp8", "int8"):
         out.append(("--kv-cache-dtype fp8", {"kv_cache_dtype": "fp8"}))
     for tp in (sc.tp * 2, sc.tp * 4, sc.tp * 8):
-        if tp <= hw.gpus_per_node:
+        if tp * sc.data_parallel_size <= hw.gpus_per_node:  # each DP rank would take tp GPUs
             out.append((f"--tensor-parallel-size {tp}", {"tp": tp, "num_gpus": None}))
     if model.quantization is None and res.weight_formats["mlp"].bits_per_weight > 8:
         out.append(("--quantization fp8 (weight dtype fp8)", {"weight_dtype": "fp8"}))
@@ -551,7 +551,8 @@ def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
         out.append(("--enforce-eager (frees the CUDA-graph pool)", {"engine": "eager"}))
     pp = sc.pp * 2
     where = "within one node" if sc.tp * pp <= hw.host_gpus else "across nodes"
-    out.append((f"--pipeline-parallel-size {pp} ({where})", {"pp": pp, "num_gpus": None}))
+    if sc.data_parallel_size == 1:  # the planner does not model PP inside DP ranks (resolve refuses it)
+        out.append((f"--pipeline-parallel-size {pp} ({where})", {"pp": pp, "num_gpus": None}))
     return out
 
 
