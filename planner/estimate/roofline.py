@@ -318,8 +318,8 @@ def roofline(
     rows: list[OpTime] = []
     row_layers: list[tuple[int, ...] | str] = []  # each row's layers, or the model op's name
 
-    def add(op: Op, group: str, count: int) -> None:
-        in_graph = bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
+    def add(op: Op, group: str, count: int, eager: bool = False) -> None:
+        in_graph = not eager and bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
         t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, in_graph, engine, shape.num_seqs, res.ep)
         rows.append(
             OpTime(
@@ -344,10 +344,10 @@ def roofline(
         for op in model.layers[idx[0]].ops(shape):
             add(op, group, len(idx))
             row_layers.append(tuple(idx))
-    if stage == "prefill":  # the images' encoder forward runs in the step that prefills their tokens
-        for group, count, ops in multimodal.encoder_rows(model, sc, shape, batch):
+    if stage == "prefill":  # the images' encoder forward runs in the step that prefills their tokens, eagerly
+        for group, count, ops in multimodal.encoder_rows(model, sc, shape, batch):  # (outside the CUDA graphs)
             for op in ops:
-                add(op, group, count)
+                add(op, group, count, eager=True)
                 row_layers.append(ENCODER_ROW)
     for op in model_ops(model, shape):
         add(op, "model", 1)
