@@ -22,7 +22,7 @@ from planner.estimate.roofline import roofline
 from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
-from planner.scenario import RequestShape, Scenario
+from planner.scenario import LoRA, RequestShape, Scenario, SpeculativeDecoding
 from planner.units import fmt_requests
 from tests.conftest import TINY_LLAMA_CONFIG
 from ui import charts
@@ -535,22 +535,31 @@ NOT_IN_THE_SIDEBAR = {
     "engine_version",
     "non_torch_memory_bytes",
     "cuda_graph_memory_bytes",
-    "speculative",
-    "lora",
     "num_nodes",
     "scheduling_policy",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "all2all_backend",
+    "expert_load_imbalance",
 }
-"""Scenario fields only the CLI sets (measured overrides, the engine version, speculative decoding and --num-nodes
-for now: the sidebar's replica takes the fewest nodes, planner.estimate.placement; --scheduling-policy, which
-orders request classes of a --workload-file, and the app simulates one class)."""
+"""Scenario fields only the CLI sets (measured overrides, the engine version and --num-nodes for now: the sidebar's
+replica takes the fewest nodes, planner.estimate.placement; --scheduling-policy, which orders request classes of a
+--workload-file, and the app simulates one class; expert and data parallelism, issue 11's second part)."""
+WORKLOAD_NOT_IN_THE_SIDEBAR = {"images_per_request", "image_size"}
+"""Workload fields only the CLI sets for now: images per request and their size (issue 12's multimodal part)."""
+LORA_NOT_IN_THE_SIDEBAR = {"max_cpu_loras", "lora_dtype", "adapter"}
+"""LoRA fields only the CLI sets: the host cache (no GPU memory), the adapter dtype and an adapter_config.json."""
 
 
 def test_the_sidebar_has_an_input_for_every_scenario_field_but_the_cli_only_ones() -> None:
     fields = {p.field for p in PARAMS if p.field}
-    workload = {f.removeprefix("workload.") for f in fields if f.startswith("workload.")}
-    structured = {"precision_overrides", "workload"}  # the mixed-precision inputs; the workload's own fields
-    assert set(Scenario.model_fields) - fields - structured == NOT_IN_THE_SIDEBAR
-    assert workload == set(RequestShape.model_fields)
+    top = {f.split(".")[0] for f in fields}  # a nested model's field (workload.input_len) counts for its parent
+    structured = {"precision_overrides"}  # the mixed-precision inputs
+    assert set(Scenario.model_fields) - top - structured == NOT_IN_THE_SIDEBAR
+    nested = {prefix: {f.removeprefix(prefix + ".") for f in fields if f.startswith(prefix + ".")} for prefix in top}
+    assert nested["workload"] == set(RequestShape.model_fields) - WORKLOAD_NOT_IN_THE_SIDEBAR
+    assert nested["speculative"] == set(SpeculativeDecoding.model_fields)
+    assert nested["lora"] == set(LoRA.model_fields) - LORA_NOT_IN_THE_SIDEBAR
 
 
 @pytest.mark.parametrize(

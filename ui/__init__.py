@@ -18,7 +18,7 @@ The page contract
     from ui.state import current_inputs
 
     st.title("My page")
-    inputs = current_inputs()          # Inputs(model, hardware, scenario, resolved, source, loaded)
+    inputs = current_inputs()          # Inputs(model, hardware, scenario, resolved, source, loaded, draft)
     with shown_errors():               # PlannerError / ValidationError -> st.error, then st.stop()
         plan = plan_memory(inputs.model, inputs.hardware, inputs.scenario)
     st.success(plan.reason)
@@ -35,7 +35,9 @@ The page contract
   - ``source``: where the config came from (``name``, ``origin``, ``citation``, ``warnings``
     of the loader and of the spec builder), for captions;
   - ``loaded``: the ``planner.model.sources.LoadedConfig`` itself, for core calls that want it
-    (``planner.deploy.export.export_bundle(..., loaded=inputs.loaded)``).
+    (``planner.deploy.export.export_bundle(..., loaded=inputs.loaded)``);
+  - ``draft``: the draft model's ``ModelSpec`` when the sidebar's speculative method is ``draft`` (else None),
+    for the core calls that cost speculative steps (``estimate_latency(..., draft_model=inputs.draft)``).
 
   When the inputs cannot be used (unknown repo, gated repo without a token, an upload that is
   not a config.json, TP not dividing the heads, ...), ``current_inputs()`` shows one

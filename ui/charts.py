@@ -49,6 +49,7 @@ TERM_COLORS = {
     "cuda_graphs": "#B279A2",
     "non_torch": "#9D755D",
     "free": "#D9D9D9",
+    "lora": "#EECA3B",
 }
 KIND_STYLE = {"estimate": ("#4C78A8", "solid"), "calibrated": ("#54A24B", "solid"), "bound": ("#7F7F7F", "dot")}
 STAGE_STYLE = {"prefill": ("#E45756", "circle"), "decode": ("#4C78A8", "diamond")}
@@ -365,6 +366,54 @@ def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[Opera
     fig.update_layout(
         height=400, margin={"l": 10, "r": 10, "t": 70, "b": 10}, legend={"orientation": "h", "y": 1.22, "x": 0}
     )
+    return fig
+
+
+@_memoized
+def speculative_speedup(sweep: pd.DataFrame, break_even_batch: int | None) -> go.Figure:
+    """Speculative decoding's speed-up over plain decoding (the core's ``speedup``) against the batch, one line per
+    kind (bound dotted), plain decoding's 1x, and the break-even batch with the batches past it shaded."""
+    fig = go.Figure()
+    for kind, rows in sweep.groupby("kind", sort=False):
+        fig.add_scatter(
+            x=rows["batch"],
+            y=rows["speedup"],
+            mode="lines+markers",
+            name=kind,
+            line={"color": KIND_STYLE[kind][0], "dash": KIND_STYLE[kind][1]},
+            marker={"size": 6},
+            hovertemplate=f"batch %{{x:,}}<br>speed-up %{{y:.2f}}x<extra>{kind}</extra>",
+        )
+    fig.add_hline(
+        y=1,
+        line_dash="dash",
+        line_color="#333",
+        annotation_text="plain decoding (1x)",
+        annotation_position="bottom left",
+        annotation_font_size=11,
+    )
+    if break_even_batch is not None:
+        fig.add_vrect(
+            x0=break_even_batch,
+            x1=max(int(sweep["batch"].max()), break_even_batch),
+            fillcolor="#E45756",
+            opacity=0.12,
+            line_width=0,
+            layer="below",
+        )
+        fig.add_vline(
+            x=break_even_batch,
+            line_dash="dash",
+            line_color="#E45756",
+            annotation_text=f"break-even: batch {break_even_batch:,}",
+            annotation_x=np.log10(break_even_batch),
+            annotation_position="top right",
+            annotation_font_color="#B22222",
+            annotation_font_size=12,
+        )  # log axis: an annotation's x is the exponent
+    fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d", title="batch size")
+    fig.update_yaxes(title="speed-up over plain decoding", ticksuffix="x", tickformat=".2f", rangemode="tozero")
+    fig.update_layout(height=360, **_LAYOUT)
     return fig
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # types only: the first page after a server start imports nei
     from planner.estimate.memory import MemoryPlan
     from planner.estimate.resolve import Resolved
     from planner.estimate.roofline import Roofline
+    from planner.estimate.speculative import SpeculativeEstimate
     from planner.hardware import HardwareProfile
     from planner.model.spec import ModelSpec
     from planner.scenario import Scenario
@@ -43,6 +44,7 @@ TERM_NOTES: dict[str, str] = {
     "cuda_graphs": "CUDA-graph memory pool (0 with eager)",
     "non_torch": "CUDA context, NCCL and cuBLAS workspaces",
     "free": "outside gpu_memory_utilization, or left over",
+    "lora": "LoRA adapter slots: --max-loras x --max-lora-rank, every target module (exact)",
 }
 
 
@@ -187,16 +189,18 @@ class OperatingPoint:
     rule: str
 
 
-def operating_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> list[OperatingPoint]:
-    """Latency-optimized (online) and throughput-optimized (offline) batch sizes.
+def operating_points(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None
+) -> list[OperatingPoint]:
+    """Latency-optimized (online) and throughput-optimized (offline) batch sizes (``draft``: the draft model's spec).
 
     One definition for this page and the exported configs: the Export page's two serving profiles
     (``planner.estimate.operating_points.latency_profile`` / ``throughput_profile``), each with its rule.
     """
     points = []
     for profile, label, serving in (
-        (latency_profile(model, hw, sc), "latency-optimized", "online"),
-        (throughput_profile(model, hw, sc), "throughput-optimized", "offline"),
+        (latency_profile(model, hw, sc, draft_model=draft), "latency-optimized", "online"),
+        (throughput_profile(model, hw, sc, draft_model=draft), "throughput-optimized", "offline"),
     ):
         lat = profile.latency
         row = {
@@ -210,6 +214,21 @@ def operating_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> lis
         }
         points.append(OperatingPoint(label, serving, row, profile.rule))
     return points
+
+
+def break_even_sentence(spec: SpeculativeEstimate, batch: int) -> str:
+    """Where speculative decoding stops paying, in words, from the core's break-even batch (Markdown)."""
+    k = spec.num_speculative_tokens
+    at = f"At the sidebar's batch of {batch:,} it is **{spec.speedup:.2f}x** plain decoding."
+    if spec.break_even_batch is None:
+        return (
+            f"**Speculation pays at every batch up to {spec.break_even_searched_up_to:,}**, the largest searched "
+            f"(max_num_seqs, or the sequences of this context the KV cache holds). {at}"
+        )
+    return (
+        f"**Speculation stops paying at batch {spec.break_even_batch:,}**: from there on its TPOT is no better than "
+        f"plain decoding's, as verifying k + 1 = {k + 1} tokens per sequence turns compute-bound. {at}"
+    )
 
 
 def cost_per_million_tokens(hw: HardwareProfile, total_gpus: int, tokens_per_s: float) -> float | None:
@@ -230,6 +249,7 @@ LATENCY_LABELS: dict[str, str] = {
     "fits_in_kv_cache": "fits the KV cache",
     "prefill_bound": "prefill bound by",
     "decode_bound": "decode bound by",
+    "speedup": "speculative speed-up",
 }
 """Column headers of the latency sweep tables (``ui.sweeps.latency_vs_batch`` / ``latency_vs_context``)."""
 LATENCY_FORMATS: dict[str, Callable[[Any], str]] = {
@@ -239,6 +259,7 @@ LATENCY_FORMATS: dict[str, Callable[[Any], str]] = {
     "tokens_per_s": lambda v: f"{v:,.1f}",
     "tokens_per_s_per_gpu": lambda v: f"{v:,.1f}",
     "fits_in_kv_cache": lambda v: "unknown" if v is None else ("yes" if v else "no: vLLM queues"),
+    "speedup": lambda v: f"{v:.2f}x",
 }
 
 ROOFLINE_LABELS: dict[str, str] = {

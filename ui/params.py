@@ -19,17 +19,26 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import quote, unquote
 
 import streamlit as st
+from pydantic import BaseModel
 
 from planner.errors import PlannerError
 from planner.estimate.resolve import KV_DTYPES
 from planner.hardware import load_profiles
 from planner.model.quantization import NAMED_FORMATS
 from planner.model.sources import catalog_entries, check_remote_name
-from planner.scenario import RequestShape, Scenario
+from planner.scenario import (
+    LORA_RANKS,
+    MAX_LORAS,
+    MAX_SPECULATIVE_TOKENS,
+    LoRA,
+    RequestShape,
+    Scenario,
+    SpeculativeDecoding,
+)
 from ui.errors import plain
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
@@ -137,13 +146,75 @@ WORKLOAD_PREFIX = "workload."
 _FIELD_DEFAULT = object()
 
 
+@dataclass(frozen=True)
+class Feature:
+    """A Scenario field that is a nested model and off (None) by default: speculative decoding, LoRA.
+
+    Its inputs are ``PARAMS`` rows whose field is ``<field>.<name>``; ``switch`` is the input that turns it
+    off when it holds ``off`` (the speculative method's "off", LoRA's unticked box) and reads ``on`` when it is on
+    (None: the switch is one of the model's own fields, the method)."""
+
+    field: str
+    model: type[Any]
+    switch: str
+    off: Any
+    on: Any = None
+
+    @property
+    def prefix(self) -> str:
+        return self.field + "."
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("speculative", SpeculativeDecoding, "spec", "off"),
+    Feature("lora", LoRA, "lora", False, on=True),
+)
+"""The serving features of the sidebar's "Serving features" expander (vLLM --speculative-config, --enable-lora)."""
+NESTED: dict[str, type[Any]] = {WORKLOAD_PREFIX: RequestShape, **{f.prefix: f.model for f in FEATURES}}
+"""Field prefix -> the nested model whose field a ``<prefix><name>`` input is."""
+SPECULATIVE_METHODS: tuple[str, ...] = ("off", *get_args(SpeculativeDecoding.model_fields["method"].annotation))
+"""The speculative-method picker: off (no speculation, vLLM's default), then the core's methods."""
+
+
+def _names_a_drafter(method: str) -> bool:
+    """Whether ``method`` takes a draft model or head (the core's own check: ngram and mtp refuse one)."""
+    try:
+        SpeculativeDecoding.model_validate(
+            {"method": method, "num_speculative_tokens": 1, "acceptance_rate": 0.0, "draft_model": "drafter"}
+        )
+    except PlannerError:
+        return False
+    return True
+
+
+DRAFTED_METHODS: tuple[str, ...] = tuple(m for m in SPECULATIVE_METHODS[1:] if _names_a_drafter(m))
+"""The methods whose drafter is named: draft (its config is loaded), eagle and eagle3 (the head vLLM loads)."""
+DEFAULT_SPECULATIVE_TOKENS = 3
+DEFAULT_ACCEPTANCE_RATE = 0.7
+"""k and a when speculation is turned on (the core has no default: the CLI's example, --num-speculative-tokens 3
+--acceptance-rate 0.7, which is EAGLE's a on Llama-3.1-8B, k = 3, in planner.estimate.speculative)."""
+
+
 def _field(key: str, field: str, parse: Callable[[str], Any], default: Any = _FIELD_DEFAULT) -> Param:
-    """An input that is one Scenario (or ``workload.<name>``: RequestShape) field; default and help from the field."""
-    spec, name = (
-        (RequestShape, field.removeprefix(WORKLOAD_PREFIX)) if field.startswith(WORKLOAD_PREFIX) else (Scenario, field)
-    )
+    """An input that is one Scenario field, or one field of a nested model (``workload.<name>``: RequestShape;
+    ``speculative.<name>``, ``lora.<name>``: a :data:`FEATURES` model); default and help from the field."""
+    prefix = next((p for p in NESTED if field.startswith(p)), "")
+    spec, name = (NESTED[prefix], field.removeprefix(prefix)) if prefix else (Scenario, field)
     info = spec.model_fields[name]
     return Param(key, info.default if default is _FIELD_DEFAULT else default, parse, info.description or "", field)
+
+
+def _rate(text: str) -> float:
+    """An acceptance rate from a link: 0 <= a <= 0.99 (the input's range; the core takes a < 1)."""
+    value = float(text)
+    if not 0.0 <= value <= 0.99:  # also refuses nan
+        raise ValueError("must be between 0 and 0.99")
+    return value
+
+
+def _drafter(text: str) -> str:
+    """The draft model or EAGLE head: a catalog name or Hub repo id, as the repo input takes ('' for none)."""
+    return _remote_name(text)
 
 
 PARAMS: tuple[Param, ...] = (
@@ -182,6 +253,20 @@ PARAMS: tuple[Param, ...] = (
     _field("in", "workload.input_len", _int()),
     _field("out", "workload.output_len", _int()),
     _field("batch", "workload.batch_size", _int(1, 65536)),
+    _field("spec", "speculative.method", _one_of(lambda: SPECULATIVE_METHODS), default="off"),
+    _field(
+        "spec_k",
+        "speculative.num_speculative_tokens",
+        _int(1, MAX_SPECULATIVE_TOKENS),
+        default=DEFAULT_SPECULATIVE_TOKENS,
+    ),
+    _field("spec_a", "speculative.acceptance_rate", _rate, default=DEFAULT_ACCEPTANCE_RATE),
+    _field("draft", "speculative.draft_model", _drafter, default=""),
+    Param(
+        "lora", False, _bool, "Serve LoRA adapters (vLLM --enable-lora): their slots take GPU memory from the KV cache."
+    ),
+    _field("loras", "lora.max_loras", _int(1, MAX_LORAS)),
+    _field("lora_rank", "lora.max_lora_rank", _one_of(lambda: LORA_RANKS, int)),
 )
 BY_KEY: dict[str, Param] = {p.key: p for p in PARAMS}
 KEY_OF_FIELD: dict[str, str] = {p.field: p.key for p in PARAMS if p.field is not None}
@@ -213,19 +298,52 @@ def precision_values(overrides: dict[str, str]) -> dict[str, Any]:
     return {"mixed": True, **values}
 
 
+def _prefix(field: str) -> str:
+    """The nested model's prefix of a ``<prefix><name>`` field ('' for a field of Scenario itself)."""
+    return next((prefix for prefix in NESTED if field.startswith(prefix)), "")
+
+
 def scenario_fields(values: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of ``Scenario`` (the workload's nested) from sidebar values, through ``Param.field``."""
+    """Keyword arguments of ``Scenario`` (the workload's nested) from sidebar values, through ``Param.field``.
+
+    A serving feature (:data:`FEATURES`) is None while its switch is off, else its fields as a dict, so that
+    Scenario validates them where they are (a bad one is named ``speculative.acceptance_rate``); an empty
+    text input (the draft model) is the field's None."""
     fields: dict[str, Any] = {"precision_overrides": precision_overrides(values)}
-    workload: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {prefix: {} for prefix in NESTED}
     for param in PARAMS:
         if param.field is None:
             continue
         value = values.get(param.key, param.default)
-        if param.field.startswith(WORKLOAD_PREFIX):
-            workload[param.field.removeprefix(WORKLOAD_PREFIX)] = value
+        prefix = _prefix(param.field)
+        if prefix:
+            nested[prefix][param.field.removeprefix(prefix)] = None if value == "" else value
         else:
             fields[param.field] = value
-    return {**fields, "workload": RequestShape(**workload)}
+    for feature in FEATURES:
+        off = values.get(feature.switch, BY_KEY[feature.switch].default) == feature.off
+        fields[feature.field] = None if off else nested[feature.prefix]
+    return {**fields, "workload": RequestShape(**nested[WORKLOAD_PREFIX])}
+
+
+def feature_values(feature: Feature, value: Any) -> dict[str, Any]:
+    """The sidebar inputs of one serving feature's value (None: off); {} when the sidebar cannot show it (a field
+    set that has no input, e.g. --max-cpu-loras)."""
+    if value is None:
+        return {feature.switch: feature.off}
+    items = value.model_dump() if isinstance(value, BaseModel) else dict(value)
+    updates: dict[str, Any] = {} if feature.on is None else {feature.switch: feature.on}
+    for name, item in items.items():
+        key = KEY_OF_FIELD.get(feature.prefix + name)
+        if key is None:
+            if item != feature.model.model_fields[name].default:
+                return {}
+            continue
+        updates[key] = "" if item is None else item
+    return updates
+
+
+FEATURE_OF_FIELD: dict[str, Feature] = {f.field: f for f in FEATURES}
 
 
 def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +356,8 @@ def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
         elif field == "workload":
             items = value.model_dump() if isinstance(value, RequestShape) else value
             updates.update(sidebar_updates({WORKLOAD_PREFIX + name: v for name, v in items.items()}))
+        elif field in FEATURE_OF_FIELD:
+            updates.update(feature_values(FEATURE_OF_FIELD[field], value))
         elif field in KEY_OF_FIELD:
             updates[KEY_OF_FIELD[field]] = value
     return updates

@@ -162,6 +162,98 @@ def _workload_section() -> None:
     st.number_input("Batch / concurrency", min_value=1, step=1, key="batch", help=_help("batch"))
 
 
+SPECULATIVE_LABELS = {
+    "off": "off",
+    "ngram": "n-gram (prompt lookup)",
+    "draft": "draft model",
+    "eagle": "EAGLE head",
+    "eagle3": "EAGLE-3 head",
+    "mtp": "MTP layer",
+}
+"""How the speculative-method picker reads (the values are the core's and vLLM's method names)."""
+
+
+def _keep_draft_for_method() -> None:
+    """On a method change: a method that names no drafter (ngram, mtp) drops the draft model the last one had."""
+    if st.session_state.get("spec") not in params.DRAFTED_METHODS:
+        st.session_state["draft"] = ""
+
+
+def serving_summary(values: dict) -> str:
+    """One line under the expander saying which serving features are on ('' when none is)."""
+    parts = []
+    if values.get("spec", "off") != "off":
+        parts.append(
+            f"speculative decoding: {SPECULATIVE_LABELS[values['spec']]}, k = {values['spec_k']}, "
+            f"a = {values['spec_a']:g}"
+        )
+    if values.get("lora"):
+        parts.append(f"LoRA: {values['loras']:,} adapter slot(s) of rank {values['lora_rank']}")
+    return " · ".join(parts)
+
+
+def _serving_section() -> None:
+    """Speculative decoding and LoRA adapters (vLLM --speculative-config, --enable-lora), collapsed by default."""
+    from planner.estimate.speculative import DRAFT_COST  # what each method's draft costs, said by the core
+
+    with st.expander("Serving features"):
+        method = st.selectbox(
+            "Speculative decoding",
+            params.SPECULATIVE_METHODS,
+            key="spec",
+            format_func=SPECULATIVE_LABELS.__getitem__,
+            on_change=_keep_draft_for_method,
+            help="vLLM --speculative-config (--speculative-method): " + _help("spec"),
+        )
+        if method != "off":
+            st.caption(f"Draft cost: {plain(DRAFT_COST[method])}.")
+            left, right = st.columns(2)
+            left.number_input(
+                "Draft tokens k",
+                min_value=1,
+                max_value=params.MAX_SPECULATIVE_TOKENS,
+                step=1,
+                key="spec_k",
+                help="--num-speculative-tokens: " + _help("spec_k"),
+            )
+            right.number_input(
+                "Acceptance a",
+                min_value=0.0,
+                max_value=0.99,
+                step=0.05,
+                format="%.2f",
+                key="spec_a",
+                help="--acceptance-rate: " + _help("spec_a"),
+            )
+            if method in params.DRAFTED_METHODS or sidebar_values().get("draft"):
+                st.text_input(
+                    "Draft model" if method == "draft" else "Draft head (for the export)",
+                    key="draft",
+                    placeholder="org/name, e.g. meta-llama/Llama-3.2-1B"
+                    if method == "draft"
+                    else "org/name, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                    help="--draft-model: " + _help("draft"),
+                )
+        st.divider()
+        lora = st.toggle("LoRA adapters", key="lora", help="--enable-lora: " + _help("lora"))
+        if lora:
+            left, right = st.columns(2)
+            left.number_input(
+                "Adapter slots",
+                min_value=1,
+                max_value=params.MAX_LORAS,
+                step=1,
+                key="loras",
+                help="--max-loras: " + _help("loras"),
+            )
+            right.selectbox(
+                "Max rank", params.LORA_RANKS, key="lora_rank", help="--max-lora-rank: " + _help("lora_rank")
+            )
+    summary = serving_summary(sidebar_values())
+    if summary:
+        st.caption(summary)
+
+
 def render() -> None:
     """Draw the shared inputs (seeded from the URL on a session's first run) and write them back to it."""
     params.init_defaults()
@@ -174,6 +266,7 @@ def render() -> None:
         _precision_section()
         _memory_section(model)
         _workload_section()
+        _serving_section()
         st.divider()
         st.caption("The address bar holds every input above: copy it to share this plan.")
         kind_legend()

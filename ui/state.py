@@ -36,6 +36,8 @@ class Inputs:
     resolved: Resolved
     source: ModelSource
     loaded: LoadedConfig
+    draft: ModelSpec | None = None
+    """The draft model's spec with speculative method ``draft`` (the core costs its steps), else None."""
 
 
 def model_choice(values: dict[str, Any]) -> tuple[str, str]:
@@ -120,7 +122,20 @@ def build_inputs(values: dict[str, Any]) -> Inputs:
     hardware = get_profile(values["gpu"])
     scenario = scenario_from(values)
     resolved = resolve(loaded.spec, hardware, scenario)
-    return Inputs(loaded.spec, hardware, scenario, resolved, loaded.source, loaded.loaded)
+    draft = load_draft_model(scenario)
+    return Inputs(loaded.spec, hardware, scenario, resolved, loaded.source, loaded.loaded, draft)
+
+
+def load_draft_model(sc: Scenario) -> ModelSpec | None:
+    """The draft model's spec for speculative method ``draft`` (loaded as the model is, the CLI's
+    ``load_draft_model``); None for every other method, whose drafter the core sizes from the target."""
+    cfg = sc.speculative
+    if cfg is None or cfg.method != "draft" or cfg.draft_model is None:
+        return None
+    try:
+        return load_named_model(cfg.draft_model).spec
+    except PlannerError as err:
+        raise PlannerError(f"Draft model {cfg.draft_model}: {err.message}", hint=err.hint) from None
 
 
 def sidebar_values() -> dict[str, Any]:

@@ -97,9 +97,14 @@ def roofline_stages(
 
 
 @st.cache_data(**CACHE)
-def latency_at(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[LatencyEstimate, LatencyEstimate]:
-    """(estimate or calibrated, bound) latency of the sidebar's workload."""
-    return estimate_latency(model, hw, sc), estimate_latency(model, hw, sc, efficiency=BOUND)
+def latency_at(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None
+) -> tuple[LatencyEstimate, LatencyEstimate]:
+    """(estimate or calibrated, bound) latency of the sidebar's workload (``draft``: the draft model's spec)."""
+    return (
+        estimate_latency(model, hw, sc, draft_model=draft),
+        estimate_latency(model, hw, sc, efficiency=BOUND, draft_model=draft),
+    )
 
 
 def _latency_row(est: LatencyEstimate) -> dict:
@@ -116,7 +121,7 @@ def _latency_row(est: LatencyEstimate) -> dict:
         "fits_in_kv_cache": est.fits_in_kv_cache,
         "prefill_bound": est.prefill_bound,
         "decode_bound": est.decode_bound,
-    }
+    } | ({} if est.speculative is None else {"speedup": est.speculative.speedup})
 
 
 def _efficiencies(hw: HardwareProfile, sc: Scenario) -> list:
@@ -124,20 +129,27 @@ def _efficiencies(hw: HardwareProfile, sc: Scenario) -> list:
 
 
 @st.cache_data(**CACHE)
-def latency_vs_batch(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
-    """TTFT, TPOT and tokens/s for batch 1, 2, 4, ... up to max_num_seqs, estimate and bound."""
+def latency_vs_batch(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None
+) -> pd.DataFrame:
+    """TTFT, TPOT and tokens/s for batch 1, 2, 4, ... up to max_num_seqs, estimate and bound; with speculative
+    decoding also its speed-up over plain decoding at each batch (``speedup``, the core's)."""
     import pandas as pd
 
     limit = resolve(model, hw, sc).max_num_seqs
     rows = []
     for eff in _efficiencies(hw, sc):
         for batch in powers_of_two(1, limit):
-            rows.append(_latency_row(estimate_latency(model, hw, sc, batch_size=batch, efficiency=eff)))
+            rows.append(
+                _latency_row(estimate_latency(model, hw, sc, batch_size=batch, efficiency=eff, draft_model=draft))
+            )
     return pd.DataFrame(rows)
 
 
 @st.cache_data(**CACHE)
-def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> pd.DataFrame:
+def latency_vs_context(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None
+) -> pd.DataFrame:
     """TTFT, TPOT and tokens/s for prompts of 128, 256, ... tokens up to max_model_len - output, estimate and bound."""
     import pandas as pd
 
@@ -146,7 +158,9 @@ def latency_vs_context(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> p
     rows = []
     for eff in _efficiencies(hw, sc):
         for length in powers_of_two(min(128, longest), longest):
-            rows.append(_latency_row(estimate_latency(model, hw, sc, input_len=length, efficiency=eff)))
+            rows.append(
+                _latency_row(estimate_latency(model, hw, sc, input_len=length, efficiency=eff, draft_model=draft))
+            )
     return pd.DataFrame(rows)
 
 
@@ -157,14 +171,16 @@ def scenario_summary(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Sce
 
 
 @st.cache_data(**CACHE)
-def deployment_bundle(model: ModelSpec, hw: HardwareProfile, sc: Scenario, loaded: LoadedConfig) -> ExportBundle:
+def deployment_bundle(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, loaded: LoadedConfig, draft: ModelSpec | None = None
+) -> ExportBundle:
     """Both serving profiles and every export target's file (``planner.deploy.export.export_bundle``)."""
     from planner.deploy.export import export_bundle  # the Export page's alone: not imported for the first page
 
-    return export_bundle(model, hw, sc, loaded=loaded)
+    return export_bundle(model, hw, sc, loaded=loaded, draft_model=draft)
 
 
 @st.cache_data(**CACHE)
-def serving_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> list:
+def serving_points(model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None) -> list:
     """The latency- and throughput-optimized operating points (the Export page's two profiles)."""
-    return operating_points(model, hw, sc)
+    return operating_points(model, hw, sc, draft)

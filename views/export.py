@@ -22,7 +22,7 @@ inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
 
 with shown_errors():
-    bundle = deployment_bundle(model, hw, sc, inputs.loaded)
+    bundle = deployment_bundle(model, hw, sc, inputs.loaded, inputs.draft)
 dep = bundle.deployment
 
 layout = f"{dep.replicas} replica(s) x {dep.gpus_per_replica} GPU(s) (TP {dep.tp} x PP {dep.pp}) of {dep.gpu_name}"

@@ -3,15 +3,15 @@
 import streamlit as st
 
 from ui import charts
-from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, readable
-from ui.errors import shown_errors
-from ui.format import fmt_rate, fmt_seconds, kind_badge
+from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, break_even_sentence, readable
+from ui.errors import plain, shown_errors
+from ui.format import fmt_bytes, fmt_rate, fmt_seconds, kind_badge
 from ui.state import current_inputs
 from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context, serving_points
 
 st.title("Latency & throughput")
 inputs = current_inputs()
-model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
+model, hw, sc, draft = inputs.model, inputs.hardware, inputs.scenario, inputs.draft
 wl = sc.workload
 
 st.caption(
@@ -20,9 +20,9 @@ st.caption(
 )
 
 with shown_errors():
-    estimate, bound = latency_at(model, hw, sc)
-    by_batch = latency_vs_batch(model, hw, sc)
-    by_context = latency_vs_context(model, hw, sc)
+    estimate, bound = latency_at(model, hw, sc, draft)
+    by_batch = latency_vs_batch(model, hw, sc, draft)
+    by_context = latency_vs_context(model, hw, sc, draft)
 
 for result in (estimate, bound):
     with st.container(border=True):
@@ -57,8 +57,38 @@ if estimate.fits_in_kv_cache is False:
         icon=":material/warning:",
     )
 
+spec = estimate.speculative
+if spec is not None:
+    st.subheader("Speculative decoding")
+    badge, note = st.columns([1, 8], vertical_alignment="center")
+    with badge:
+        kind_badge(estimate.kind)
+    note.caption(
+        f"{spec.method}, k = {spec.num_speculative_tokens}, a = {spec.acceptance_rate:g} · draft: "
+        f"{plain(spec.draft_cost)}"
+    )
+    fields = type(spec).model_fields
+    cols = st.columns(4)
+    cols[0].metric(f"Speed-up at batch {wl.batch_size:,}", f"{spec.speedup:.2f}x", help=fields["speedup"].description)
+    cols[1].metric(
+        "Tokens per step", f"{spec.tokens_per_step:.3f}", help=fields["tokens_per_step"].description + " Exact."
+    )
+    cols[2].metric("Draft per step", fmt_seconds(spec.draft_seconds), help=fields["draft_seconds"].description)
+    cols[3].metric("Verify per step", fmt_seconds(spec.verify_seconds), help=fields["verify_seconds"].description)
+    st.markdown(break_even_sentence(spec, wl.batch_size))
+    st.plotly_chart(
+        charts.speculative_speedup(by_batch[["batch", "kind", "speedup"]], spec.break_even_batch),
+        key="latency_speculative",
+    )
+    st.caption(
+        f"Plain TPOT over speculative TPOT at each batch (prompts of {wl.input_len:,}, answers of "
+        f"{wl.output_len:,} tokens); dotted: the roofline bound. The drafter adds "
+        f"{fmt_bytes(spec.draft_weight_bytes_per_gpu)} of weights and {spec.draft_kv_bytes_per_token:,} B of KV "
+        "cache per token on each GPU, which the Plan does not subtract."
+    )
+
 with shown_errors():
-    points = serving_points(model, hw, sc)
+    points = serving_points(model, hw, sc, draft)
 st.subheader("Operating points")
 if points:
     for point in points:

@@ -74,6 +74,19 @@ st.dataframe(
         "kind": st.column_config.TextColumn(help="exact: follows from config.json; estimate: a documented overhead"),
     },
 )
+if plan.lora_bytes_per_gpu is not None and res.lora is not None:
+    host = plan.lora_host_bytes_per_worker
+    st.caption(
+        f"**lora**: {res.lora.max_loras:,} adapter slot(s) of rank {res.lora.max_lora_rank} take "
+        f"**{fmt_bytes(plan.lora_bytes_per_gpu)}** per GPU (exact), taken from the KV cache"
+        + (
+            ""
+            if host is None
+            else f"; the host cache of {res.lora.cpu_loras:,} adapter(s) holds {fmt_bytes(host)} per worker"
+        )
+        + ".",
+        help=type(plan).model_fields["lora_bytes_per_gpu"].description,
+    )
 plan_json = {
     "model": model.name,
     "gpu_id": hw.id,
