@@ -204,6 +204,22 @@ def test_scenario_settings_feed_compare():
     assert diff == {"engine": {"before": "cuda-graphs", "after": "eager"}}
 
 
+def test_scenario_settings_flatten_the_serving_features():
+    from planner.scenario import LoRA, LoRAAdapter, SpeculativeDecoding
+
+    spec = SpeculativeDecoding(method="eagle3", num_speculative_tokens=3, acceptance_rate=0.7)
+    adapter = LoRAAdapter(r=8, lora_alpha=16, target_modules=("q_proj", "v_proj"))
+    sc = SC.model_copy(update={"speculative": spec, "lora": LoRA(max_loras=4, adapter=adapter)})
+    settings = scenario_settings(sc)
+    assert settings["speculative.method"] == "eagle3" and settings["speculative.draft_model"] is None
+    assert settings["lora.max_loras"] == 4 and settings["lora.adapter.target_modules"] == "q_proj,v_proj"
+    assert scenario_settings(SC)["speculative"] is None  # off: the key with None
+    assert Baseline(settings=settings).settings == settings  # every value is a Setting (the Diagnose page's baseline)
+    diff = compare(Baseline(settings=scenario_settings(SC)), Baseline(settings=settings)).changed_settings
+    assert diff["speculative.num_speculative_tokens"] == {"before": None, "after": 3}
+    assert diff["lora.adapter.r"] == {"before": None, "after": 8}
+
+
 # ------------------------------------------------------------------------------------------ baselines
 
 

@@ -207,16 +207,29 @@ def baseline_from_typed(
 
 
 def scenario_settings(sc: Scenario) -> dict[str, Setting]:
-    """The settings of a scenario as a flat dict (workload included), for Baseline.settings and compare()."""
+    """The settings of a scenario as a flat dict, for Baseline.settings and compare(): a nested model's fields
+    under dotted keys (``workload.batch_size``, ``speculative.method``, ``lora.adapter.r``; an unset one is its
+    key with None), a list as comma-separated text (``workload.image_size``: '896,896')."""
+    dumped = sc.model_dump()
     out: dict[str, Setting] = {}
-    for key, value in sc.model_dump().items():
-        if key == "workload":
-            out.update({f"workload.{k}": v for k, v in value.items()})
-        elif key == "precision_overrides":
-            out[key] = ",".join(f"{c}={d}" for c, d in sorted(value.items())) or None
-        else:
-            out[key] = value
+    precision = dumped.pop("precision_overrides")
+    _flatten(dumped, "", out)
+    out["precision_overrides"] = ",".join(f"{c}={d}" for c, d in sorted(precision.items())) or None
     return out
+
+
+def _flatten(value: object, key: str, out: dict[str, Setting]) -> None:
+    """``value`` into ``out`` under ``key``: a dict's items under ``key.name``, a list or tuple as text (anything
+    else not a Setting, too)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _flatten(item, f"{key}.{name}" if key else str(name), out)
+    elif isinstance(value, (list, tuple)):
+        out[key] = ",".join(str(item) for item in value)
+    elif value is None or isinstance(value, (str, int, float, bool)):
+        out[key] = value
+    else:
+        out[key] = str(value)
 
 
 def baseline_from_bench(
