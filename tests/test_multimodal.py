@@ -266,3 +266,11 @@ def test_vllm_export_limits_images_as_planned():
             assert "--limit-mm-per-prompt" not in command
         else:
             assert f"--limit-mm-per-prompt '{want}'" in command, name
+
+
+def test_latency_table_shows_the_encoder_inside_ttft(capsys):
+    assert main(["latency", "gemma-3-4b-it", "--gpu", "l4", "--images-per-request", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "(+ 512 image tokens per request)" in out and "of which the vision encoder" in out
+    assert main(["latency", "gemma-3-4b-it", "--gpu", "l4"]) == 0
+    assert "vision encoder" not in capsys.readouterr().out

@@ -122,6 +122,10 @@ def render_table(r: dict[str, Any]) -> str:
                 "share of the stages' time idle",
             ),
         ]
+    if est.encoder_seconds is not None and est.image_tokens_per_request is not None:
+        title += f" (+ {est.image_tokens_per_request:,} image tokens per request)"
+        encoder = fmt_seconds(est.encoder_seconds)
+        rows.insert(1, ("  of which the vision encoder", encoder, kind, "its ViT rows of the prefill"))
     parts: list[Any] = [table(["", "value", "kind", "note"], rows, title=title, right=(1,))]
     if est.fits_in_kv_cache is False:
         parts.append(
