@@ -70,6 +70,14 @@ def test_llava_serves_the_tower_up_to_its_feature_layer():
     assert served == enc.params - layer - 2 * h
 
 
+def test_a_llava_wrapper_around_pixtral_is_not_read_as_clip():
+    """pixtral-12b is model_type llava with a pixtral vision_config: not CLIP's shapes, so not counted as CLIP."""
+    raw = json.loads((ROOT / "planner" / "model" / "catalog" / "llava-hf--llava-1.5-7b-hf.json").read_text())
+    spec = build_spec({**raw, "vision_config": {"model_type": "pixtral", "hidden_size": 1024}}, "toy-pixtral")
+    assert spec.encoder is None and spec.unsupported_encoder == "vision_config (pixtral) of model_type 'llava'"
+    assert any("llava with clip_vision_model" in w for w in spec.warnings)
+
+
 def test_unsupported_encoder_keeps_the_warning_and_refuses_images():
     raw = {
         "model_type": "mistral3",

@@ -536,8 +536,21 @@ def _get(vision: dict[str, Any], defaults: dict[str, Any], *keys: str) -> Any:
 class EncoderReader:
     """How one wrapper's ``vision_config`` maps to an encoder class: its keys and its transformers defaults."""
 
-    def __init__(self, cls: type[VisionEncoder], defaults: dict[str, Any], extra: dict[str, tuple[str, ...]]):
+    def __init__(
+        self,
+        cls: type[VisionEncoder],
+        defaults: dict[str, Any],
+        extra: dict[str, tuple[str, ...]],
+        vision_types: tuple[str | None, ...],
+    ):
         self.cls, self.defaults, self.extra = cls, defaults, extra
+        #: vision_config model_types this class reads (None: the key absent, the wrapper's default tower)
+        self.vision_types = vision_types
+
+    def reads(self, raw: dict[str, Any]) -> bool:
+        """Whether the config's vision tower is this class's (a llava wrapper may hold Pixtral or SigLIP instead)."""
+        vision = raw.get("vision_config")
+        return isinstance(vision, dict) and vision.get("model_type") in self.vision_types and "audio_config" not in raw
 
     def read(self, raw: dict[str, Any], text_hidden: int) -> VisionEncoder:
         vision = raw.get("vision_config") or {}
@@ -581,6 +594,7 @@ ENCODERS: dict[str, EncoderReader] = {
             "pixel_shuffle_ratio": ("pixel_shuffle_ratio",),
             "projector_bias": ("multi_modal_projector_bias",),
         },
+        ("llama4_vision_model", None),
     ),
     "gemma3": EncoderReader(
         SiglipGemma3,
@@ -595,6 +609,7 @@ ENCODERS: dict[str, EncoderReader] = {
             "mm_tokens_per_image": 256,
         },
         {"mm_tokens_per_image": ("mm_tokens_per_image",)},
+        ("siglip_vision_model", None),
     ),
     "llava": EncoderReader(
         ClipLlava,
@@ -610,6 +625,7 @@ ENCODERS: dict[str, EncoderReader] = {
             "multimodal_projector_bias": True,
         },
         {"feature_layer": ("vision_feature_layer",), "projector_bias": ("multimodal_projector_bias",)},
+        ("clip_vision_model", None),  # LlavaConfig's default tower; a Pixtral (pixtral-12b) or SigLIP one is not CLIP
     ),
     "qwen2_5_vl": EncoderReader(
         Qwen25Vision,
@@ -634,6 +650,7 @@ ENCODERS: dict[str, EncoderReader] = {
             "window_size": ("window_size",),
             "fullatt_block_indexes": ("fullatt_block_indexes",),
         },
+        ("qwen2_5_vl", "qwen2_5_vl_vision", None),
     ),
 }
 #: Sub-config keys that hold a non-text encoder (their presence makes a config multimodal).
@@ -642,7 +659,8 @@ ENCODER_CONFIG_KEYS = ("vision_config", "audio_config")
 
 def unsupported_encoder(raw: dict[str, Any]) -> str | None:
     """The encoder a config carries that ``ENCODERS`` cannot count ('vision_config (pixtral)'), or None."""
-    if raw.get("model_type") in ENCODERS and "audio_config" not in raw:
+    reader = ENCODERS.get(str(raw.get("model_type")))
+    if reader is not None and reader.reads(raw):
         return None
     for key in ENCODER_CONFIG_KEYS:
         sub = raw.get(key)
@@ -654,7 +672,7 @@ def unsupported_encoder(raw: dict[str, Any]) -> str | None:
 def encoder_from_config(raw: dict[str, Any], text_hidden: int) -> VisionEncoder | None:
     """The vision encoder of a multimodal config.json, or None (text-only, or a kind not in ``ENCODERS``)."""
     reader = ENCODERS.get(str(raw.get("model_type")))
-    if reader is None or not isinstance(raw.get("vision_config"), dict):
+    if reader is None or not reader.reads(raw):
         return None
     try:
         return reader.read(raw, text_hidden)

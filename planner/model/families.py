@@ -1017,7 +1017,10 @@ def encoder_notes(raw: dict[str, Any]) -> list[str]:
     what = encoders.unsupported_encoder(raw)
     if what is None:
         return []
-    known = ", ".join(sorted(encoders.ENCODERS))
+    known = ", ".join(
+        f"{mt} with {' or '.join(t for t in reader.vision_types if t)}"
+        for mt, reader in sorted(encoders.ENCODERS.items())
+    )
     return [
         f"multimodal model: the {what} is not modelled, so its weights are not counted and --images-per-request "
         f"is refused; the language model is planned alone (encoders modelled: {known})."
