@@ -331,3 +331,31 @@ def test_simulated_dp_replica_is_rank_zero_times_dp() -> None:
     assert res.throughput_tokens_per_s == pytest.approx(4 * res.output_tokens / res.duration_seconds, rel=1e-9)
     assert "DP rank 0 of 4" in res.label
     assert res.saturation_requests_per_s is not None and res.offered_requests_per_s == pytest.approx(8.0, rel=0.3)
+
+
+def test_slo_search_tries_dp_replicas_at_dp_times_the_rank_knee() -> None:
+    """The SLO search's DP candidates: a replica of tp x dp GPUs whose knee is dp x one rank's (each rank takes
+    1 / dp of the rate); the rank's knee measured here directly with the same limits and step model."""
+    from planner.serve.replica import planned_replica
+    from planner.serve.saturation import measure_saturation
+    from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo
+    from planner.serve.workload import FixedLength, PoissonArrivals, Workload
+
+    model, hw = spec(QWEN30), get_profile("h100-sxm")
+    base = Scenario(gpu="h100-sxm", max_model_len=4096)
+    space = CandidateSpace(tp=(1,), data_parallel_size=(2,), enable_expert_parallel=True, base=base)
+    assert [(s.tp, s.data_parallel_size, s.enable_expert_parallel) for s in space.scenarios()] == [(1, 2, True)]
+    wl = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=20.0),
+        num_requests=300,
+        input_tokens=FixedLength(tokens=1024),
+        output_tokens=FixedLength(tokens=128),
+    )
+    found = plan_slo(model, SLO.of(p99_tpot=0.1), wl, space, SearchSettings(requests_per_probe=200))
+    row = found.candidates[0]
+    assert (row.label.split(" w ")[0], row.gpus_per_replica) == ("h100-sxm TP1 DP2 EP", 2)
+    sc = space.scenarios()[0]
+    scheduler = planned_replica(model, hw, sc)[1]
+    n = 3 * 1024
+    rank = measure_saturation(np.full(n, 1024), np.full(n, 128), scheduler, StepTimeModel(model, hw, sc), 0.0)
+    assert row.saturation_requests_per_s == pytest.approx(2 * rank.requests_per_s, rel=0.02)

@@ -106,6 +106,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Pipeline-parallel sizes to try. Default: 1.",
     )
     c.add_argument(
+        "--data-parallel-size",
+        dest="data_parallel_size",
+        default=(1,),
+        type=comma_list(Number.of(int, "--data-parallel-size", Scenario, "data_parallel_size"), "an integer"),
+        metavar="LIST",
+        help="Attention data-parallel sizes to try (vLLM --data-parallel-size; > 1 needs --enable-expert-parallel): "
+        "a replica of tp x pp x dp GPUs, each DP rank at 1 / dp of its rate. Default: 1.",
+    )
+    c.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help="Try every candidate with vLLM --enable-expert-parallel (MoE experts split over tp x dp ranks). "
+        "Default: off.",
+    )
+    c.add_argument(
         "--weight-dtypes",
         type=comma_list(str, "a dtype"),
         default=("auto",),
@@ -201,6 +216,8 @@ def run(args: argparse.Namespace) -> SLOPlan:
         gpus=args.gpus,
         tp=args.tp,
         pp=args.pp,
+        data_parallel_size=args.data_parallel_size,
+        enable_expert_parallel=args.enable_expert_parallel,
         weight_dtypes=args.weight_dtypes,
         kv_cache_dtypes=args.kv_dtypes,
         max_num_seqs=args.max_num_seqs,

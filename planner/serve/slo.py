@@ -216,6 +216,15 @@ class CandidateSpace(BaseModel):
     max_num_seqs: tuple[int | None, ...] = Field(
         (None,), min_length=1, description="max_num_seqs values to try (requests per step); None: vLLM's default."
     )
+    data_parallel_size: tuple[int, ...] = Field(
+        (1,),
+        min_length=1,
+        description="Attention data-parallel sizes to try (--data-parallel-size; > 1 needs expert parallelism, "
+        "MoE models only): a replica is tp x pp x dp GPUs, each DP rank taking 1 / dp of the replica's rate.",
+    )
+    enable_expert_parallel: bool = Field(
+        False, description="Every candidate with --enable-expert-parallel (experts split over tp x dp ranks)."
+    )
     base: Scenario = Field(
         default_factory=Scenario,
         description="Everything else (gpu_memory_utilization, max_model_len, engine, ...). Its gpu, tp, pp, "
@@ -230,19 +239,22 @@ class CandidateSpace(BaseModel):
                     for wd in self.weight_dtypes:
                         for kv in self.kv_cache_dtypes:
                             for mns in self.max_num_seqs:
-                                out.append(
-                                    self.base.model_copy(
-                                        update=dict(
-                                            gpu=gpu,
-                                            tp=tp,
-                                            pp=pp,
-                                            num_gpus=None,
-                                            weight_dtype=wd,
-                                            kv_cache_dtype=kv,
-                                            max_num_seqs=mns,
+                                for dp in self.data_parallel_size:
+                                    out.append(
+                                        self.base.model_copy(
+                                            update=dict(
+                                                gpu=gpu,
+                                                tp=tp,
+                                                pp=pp,
+                                                num_gpus=None,
+                                                weight_dtype=wd,
+                                                kv_cache_dtype=kv,
+                                                max_num_seqs=mns,
+                                                data_parallel_size=dp,
+                                                enable_expert_parallel=self.enable_expert_parallel,
+                                            )
                                         )
                                     )
-                                )
         return out
 
 
@@ -530,6 +542,9 @@ class _Candidate:
         self.scheduler: SchedulerConfig = scheduler_config(plan, sc)
         self.traffic, self.slo, self.settings = traffic, slo, settings
         self.gpus = sc.gpus_per_replica
+        #: DP ranks of the replica: each runs 1 / dp of its rate (the simulated engine is one rank), so the
+        #: replica's knee is dp x the rank's (``planner.serve.replica`` does the same).
+        self.dp = sc.data_parallel_size
         self.warm_seconds = 0.0  # time a request spends in the system at saturation (set by saturate)
 
     # ---- floors and saturation ---------------------------------------------------------------
@@ -558,7 +573,7 @@ class _Candidate:
         t = self.traffic
         found = measure_saturation(t.inputs, t.outputs, self.scheduler, self.step, t.hit_rate)
         self.warm_seconds = found.engine_seconds or 0.0
-        return found.requests_per_s or 0.0
+        return (found.requests_per_s or 0.0) * self.dp
 
     # ---- probes ------------------------------------------------------------------------------
 
@@ -572,14 +587,14 @@ class _Candidate:
         if saturation:
             light = int(measured * 4 * rate / saturation)
             measured = max(min(MIN_REQUESTS_PER_PROBE, measured), min(measured, light))
-        return measured, min(math.ceil(rate * self.warm_seconds), measured)
+        return measured, min(math.ceil(rate / self.dp * self.warm_seconds), measured)
 
     def probe(self, rate: float, saturation: float | None, *, recorder: _Recording | None = None) -> Probe:
         """One simulated run at ``rate`` requests/s on this replica: the measured requests' latencies, and
         the verdict when the search has an SLO (every target holds and every measured request completed)."""
         measured, warm = self.window(rate, saturation)
         count = min(len(self.traffic), measured + 2 * warm)
-        run = run_engine(self.traffic.at(rate, count), self.scheduler, recorder or self.step)
+        run = run_engine(self.traffic.at(rate / self.dp, count), self.scheduler, recorder or self.step)
         window = slice(warm, warm + measured)
         latencies = request_latencies(run, window)
         stats = latencies.stats()
@@ -717,7 +732,12 @@ def _draws(settings: SearchSettings, max_num_seqs: Iterable[int | None]) -> int:
 
 def _label(hw: HardwareProfile | None, sc: Scenario) -> str:
     """'h100-sxm TP2 w fp8 kv auto' (+ ' PP2', ' seqs 256' when set): one replica's card, split and precision."""
-    par = f"TP{sc.tp}" + (f" PP{sc.pp}" if sc.pp > 1 else "")
+    par = (
+        f"TP{sc.tp}"
+        + (f" PP{sc.pp}" if sc.pp > 1 else "")
+        + (f" DP{sc.data_parallel_size}" if sc.data_parallel_size > 1 else "")
+    )
+    par += " EP" if sc.enable_expert_parallel else ""
     mns = f" seqs {sc.max_num_seqs}" if sc.max_num_seqs else ""
     return f"{hw.id if hw else sc.gpu} {par} w {sc.weight_dtype} kv {sc.kv_cache_dtype}{mns}"
 
