@@ -102,6 +102,10 @@ def test_uneven_experts_the_fullest_rank_and_the_expert_map() -> None:
     p = place(model, get_profile("h200"), sc)
     assert [r.experts for r in p.ranks] == [(0, 3), (3, 6), (6, 8)]
     assert [r.dp_rank for r in p.ranks] == [0, 1, 2] and [r.ep_rank for r in p.ranks] == [0, 1, 2]
+    one_expert = MIXTRAL_EXPERT_BYTES / 8  # 32 layers x 3 x 4096 x 14336 x 2 B
+    assert p.ranks[0].weight_bytes == p.ranks[1].weight_bytes
+    assert p.ranks[0].weight_bytes - p.ranks[2].weight_bytes == pytest.approx(one_expert, abs=2)
+    assert p.weight_bytes_total == sum(r.weight_bytes for r in p.ranks)
     full = weights(model, tp=1)
     assert weights(model, data_parallel_size=3, enable_expert_parallel=True) == pytest.approx(
         full - MIXTRAL_EXPERT_BYTES * (1 - 3 / 8), abs=4

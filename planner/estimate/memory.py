@@ -214,6 +214,18 @@ def _stage_weight_bytes(model: ModelSpec, res: Resolved) -> list[int]:
     return out
 
 
+def expert_bytes_per_rank_expert(model: ModelSpec, res: Resolved, layers: range) -> float:
+    """Bytes one routed expert adds to an expert-parallel rank over ``layers`` (its whole weights in each MoE
+    layer there): what a rank holding one expert fewer than the fullest (vLLM's uneven map) saves."""
+    total = 0.0
+    for i in layers:
+        ffn = model.layers[i].ffn
+        if isinstance(ffn, MoE):
+            groups = [g for g in ffn.param_groups() if g.component == "experts"]
+            total += _group_bytes(groups, res, res.tp, ffn) / ffn.local_experts(res.ep)
+    return total
+
+
 def weight_bytes(model: ModelSpec, weight_dtype: str = "auto") -> int:
     """Weights of the whole model at its served precision (unpadded vocab, one copy)."""
     formats = resolve_formats(model.dtype, model.quantization, weight_dtype)

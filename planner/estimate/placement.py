@@ -54,7 +54,10 @@ class RankPlacement(BaseModel):
     layer_stop: int = Field(description="One past the last decoder layer on this rank.")
     holds_embedding: bool = Field(description="The token embedding lives here (first stage).")
     holds_lm_head: bool = Field(description="The final norm and lm_head live here (last stage).")
-    weight_bytes: int = Field(description="Weight bytes on this GPU (exact, the memory plan's stage weights).")
+    weight_bytes: int = Field(
+        description="Weight bytes on this GPU (exact: the memory plan's stage weights, less the experts this rank "
+        "holds fewer than the fullest under an uneven expert map)."
+    )
     kv_cache_bytes: int = Field(
         description="KV-cache bytes this GPU allocates: the plan's blocks x this stage's block bytes (estimate)."
     )
@@ -231,9 +234,11 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
     nodes = num_nodes(hw, sc)
     per_pod = sc.gpus_per_replica // nodes
     experts = _expert_ranges(model, res.ep) if res.ep > 1 else None
+    fullest = max((stop - start for start, stop in experts), default=0) if experts else 0
     stage_rows, rank_rows = [], []
     for k, layers in enumerate(stages):
         layout = memory.stage_kv_layout(model, res, layers)
+        per_expert = memory.expert_bytes_per_rank_expert(model, res, layers) if experts else 0.0
         ranks = [d * res.tp * res.pp + k * res.tp + j for d in range(res.dp) for j in range(res.tp)]
         stage_rows.append(
             StagePlacement(
@@ -259,7 +264,7 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
                         layer_stop=layers.stop,
                         holds_embedding=k == 0,
                         holds_lm_head=k == len(stages) - 1,
-                        weight_bytes=weights[k],
+                        weight_bytes=weights[k] - _fewer_experts_bytes(experts, d * res.tp + j, fullest, per_expert),
                         kv_cache_bytes=blocks * layout.bytes_per_block,
                         kv_bytes_per_token=layout.bytes_per_token,
                         dp_rank=d if res.dp > 1 else None,
@@ -284,6 +289,14 @@ def place(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
         ep=res.ep if ep_on else None,
         ep_link=ep_link(hw, sc).kind if ep_on else None,
     )
+
+
+def _fewer_experts_bytes(experts: list[tuple[int, int]] | None, ep_rank: int, fullest: int, per_expert: float) -> int:
+    """Weight bytes an EP rank holds less than the fullest one (the plan's figure): its missing experts' bytes."""
+    if not experts:
+        return 0
+    start, stop = experts[ep_rank]
+    return int((fullest - (stop - start)) * per_expert)
 
 
 def ep_link(hw: HardwareProfile, sc: Scenario) -> step.Link:
