@@ -327,3 +327,27 @@ def test_the_share_link_round_trips_the_serving_features() -> None:
     again.selectbox(key="spec").set_value("off")
     again.toggle(key="lora").set_value(False).run()
     assert "spec" not in again.query_params and "lora" not in again.query_params
+
+
+# ------------------------------------------------------------------------------ every page with the features on
+
+PAGES = ("plan", "roofline", "latency", "compare", "export", "validate", "simulate", "diagnose")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_with_a_draft_model_and_lora_on(page: str) -> None:
+    query = {"spec": "draft", "draft": "meta-llama/Llama-3.2-1B", "lora": "1", "loras": "2"}
+    at = fresh(f"views/{page}.py", query)
+    assert not at.error, [e.value for e in at.error]  # the draft's config reaches every core call that costs it
+
+
+def test_compare_costs_the_draft_model() -> None:
+    at = fresh("views/compare.py", {"spec": "draft", "draft": "meta-llama/Llama-3.2-1B"})
+    sc = Scenario(
+        speculative=SpeculativeDecoding(
+            method="draft", num_speculative_tokens=3, acceptance_rate=0.7, draft_model="meta-llama/Llama-3.2-1B"
+        )
+    )
+    core = estimate_latency(spec_of(), get_profile("h100-sxm"), sc, draft_model=spec_of("meta-llama/Llama-3.2-1B"))
+    row = at.dataframe[-1].value.iloc[0]
+    assert row["tokens_per_s"] == pytest.approx(core.throughput_tokens_per_s)

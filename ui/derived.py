@@ -310,10 +310,11 @@ class ScenarioSummary:
     cost_per_million_usd: float | None
 
 
-def summarize(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> ScenarioSummary:
-    """Memory plan, latency of the workload, and the cost of its tokens, for one scenario."""
+def summarize(model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None) -> ScenarioSummary:
+    """Memory plan, latency of the workload, and the cost of its tokens, for one scenario (``draft``: the draft
+    model's spec with speculative method draft)."""
     plan = plan_memory(model, hw, sc, suggest=False)
-    latency = estimate_latency(model, hw, sc)
+    latency = estimate_latency(model, hw, sc, draft_model=draft)
     cost = cost_per_million_tokens(hw, sc.total_gpus, latency.throughput_tokens_per_s)
     return ScenarioSummary(plan, latency, sc.total_gpus, cost)
 

@@ -45,9 +45,12 @@ SIMULATION = {
 
 
 @st.cache_data(**SIMULATION)
-def simulated(model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload) -> ServingResult:
-    """One replica of ``sc`` serving ``workload`` (``planner.serve.replica.simulate_scenario``)."""
-    return simulate_scenario(model, hw, sc, workload)
+def simulated(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, draft: ModelSpec | None = None
+) -> ServingResult:
+    """One replica of ``sc`` serving ``workload`` (``planner.serve.replica.simulate_scenario``; ``draft``: the draft
+    model's spec with speculative method draft)."""
+    return simulate_scenario(model, hw, sc, workload, draft_model=draft)
 
 
 def rate_sweep(

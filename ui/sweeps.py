@@ -165,9 +165,11 @@ def latency_vs_context(
 
 
 @st.cache_data(**CACHE)
-def scenario_summary(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> ScenarioSummary:
+def scenario_summary(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, draft: ModelSpec | None = None
+) -> ScenarioSummary:
     """Memory plan, workload latency and token cost of one scenario (the Compare page's column)."""
-    return summarize(model, hw, sc)
+    return summarize(model, hw, sc, draft)
 
 
 @st.cache_data(**CACHE)

@@ -214,7 +214,8 @@ scenarios = [(label, model, with_user_price(hw), scenario) for label, model, hw,
 results = []
 for label, model, hw, scenario in scenarios:
     try:
-        results.append(summary_row(label, model, hw, scenario, scenario_summary(model, hw, scenario)))
+        summary = scenario_summary(model, hw, scenario, inputs.draft)
+        results.append(summary_row(label, model, hw, scenario, summary))
     except ShownError as err:
         st.error(f"Scenario {label}: {describe(err)}", icon=":material/error:")
 

@@ -142,7 +142,7 @@ with shown_errors():
 
 st.subheader(f"One replica at {rate:g} req/s")
 with shown_errors("Simulating the sidebar's deployment"):
-    result = simulated(model, hw, sc, workload)
+    result = simulated(model, hw, sc, workload, inputs.draft)
 if result.overloaded:
     st.warning(
         overload_warning(
