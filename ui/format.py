@@ -6,9 +6,14 @@ needs (rates, money, counts with a unit) and the words for "what kind of number 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import streamlit as st
 
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
+
+if TYPE_CHECKING:
+    from pandas.io.formats.style import Styler
 
 __all__ = [
     "KIND_HELP",
@@ -25,6 +30,7 @@ __all__ = [
     "fmt_rate",
     "fmt_seconds",
     "fmt_usd",
+    "formatted_table",
     "kind_badge",
     "kind_legend",
     "kv_cache_metric",
@@ -80,6 +86,22 @@ def fmt_measure(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     return fmt_seconds(value) if unit == "seconds" else f"{value:,.1f} {unit}"
+
+
+def formatted_table(table: Styler, **kwargs: Any) -> Any:
+    """``st.dataframe`` of a ``ui.derived.readable`` table (its numbers kept, shown through their formatters).
+
+    Streamlit writes a Styler's shown text into a table of strings one column at a time, and with pandas 3's
+    default pyarrow-backed strings each write copies the column: 10-18 ms a rerun for the Latency page's
+    22 x 12 table or Simulate's 4 x 13 candidates, 6-10 ms with Python-backed strings, for the same text. So the
+    app's process keeps pandas' strings in Python (``mode.string_storage``), set here before the first such
+    table; nothing below the faces uses pandas.
+    """
+    import pandas as pd
+
+    if pd.get_option("mode.string_storage") != "python":
+        pd.set_option("mode.string_storage", "python")
+    return st.dataframe(table, **kwargs)
 
 
 def kind_badge(kind: str) -> None:

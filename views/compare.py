@@ -13,7 +13,16 @@ from planner.hardware import get_profile
 from ui import params
 from ui.derived import COMPARE_LABELS, fmt_requests, readable, summary_row
 from ui.errors import ShownError, describe, plain
-from ui.format import GiB, fmt_kv_cache, fmt_rate, fmt_seconds, fmt_usd, kind_badge, kv_cache_metric
+from ui.format import (
+    GiB,
+    fmt_kv_cache,
+    fmt_rate,
+    fmt_seconds,
+    fmt_usd,
+    formatted_table,
+    kind_badge,
+    kv_cache_metric,
+)
 from ui.prices import price_inputs, unpriced, with_user_price
 from ui.state import COMPARE_COLUMNS, UPLOAD_KEY, current_inputs, load_model, load_named_model, variant_from_row
 from ui.sweeps import scenario_summary
@@ -255,7 +264,7 @@ for column, result in zip(st.columns(len(results), border=True), results):
         kind_badge(result["kind"])
 
 table = pd.DataFrame(results)
-st.dataframe(
+formatted_table(
     readable(
         table,
         {

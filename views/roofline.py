@@ -5,7 +5,7 @@ import streamlit as st
 from ui import charts
 from ui.derived import ROOFLINE_FORMATS, ROOFLINE_LABELS, readable, roofline_table
 from ui.errors import shown_errors
-from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, kind_badge
+from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, formatted_table, kind_badge
 from ui.state import current_inputs
 from ui.sweeps import roofline_stages
 
@@ -84,7 +84,7 @@ st.caption(
 )
 
 st.subheader("Every op")
-st.dataframe(
+formatted_table(
     readable(table, ROOFLINE_FORMATS),
     hide_index=True,
     key="roofline_table",

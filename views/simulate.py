@@ -18,7 +18,7 @@ from ui.derived import (
     readable,
 )
 from ui.errors import shown_errors
-from ui.format import fmt_rate, fmt_seconds, fmt_usd, kind_badge
+from ui.format import fmt_rate, fmt_seconds, fmt_usd, formatted_table, kind_badge
 from ui.params import WEIGHT_DTYPES, apply_to_sidebar, page_inputs, simulate_url_inputs, sync_page_inputs
 from ui.prices import price_inputs, unpriced
 from ui.serving import cheapest, rate_sweep, simulated
@@ -346,7 +346,7 @@ table_tab, pareto_tab = st.tabs(
 )  # drawn while open, as above
 with table_tab:
     if table_tab.open:
-        st.dataframe(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
+        formatted_table(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
 with pareto_tab:
     if pareto_tab.open:
         st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
