@@ -22,11 +22,12 @@ First it prints what the page's core calls cost with a cold cache (what a change
 adds to an unchanged one), then the measurements, then one line of JSON.
 Usage, from the repository root (the app's ``ui`` folder is not part of the installed package):
 
-    python -m benchmarks.bench_app_rerun
+    python -m benchmarks.bench_app_rerun [--pages plan simulate]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import statistics
@@ -153,6 +154,9 @@ st.title("empty page")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", nargs="+", choices=PAGES, default=PAGES, help="the pages to time (default: all)")
+    pages = parser.parse_args().pages
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     share_one_script_cache()
     time_script_runs()
@@ -160,7 +164,7 @@ def main() -> None:
     print("Expected: the page's core calls with a cold cache (no Streamlit), added to a rerun with a new input:")
     for name, seconds in core.items():
         print(f"  {name:9s} {seconds * 1e3:8.1f} ms")
-    results = {name: measure(name, name in CHANGED_INPUT_PAGES) for name in PAGES}
+    results = {name: measure(name, name in CHANGED_INPUT_PAGES) for name in pages}
     sidebar_s = sidebar_only_seconds()
     print(f"\nMeasured with AppTest, median of {RUNS} reruns (the sidebar alone: {sidebar_s * 1e3:.0f} ms):")
     print(f"  {'page':9s} {'first run':>10s} {'unchanged':>10s} {'(script)':>10s} {'new input':>10s} {'changed':>10s}")
