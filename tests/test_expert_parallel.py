@@ -363,3 +363,24 @@ def test_slo_search_tries_dp_replicas_at_dp_times_the_rank_knee() -> None:
     n = 3 * 1024
     rank = measure_saturation(np.full(n, 1024), np.full(n, 128), scheduler, StepTimeModel(model, hw, sc), 0.0)
     assert row.saturation_requests_per_s == pytest.approx(2 * rank.requests_per_s, rel=0.02)
+
+
+def test_a_vllm_log_with_ep_and_dp_reconciles_as_that_layout() -> None:
+    """vLLM's 'non-default args' (or the serve command) name --data-parallel-size and --enable-expert-parallel;
+    the log reader keeps them and reconcile plans the same layout (the log is one DP rank's engine)."""
+    from planner.verify.reconcile import scenario_from_report
+    from planner.verify.vllm_log import parse_vllm_log
+
+    line = (
+        "INFO 11-02 10:00:00 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-30B-A3B', "
+        "'tensor_parallel_size': 2, 'data_parallel_size': 2, 'enable_expert_parallel': True}\n"
+    )
+    report = parse_vllm_log("INFO 11-02 10:00:00 [api_server.py:1896] vLLM API server version 0.11.0\n" + line)
+    assert (report.tensor_parallel_size, report.data_parallel_size, report.enable_expert_parallel) == (2, 2, True)
+    read, _, _ = scenario_from_report(report, spec(QWEN30), get_profile("h100-sxm"))
+    assert (read["tp"], read["data_parallel_size"], read["enable_expert_parallel"]) == (2, 2, True)
+    command = parse_vllm_log(
+        "$ vllm serve Qwen/Qwen3-30B-A3B -tp 2 -dp 4 --enable-expert-parallel\n"
+        "INFO 11-02 10:00:05 [gpu_worker.py:298] Available KV cache memory: 40.10 GiB\n"
+    )
+    assert (command.tensor_parallel_size, command.data_parallel_size, command.enable_expert_parallel) == (2, 4, True)

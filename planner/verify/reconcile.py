@@ -375,6 +375,10 @@ def scenario_from_report(
         notes.append("tensor_parallel_size not in the log; 1 assumed" + extra)
     if report.pipeline_parallel_size is not None:
         read["pp"] = report.pipeline_parallel_size
+    if report.data_parallel_size is not None and report.data_parallel_size > 1:
+        read["data_parallel_size"] = report.data_parallel_size  # the log is one DP rank's engine
+    if report.enable_expert_parallel:
+        read["enable_expert_parallel"] = True
     if report.max_model_len is not None:
         read["max_model_len"] = report.max_model_len
     else:

@@ -172,6 +172,12 @@ class VllmStartupReport(BaseModel):
         default=None, description="Tensor-parallel degree (GPUs per pipeline stage), count."
     )
     pipeline_parallel_size: int | None = Field(default=None, description="Pipeline-parallel degree (stages), count.")
+    data_parallel_size: int | None = Field(
+        default=None, description="Data-parallel ranks (--data-parallel-size), count; None when not printed."
+    )
+    enable_expert_parallel: bool | None = Field(
+        default=None, description="True when the log sets --enable-expert-parallel; None when not printed."
+    )
     max_model_len: int | None = Field(
         default=None, description="Longest request the engine admits (max_seq_len), tokens."
     )
@@ -659,6 +665,8 @@ _CONFIG_KEYS: dict[str, str] = {
     "max_model_len": "max_model_len",
     "tensor_parallel_size": "tensor_parallel_size",
     "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size",
+    "enable_expert_parallel": "enable_expert_parallel",
     "quantization": "quantization",
     "enforce_eager": "enforce_eager",
     "kv_cache_dtype": "kv_cache_dtype",
@@ -666,11 +674,19 @@ _CONFIG_KEYS: dict[str, str] = {
     "block_size": "block_size",
     "max_num_batched_tokens": "max_num_batched_tokens",
 }
-_CLI_ALIASES = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "q": "quantization"}
+_CLI_ALIASES = {
+    "tp": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size",
+    "dp": "data_parallel_size",
+    "q": "quantization",
+}
+#: Boolean switches: a bare flag on a command line is True.
+_FLAG_FIELDS = {"enforce_eager", "enable_expert_parallel"}
 _INT_FIELDS = {
     "max_model_len",
     "tensor_parallel_size",
     "pipeline_parallel_size",
+    "data_parallel_size",
     "block_size",
     "max_num_batched_tokens",
 }
@@ -683,7 +699,7 @@ def _config_value(field: str, raw: object) -> object:
     text = str(raw).strip().strip("'\"")
     if text in ("", "None", "none", "null"):
         return None
-    if field == "enforce_eager":
+    if field in _FLAG_FIELDS:
         return text.lower() in ("true", "1", "")
     if field in _INT_FIELDS:
         if not text.isdigit():
@@ -797,7 +813,7 @@ def _config_from_command(args: str) -> dict[str, object]:
         field = _CONFIG_KEYS.get(name)
         if field is None:
             continue
-        if field == "enforce_eager":
+        if field in _FLAG_FIELDS:
             found[field] = True if not inline else _config_value(field, inline)
             continue
         value = inline or (tokens[i + 1] if i + 1 < len(tokens) else None)
