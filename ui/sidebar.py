@@ -209,7 +209,7 @@ def _serving_section() -> None:
             st.caption(f"Draft cost: {plain(DRAFT_COST[method])}.")
             left, right = st.columns(2)
             left.number_input(
-                "Draft tokens k",
+                "Draft tokens",
                 min_value=1,
                 max_value=params.MAX_SPECULATIVE_TOKENS,
                 step=1,

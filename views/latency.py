@@ -82,7 +82,8 @@ if spec is not None:
     )
     st.caption(
         f"Plain TPOT over speculative TPOT at each batch (prompts of {wl.input_len:,}, answers of "
-        f"{wl.output_len:,} tokens); dotted: the roofline bound. The drafter adds "
+        f"{wl.output_len:,} tokens); dotted: the roofline bound; the break-even marked is the solid line's "
+        f"({estimate.kind}). The drafter adds "
         f"{fmt_bytes(spec.draft_weight_bytes_per_gpu)} of weights and {spec.draft_kv_bytes_per_token:,} B of KV "
         "cache per token on each GPU, which the Plan does not subtract."
     )
