@@ -275,7 +275,7 @@ class Scenario(BaseModel):
         "allgather_reducescatter",
         exclude_if=lambda v: v == "allgather_reducescatter",
         description="vLLM --all2all-backend, the expert-parallel dispatch/combine with data_parallel_size > 1: "
-        "allgather_reducescatter (vLLM 0.33's default: all-gather the DP ranks' tokens, reduce-scatter the outputs, "
+        "allgather_reducescatter (vLLM 0.33's default: all-gather the ranks' tokens, reduce-scatter the outputs, "
         "bf16) or DeepEP's low-latency / high-throughput kernels (fp8 dispatch, bf16 combine).",
     )
     expert_load_imbalance: float = Field(

@@ -171,6 +171,15 @@ def test_dispatch_and_combine_bytes_by_hand(dsv3, backend, dispatch, combine) ->
     assert ops["ep.combine"].comm_bytes == pytest.approx(combine, rel=1e-12)
 
 
+def test_dispatch_is_sequence_parallel_at_tp_above_one(dsv3) -> None:
+    """TP 2 x DP 4 (EP 8): vLLM's use_sequence_parallel_moe splits the DP rank's 64 tokens over its 2 TP ranks,
+    each gathering over the whole EP group: 32 tokens x 7 peers (all-gather), 32 x 8 x 7/8 copies (DeepEP LL)."""
+    gather = _moe_ops(dsv3, tp=2, ep=8, dp=4)
+    assert gather["ep.dispatch"].comm_bytes == pytest.approx(32 * 7 * 7168 * 2, rel=1e-12)
+    ll = _moe_ops(dsv3, tp=2, ep=8, dp=4, all2all_backend="deepep_low_latency")
+    assert ll["ep.dispatch"].comm_bytes == pytest.approx(32 * 8 * 7 / 8 * 7168 * (1 + 4 / 128), rel=1e-12)
+
+
 def test_expert_gemm_runs_the_pairs_routed_to_the_rank(dsv3) -> None:
     """64 tokens per DP rank x 8 DP ranks, top-8 of 256, 32 experts here, imbalance 1.3: 665.6 pairs on the
     busiest rank, each 3 x 7168 x 2048 multiply-adds (whole experts), over the 32 (all) experts touched."""

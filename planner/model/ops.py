@@ -152,14 +152,14 @@ def allreduce(shape: StepShape, name: str, hidden_size: int) -> Op | None:
 
 
 class DispatchRule(BaseModel):
-    """What one rank sends in an expert-parallel dispatch and combine of one MoE layer (dp > 1), per token of
-    its batch: ``copies(k, ep, dp)`` hidden vectors, at ``dispatch_bytes`` / the activation bytes per element."""
+    """What one rank sends in an expert-parallel dispatch and combine of one MoE layer (dp > 1), per token it
+    dispatches: ``copies(k, ep)`` hidden vectors, at ``dispatch_bytes`` / the activation bytes per element."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    copies: Literal["dp_peers", "remote_pairs", "remote_ranks"] = Field(
-        description="dp_peers: every other DP rank gets the token (all-gather, dp - 1); remote_pairs: one copy per "
-        "routed expert off this rank (k (ep - 1) / ep); remote_ranks: one per distinct remote rank its k experts "
-        "sit on, (ep - 1)(1 - (1 - 1/ep)^k) under uniform routing."
+    copies: Literal["ep_peers", "remote_pairs", "remote_ranks"] = Field(
+        description="ep_peers: every other rank of the gather gets the token (all-gather, ep - 1); remote_pairs: one "
+        "copy per routed expert off this rank (k (ep - 1) / ep); remote_ranks: one per distinct remote rank its k "
+        "experts sit on, (ep - 1)(1 - (1 - 1/ep)^k) under uniform routing."
     )
     dispatch_bytes: float | None = Field(
         description="Bytes per element of the dispatched hidden state (1 + 4/128 for fp8 with one fp32 scale per "
@@ -169,20 +169,20 @@ class DispatchRule(BaseModel):
 
 #: vLLM 0.33 ``--all2all-backend`` choices the planner prices (vllm/config/parallel.py; default
 #: allgather_reducescatter, ``AgRsAll2AllManager`` in vllm/distributed/device_communicators/all2all.py: all_gatherv
-#: of the DP ranks' hidden states, reduce_scatterv of the outputs, both in the activation dtype). DeepEP's kernels
+#: of the ranks' hidden states, reduce_scatterv of the outputs, both in the activation dtype). DeepEP's kernels
 #: dispatch fp8 and combine bf16 (DeepEP README: "FP8 dispatching and BF16 combining"); its low-latency kernels
 #: send one copy per routed expert, its normal (high-throughput) kernels one per target rank.
 EXPERT_DISPATCH: dict[str, DispatchRule] = {
-    "allgather_reducescatter": DispatchRule(copies="dp_peers", dispatch_bytes=None),
+    "allgather_reducescatter": DispatchRule(copies="ep_peers", dispatch_bytes=None),
     "deepep_low_latency": DispatchRule(copies="remote_pairs", dispatch_bytes=1.0 + 4.0 / 128),
     "deepep_high_throughput": DispatchRule(copies="remote_ranks", dispatch_bytes=1.0 + 4.0 / 128),
 }
 
 
-def dispatch_copies(rule: DispatchRule, top_k: int, ep: int, dp: int) -> float:
+def dispatch_copies(rule: DispatchRule, top_k: int, ep: int) -> float:
     """Hidden vectors one token of this rank sends in a dispatch (and gets back in the combine)."""
-    if rule.copies == "dp_peers":
-        return float(dp - 1)
+    if rule.copies == "ep_peers":
+        return float(ep - 1)
     if rule.copies == "remote_pairs":
         return top_k * (ep - 1) / ep
     return (ep - 1) * (1.0 - (1.0 - 1.0 / ep) ** top_k)
@@ -193,11 +193,16 @@ def expert_dispatch(shape: StepShape, hidden_size: int, top_k: int) -> list[Op]:
     parallelism (ep > 1, dp > 1; vLLM uses no all-to-all with dp 1: ``use_all2all_kernels`` needs dp > 1, and the
     TP all-reduce after the layer sums the ranks' experts instead). ``comm_bytes`` is what this rank sends:
     tokens x copies x hidden x bytes per element (``EXPERT_DISPATCH``); the time is
-    ``planner.estimate.step.alltoall_seconds`` over the EP group's link."""
+    ``planner.estimate.step.alltoall_seconds`` over the EP group's link.
+
+    Each rank dispatches T / tp of its DP rank's T tokens: with TP > 1 and DP > 1 vLLM makes the MoE input
+    sequence parallel (``ParallelConfig.use_sequence_parallel_moe``: the TP ranks split the replicated tokens
+    and gather over the whole EP group), and with TP 1 that is all T over the DP ranks. The TP gather after the
+    layer is costed as the TP all-reduce already there (an upper bound: an all-gather moves half its bytes)."""
     if shape.ep == 1 or shape.dp == 1:
         return []
     rule = EXPERT_DISPATCH[shape.all2all_backend]
-    vectors = shape.tokens * dispatch_copies(rule, top_k, shape.ep, shape.dp) * hidden_size
+    vectors = shape.tokens / shape.tp * dispatch_copies(rule, top_k, shape.ep) * hidden_size
     dispatch = rule.dispatch_bytes if rule.dispatch_bytes is not None else shape.act_bytes
     return [
         Op(name="ep.dispatch", kind="alltoall", flops=0.0, comm_bytes=vectors * dispatch),
