@@ -107,6 +107,9 @@ TOKENS = [
     (SCOUT, None, 24 * 24 // 4),  # one 336 tile: 576 patches pixel-shuffled by 0.5 -> 144
     (SCOUT, (672, 672), (4 + 1) * 144),  # 2 x 2 tiles and the global thumbnail
     (SCOUT, (6000, 6000), (16 + 1) * 144),  # capped at 16 tiles
+    (SCOUT, (1280, 720), (3 * 4 + 1) * 144),  # scale 1.05 on both 3 x 4 and 4 x 4: the smaller canvas
+    # no canvas upscales it: 1 x 13 to 1 x 16 all scale by 336 / 400 = 0.84 (the height binds), 1 x 13 is the smallest
+    (SCOUT, (5000, 400), (13 + 1) * 144),
     (QWEN, (1280, 720), (round(720 / 28) * 2) * (round(1280 / 28) * 2) // 4),  # 52 x 92 patches -> 1,196
     (QWEN, (10, 10), 4),  # below min_pixels: 56 x 56 -> 4 x 4 patches -> 4 tokens
     (QWEN, (8000, 8000), 16_384),  # above max_pixels: floor(8000 / 2.232 / 28) x 28 = 3,584 per side

@@ -230,10 +230,9 @@ class Llama4Vision(VisionEncoder):
     fc1 intermediate x projector_input_dim and fc2 projector_output_dim^2 (no biases); projector
     vision_output_dim x text h (bias if multi_modal_projector_bias). Scout: 850,960,896 + 20,971,520.
 
-    Tokens: the processor tiles an image into up to ``max_tiles`` 336 x 336 tiles (plus one global
-    thumbnail when there is more than one); each tile's 576 patches are pixel-shuffled by 0.5 into 144
-    tokens. Tiles here: ceil(w / 336) x ceil(h / 336), capped at ``max_tiles`` (an estimate of the
-    processor's best-fit canvas, which may resize within that cap).
+    Tokens: the processor fits an image into a canvas of up to ``max_tiles`` 336 x 336 tiles (``canvas``,
+    plus one global thumbnail when there is more than one); each tile's 576 patches are pixel-shuffled by
+    0.5 into 144 tokens (the separators and image start/end markers are text tokens, not counted here).
     """
 
     kind: Literal["llama4"] = "llama4"
@@ -266,10 +265,24 @@ class Llama4Vision(VisionEncoder):
         )
         return [embed, adapter, projector]
 
+    def canvas(self, width: int, height: int) -> tuple[int, int]:
+        """(rows, columns) of tiles the processor resizes the image into (transformers Llama4ImageProcessor:
+        ``find_supported_resolutions`` lists every rows x columns <= max_tiles, ``get_best_fit`` scales the image
+        by min(rows x 336 / h, columns x 336 / w) and takes the smallest scale >= 1, else the largest below 1,
+        then the smallest canvas at that scale). 5000 x 400: (1, 13) (1 x 13 to 1 x 16 all scale 0.84; ceil(w / 336) x
+        ceil(h / 336) would be 30). The tile counts equalled transformers 5.24.0's get_best_fit on 512 random sizes
+        (run once by hand: that module imports torchvision, which the dev environment lacks)."""
+        side = self.image_size
+        options = [(r, n // r) for n in range(self.max_tiles, 0, -1) for r in range(1, n + 1) if n % r == 0]
+        scales = [min(r * side / height, c * side / width) for r, c in options]
+        up = [x for x in scales if x >= 1]
+        chosen = min(up) if up else max(scales)
+        return min((o for o, x in zip(options, scales, strict=True) if x == chosen), key=lambda o: o[0] * o[1])
+
     def tiles(self, width: int, height: int) -> int:
-        """Tiles the ViT runs for one image: ceil(w/336) x ceil(h/336) capped, plus a global one past one tile."""
-        local = min(math.ceil(width / self.image_size) * math.ceil(height / self.image_size), self.max_tiles)
-        return local + (1 if local > 1 else 0)
+        """Tiles the ViT runs for one image: the canvas's, plus a global one when there is more than one."""
+        rows, cols = self.canvas(width, height)
+        return rows * cols + (1 if rows * cols > 1 else 0)
 
     @property
     def tokens_per_tile(self) -> int:
