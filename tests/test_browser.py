@@ -291,6 +291,40 @@ def test_issue10_overload_shortfall_prices_and_page_words(server: str, browser_p
     assert page.outside == []
 
 
+def test_issue12_speculation_on_latency_and_lora_on_plan(server: str, browser_page) -> None:
+    """The sidebar's Serving features from a link: the Latency page's speed-up chart and break-even sentence, the
+    Plan page's lora term; screenshots of both with the expander open."""
+    from planner.estimate.latency import estimate_latency
+    from planner.scenario import LoRA, SpeculativeDecoding
+    from planner.units import fmt_bytes
+
+    page = browser_page
+    page.set_viewport_size({"width": 1440, "height": 2000})
+    spec = build_spec(load_config("meta-llama/Llama-3.1-8B").config, "meta-llama/Llama-3.1-8B")
+    sc = Scenario(speculative=SpeculativeDecoding(method="eagle3", num_speculative_tokens=4, acceptance_rate=0.3))
+    core = estimate_latency(spec, get_profile("h100-sxm"), sc).speculative
+    assert core is not None and core.break_even_batch is not None
+    page.goto(f"{server}/latency?spec=eagle3&spec_k=4&spec_a=0.3")
+    wait_idle(page)
+    page.get_by_text("Serving features").click()
+    wait_idle(page)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert f"Speculation stops paying at batch {core.break_even_batch:,}" in body
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 2  # the speed-up chart and the curves
+    shot(page, "issue12-latency-speculative")
+    page.goto(f"{server}/?lora=1&loras=4&lora_rank=64")
+    wait_idle(page)
+    page.get_by_text("Serving features").click()
+    wait_idle(page)
+    assert_no_exception(page)
+    plan = plan_memory(spec, get_profile("h100-sxm"), Scenario(lora=LoRA(max_loras=4, max_lora_rank=64)))
+    assert plan.lora_bytes_per_gpu is not None
+    assert f"{fmt_bytes(plan.lora_bytes_per_gpu)} per GPU (exact)" in page.inner_text("body")  # 1.38 GiB
+    shot(page, "issue12-plan-lora")
+    assert page.outside == []
+
+
 @pytest.mark.skipif(
     os.environ.get("PLANNER_SCREENSHOTS") != "1", reason="set PLANNER_SCREENSHOTS=1 to refresh the README screenshots"
 )
