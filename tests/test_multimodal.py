@@ -285,3 +285,20 @@ def test_latency_table_shows_the_encoder_inside_ttft(capsys):
     assert "(+ 512 image tokens per request)" in out and "of which the vision encoder" in out
     assert main(["latency", "gemma-3-4b-it", "--gpu", "l4"]) == 0
     assert "vision encoder" not in capsys.readouterr().out
+
+
+def test_the_encoder_runs_on_the_first_pipeline_stage_only():
+    """vLLM runs _execute_mm_encoder where get_pp_group().is_first_rank: with --pp 2 the images add time to stage 0."""
+    from planner.estimate.roofline import roofline
+
+    spec, hw = spec_of(GEMMA), get_profile("h100-sxm")
+    text = roofline(spec, hw, with_images(0, pp=2), "prefill", 1, 768)
+    mm = roofline(spec, hw, with_images(1, pp=2), "prefill", 1, 768)
+    assert mm.pipeline[0].gpu_seconds > text.pipeline[0].gpu_seconds
+    assert math.isclose(mm.pipeline[1].gpu_seconds, text.pipeline[1].gpu_seconds, rel_tol=1e-12)
+
+
+def test_tp_must_divide_the_vision_heads():
+    spec = spec_of(LLAVA)  # CLIP-L: 16 heads; the language model's 32 heads allow --tp 32, its ViT does not
+    with pytest.raises(ScenarioError, match="does not divide the vision encoder's 16 attention heads"):
+        multimodal.images(spec, with_images(1, tp=32))

@@ -72,6 +72,12 @@ def images(model: ModelSpec, sc: Scenario) -> Images | None:
             "(dynamic resolution), and no --image-size was given.",
             hint="Add --image-size WxH, e.g. --image-size 1280x720.",
         )
+    if enc.num_heads % sc.tp:  # vLLM splits the ViT's heads over TP (QKVParallelLinear) as the LM's
+        raise ScenarioError(
+            f"--tp {sc.tp} does not divide the vision encoder's {enc.num_heads} attention heads of {model.name} "
+            "(vLLM shards the ViT over TP with --mm-encoder-tp-mode weights, its default).",
+            hint=f"Use a --tp that divides {enc.num_heads}, or drop --images-per-request.",
+        )
     width, height = wl.image_size or (enc.image_size, enc.image_size)
     enc.check_image(width, height)
     return Images(enc, wl.images_per_request, width, height, enc.tokens_per_image(width, height))
