@@ -302,3 +302,12 @@ def test_tp_must_divide_the_vision_heads():
     spec = spec_of(LLAVA)  # CLIP-L: 16 heads; the language model's 32 heads allow --tp 32, its ViT does not
     with pytest.raises(ScenarioError, match="does not divide the vision encoder's 16 attention heads"):
         multimodal.images(spec, with_images(1, tp=32))
+
+
+def test_roofline_command_adds_the_image_tokens_to_the_sequence(capsys):
+    argv = ["roofline", "gemma-3-4b-it", "--gpu", "l4", "--seq-len", "512", "--images-per-request", "1"]
+    for stage, encoder_rows in (("prefill", True), ("decode", False)):
+        assert main([*argv, "--stage", stage, "--format", "json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["seq_len"] == 512 + 256  # the prompt (or the context) holds the image's tokens
+        assert any(r["group"].startswith("vision encoder") for r in d["layers"]) is encoder_rows

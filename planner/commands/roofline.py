@@ -24,6 +24,7 @@ from planner.commands.common import (
     table,
     to_jsonable,
 )
+from planner.estimate import multimodal
 from planner.estimate.roofline import OpTime, Roofline, roofline
 from planner.scenario import MAX_TOKENS
 
@@ -55,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         type=Number(int, "--seq-len", ge=1, le=MAX_TOKENS),
         default=None,
-        help=f"Prompt length (prefill) or context length (decode), tokens (1 to {MAX_TOKENS:,}). Default: --input-len.",
+        help=f"Prompt length (prefill) or context length (decode), tokens (1 to {MAX_TOKENS:,}); with "
+        "--images-per-request the images' tokens are added. Default: --input-len.",
     )
     add_scenario_flags(parser)
     add_efficiency_flag(parser)
@@ -66,6 +68,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sc = scenario_from_args(args)
     hw = hardware_from_args(args)
     seq_len = args.seq_len if args.seq_len is not None else sc.workload.input_len
+    seq_len = multimodal.prompt_tokens(spec, sc, seq_len)  # the text and the images' tokens (unchanged without)
     result = roofline(spec, hw, sc, args.stage, sc.workload.batch_size, seq_len, efficiency_from_args(args, hw))
     return {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
 
