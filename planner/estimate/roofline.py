@@ -396,7 +396,18 @@ def roofline(
         total_bytes=nbytes,
         seconds_by_bound=by_bound,
         bound=bound,
-        verdict=verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len),
+        verdict=verdict(
+            stage,
+            bound,
+            by_bound,
+            total,
+            flops,
+            nbytes,
+            ridge,
+            batch,
+            seq_len,
+            sum(r.total_seconds for r in rows if r.kind == "alltoall"),
+        ),
         pipeline=stages,
     )
 
@@ -470,14 +481,18 @@ def send_row(st: StageTime) -> OpTime:
     return _time_only_row(name, "pipeline", "interconnect", st.send_seconds, overhead_seconds=0.0)
 
 
-def verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len) -> str:
-    """The seed's classification in words: compute-, memory- or overhead/scheduling-bound, and why."""
+def verdict(stage, bound, by_bound, total, flops, nbytes, ridge, batch, seq_len, dispatch_seconds=0.0) -> str:
+    """The seed's classification in words: compute-, memory- or overhead/scheduling-bound, and why
+    (``dispatch_seconds``: the expert dispatch/combine's share of the interconnect time names it when it is most)."""
     intensity = flops / nbytes if nbytes else float("inf")
     share = by_bound[bound] / total if total else 0.0
+    collective = (
+        "expert dispatch/combine" if dispatch_seconds > by_bound.get("interconnect", 0.0) / 2 else "TP all-reduce"
+    )
     what = {
         "compute": "compute-bound",
         "memory": "memory-bandwidth-bound",
-        "interconnect": "interconnect-bound (TP all-reduce)",
+        "interconnect": f"interconnect-bound ({collective})",
         "overhead": "overhead/scheduling-bound",
     }[bound]
     side = "above" if intensity >= ridge else "below"
