@@ -388,7 +388,8 @@ class Scenario(BaseModel):
             raise ScenarioError(
                 f"--num-gpus {self.num_gpus} is fewer than --tp {self.tp} x --pp {self.pp}{dp} = "
                 f"{self.gpus_per_replica}.",
-                hint=f"Use --num-gpus {self.gpus_per_replica} or more, or lower --tp/--pp{'/--data-parallel-size' if dp else ''}.",
+                hint=f"Use --num-gpus {self.gpus_per_replica} or more, or lower "
+                f"--tp/--pp{'/--data-parallel-size' if dp else ''}.",
             )
         return self
 
