@@ -232,6 +232,17 @@ def test_the_export_carries_speculative_config_and_enable_lora() -> None:
     head = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert f"speculative-config:\n  method: eagle3\n  num_speculative_tokens: 3\n  model: {head}\n" in yaml_text
     assert "enable-lora: true\nmax-loras: 4\nmax-lora-rank: 64\n" in yaml_text
+    from planner.estimate.operating_points import latency_profile
+
+    sc = Scenario(
+        speculative=SpeculativeDecoding(
+            method="eagle3", num_speculative_tokens=3, acceptance_rate=0.7, draft_model=head
+        ),
+        lora=LoRA(max_loras=4, max_lora_rank=64),
+    )
+    core = latency_profile(spec_of(), get_profile("h100-sxm"), sc).latency.speculative
+    assert core is not None and core.break_even_batch is None  # the comment says it in words, not 'at none up to'
+    assert f"plain decoding; pays at every batch up to {core.break_even_searched_up_to:,} [" in yaml_text
 
 
 # ------------------------------------------------------------------------------ bad values: the core's message

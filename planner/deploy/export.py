@@ -585,12 +585,16 @@ def expected_metrics(dep: Deployment, prof: ServingProfile) -> list[str]:
     ]
     spec = lat.speculative
     if spec is not None:
-        even = "none up to" if spec.break_even_batch is None else f"batch {spec.break_even_batch:,} of"
+        searched = spec.break_even_searched_up_to
+        even = (
+            f"pays at every batch up to {searched:,}"
+            if spec.break_even_batch is None
+            else f"stops paying at batch {spec.break_even_batch:,} (of {searched:,} searched)"
+        )
         lines.append(
             f"  speculative decoding {spec.method}, k={spec.num_speculative_tokens}, acceptance "
             f"{spec.acceptance_rate:g} (assumed): {spec.tokens_per_step:.2f} tokens per step, TPOT "
-            f"{spec.speedup:.2f}x plain decoding; stops paying at {even} {spec.break_even_searched_up_to:,} "
-            f"[{spec.kind}]"
+            f"{spec.speedup:.2f}x plain decoding; {even} [{spec.kind}]"
         )
     if lat.fits_in_kv_cache is False:
         lines.append(
