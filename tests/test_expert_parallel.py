@@ -395,3 +395,25 @@ def test_a_vllm_log_with_ep_and_dp_reconciles_as_that_layout() -> None:
         "INFO 11-02 10:00:05 [gpu_worker.py:298] Available KV cache memory: 40.10 GiB\n"
     )
     assert (command.tensor_parallel_size, command.data_parallel_size, command.enable_expert_parallel) == (2, 4, True)
+
+
+def test_a_dense_draft_model_runs_in_each_dp_rank_without_ep() -> None:
+    """Speculative decoding with a draft model under DP x EP: the drafter is one DP rank's dense model (vLLM builds
+    it per engine), so its scenario drops EP and DP; the estimate runs, and at batch 16 a token costs less than
+    on one GPU: each GPU streams half the experts (the MoE layers serve both ranks' 32 tokens), which outweighs
+    the dispatch and combine over NVLink."""
+    from planner.estimate.speculative import draft_scenario
+    from planner.scenario import SpeculativeDecoding
+
+    model, draft, hw = spec(QWEN30), spec("Qwen/Qwen3-0.6B"), get_profile("h100-sxm")
+    spec_cfg = SpeculativeDecoding(
+        method="draft", num_speculative_tokens=3, acceptance_rate=0.7, draft_model="Qwen/Qwen3-0.6B"
+    )
+    tpot = {}
+    for dp in (1, 2):
+        extra = {"data_parallel_size": dp, "enable_expert_parallel": True} if dp > 1 else {}
+        sc = Scenario(gpu="h100-sxm", max_model_len=4096, speculative=spec_cfg, **extra)
+        d = draft_scenario(sc)
+        assert (d.data_parallel_size, d.enable_expert_parallel, d.speculative) == (1, False, None)
+        tpot[dp] = estimate_latency(model, hw, sc, batch_size=16, draft_model=draft).tpot_seconds
+    assert tpot[2] < tpot[1]

@@ -251,7 +251,9 @@ class SpeculativeStepModel:
 
 
 def draft_scenario(sc: Scenario) -> Scenario:
-    """The scenario a draft model runs in: the target's card, TP, KV dtype and engine; its own weights and length."""
+    """The scenario a draft model runs in: the target's card, TP, KV dtype and engine; its own weights and length.
+    One DP rank's engine, without expert parallelism (a draft model is dense, and each DP rank drafts its own
+    batch: vLLM builds the drafter per engine)."""
     return sc.model_copy(
         update={
             "speculative": None,
@@ -260,6 +262,8 @@ def draft_scenario(sc: Scenario) -> Scenario:
             "pp": 1,
             "num_gpus": None,
             "max_model_len": None,
+            "enable_expert_parallel": False,
+            "data_parallel_size": 1,
         }
     )
 
