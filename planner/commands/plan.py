@@ -36,7 +36,8 @@ OUTPUT_KEYS = {
     "gpu_id": "Hardware profile id (--gpu).",
     **field_descriptions(MemoryPlan),
     "placement": "Every GPU of one replica (planner.estimate.placement): stage, layers, node, weight and KV bytes "
-    "per rank, and the link each TP group and stage boundary uses.",
+    "per rank, and the link each TP group and stage boundary uses; with --enable-expert-parallel each rank's DP "
+    "rank, EP rank and the experts it holds, and the dispatch's link.",
     "kinds": "What each number is: 'exact' (follows from config.json) or 'estimate' (depends on estimated overheads).",
 }
 
