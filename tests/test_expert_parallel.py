@@ -417,3 +417,31 @@ def test_a_dense_draft_model_runs_in_each_dp_rank_without_ep() -> None:
         assert (d.data_parallel_size, d.enable_expert_parallel, d.speculative) == (1, False, None)
         tpot[dp] = estimate_latency(model, hw, sc, batch_size=16, draft_model=draft).tpot_seconds
     assert tpot[2] < tpot[1]
+
+
+def test_deepep_buffers_and_the_low_latency_token_budget(dsv3) -> None:
+    """vLLM with DeepEP under DP: the NVLink buffer (VLLM_DEEPEP_BUFFER_SIZE_MB 1024), the high-throughput kernels'
+    RDMA buffer across nodes, and the low-latency kernels' RDMA buffer by DeepEP's LowLatencyLayout, for the 256-token
+    budget vLLM defaults to with them (use_batched_dp_moe): DeepSeek-V3 (h 7168, E 256): messages 16 + 2 x 7168 =
+    14,352 B (dispatch) and 4 x 56 + 2 x 7168 = 14,560 B (combine); two sends and two receives of 256 x 256 x 14,560 B
+    and two signal buffers of 256 x 8 + 32 x 4 = 2,176 B. All of it is non-torch memory in the plan."""
+    hw = get_profile("h200")
+
+    def plan(backend: str, dp: int):
+        sc = Scenario(gpu="h200", data_parallel_size=dp, enable_expert_parallel=True, all2all_backend=backend)
+        return plan_memory(dsv3, hw, sc.model_copy(update={"max_model_len": 32768}), suggest=False)
+
+    gather, ll, ht8, ht16 = (
+        plan(b, dp)
+        for b, dp in (
+            ("allgather_reducescatter", 8),
+            ("deepep_low_latency", 8),
+            ("deepep_high_throughput", 8),
+            ("deepep_high_throughput", 16),
+        )
+    )
+    assert gather.all2all_buffer_bytes_per_gpu is None and gather.resolved.max_num_batched_tokens == 8192
+    assert ll.resolved.max_num_batched_tokens == 256 and ll.resolved.max_num_seqs == 256
+    assert ll.all2all_buffer_bytes_per_gpu == 2**30 + 2 * (2 * 256 * 256 * 14560 + 2176)
+    assert ll.non_torch_bytes_per_gpu == gather.non_torch_bytes_per_gpu + ll.all2all_buffer_bytes_per_gpu
+    assert (ht8.all2all_buffer_bytes_per_gpu, ht16.all2all_buffer_bytes_per_gpu) == (2**30, 2 * 2**30)

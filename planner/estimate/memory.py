@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.estimate import lora as lora_slots
-from planner.estimate import multimodal
+from planner.estimate import multimodal, step
 from planner.estimate.resident import resident_bias_bytes, resident_expert_bits
 from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile
@@ -107,6 +107,12 @@ class MemoryPlan(BaseModel):
         exclude_if=lambda v: v is None,
         description="Host memory of the --max-cpu-loras adapter cache per worker (not GPU memory; an upper bound); "
         "present with --enable-lora.",
+    )
+    all2all_buffer_bytes_per_gpu: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="DeepEP's dispatch/combine buffers on one GPU (all2all_buffer_bytes), inside "
+        "non_torch_bytes_per_gpu; present with a DeepEP --all2all-backend and data parallelism.",
     )
     encoder_bytes: int | None = Field(
         None,
@@ -273,6 +279,38 @@ def _widest_token_path(model: ModelSpec) -> int:
     return memo["widest_token_path"]
 
 
+#: vLLM's DeepEP NVLink buffer, VLLM_DEEPEP_BUFFER_SIZE_MB (default 1024; vllm/envs.py), and the RDMA buffer of its
+#: high-throughput kernels when the EP group spans nodes (the same size; vllm/distributed/device_communicators/
+#: all2all.py ``DeepEPHTAll2AllManager._make_all2all_kwargs``).
+DEEPEP_BUFFER_BYTES = 1024 * MiB
+
+
+def all2all_buffer_bytes(model: ModelSpec, hw: HardwareProfile, res: Resolved) -> int:
+    """Bytes per GPU of the expert dispatch's communication buffers (exact for vLLM's settings; 0 without DeepEP).
+
+    vLLM allocates them outside torch's allocator when the MoE layer first runs, so its profile counts them as
+    non-torch memory. DeepEP high throughput: the NVLink buffer, plus as much RDMA buffer across nodes. DeepEP low
+    latency (vLLM ``DeepEPLLAll2AllManager``): the NVLink buffer plus DeepEP's ``get_low_latency_rdma_size_hint``
+    for T = max_num_batched_tokens tokens per rank (vLLM passes ``moe.max_num_tokens``), hidden h, E experts
+    (deepseek-ai/DeepEP csrc/config.hpp ``LowLatencyLayout``): two send buffers of max(T x dispatch message,
+    E x T x combine message), two receive buffers of E x T x the larger message, two signaling buffers, where a
+    dispatch message is 16 + max(2h, h + 4 h/128) bytes and a combine message 4 h/128 + 2h. DeepSeek-V3 (h 7168,
+    E 256) at T 256: 4 x 256 x 256 x 14,560 B = 3.55 GiB (+ 4 KiB of signals), + 1 GiB."""
+    if res.ep == 1 or res.dp == 1 or not res.all2all_backend.startswith("deepep"):
+        return 0
+    if res.all2all_backend == "deepep_high_throughput":
+        across = step.Link.for_group(hw, res.ep).kind == "network"
+        return DEEPEP_BUFFER_BYTES * (2 if across else 1)
+    h, T = model.hidden_size, res.max_num_batched_tokens
+    E = max(getattr(layer.ffn, "num_experts", 0) for layer in model.layers if layer.ffn is not None)
+    scales = h // 128
+    dispatch_msg, combine_msg = 16 + max(2 * h, h + 4 * scales), 4 * scales + 2 * h
+    send = max(T * dispatch_msg, E * T * combine_msg)
+    recv = E * T * max(dispatch_msg, combine_msg)
+    signaling = round_up(E * 8 + -(-E // res.ep) * 4, 128)
+    return DEEPEP_BUFFER_BYTES + 2 * (send + recv + signaling)
+
+
 def non_torch_bytes(sc: Scenario) -> int:
     if sc.non_torch_memory_bytes is not None:
         return sc.non_torch_memory_bytes
@@ -400,7 +438,7 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     weights = stage_weight_bytes(model, res)
     requested = math.ceil(hw.memory_bytes * res.gpu_memory_utilization)
     act = activation_peak_bytes(model, res)
-    non_torch = non_torch_bytes(sc)
+    non_torch = non_torch_bytes(sc) + all2all_buffer_bytes(model, hw, res)  # DeepEP's buffers: outside torch
     adapters = lora_slots.stage_lora_bytes(model, res, stages)
     encoder = multimodal.encoder_weight_bytes(model, sc, res)
     encoder_cache = multimodal.encoder_cache_bytes(model, sc, res)
@@ -493,6 +531,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         terms=terms,
         lora_bytes_per_gpu=adapters if res.lora is not None else None,
         lora_host_bytes_per_worker=lora_slots.host_bytes_per_worker(model, res),
+        all2all_buffer_bytes_per_gpu=all2all_buffer_bytes(model, hw, res) or None,
         encoder_bytes=numbers.encoder if images else None,
         encoder_cache_bytes=numbers.encoder_cache if images else None,
         encoder_activation_bytes=numbers.encoder_activations if images else None,

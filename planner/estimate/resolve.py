@@ -20,6 +20,8 @@ from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, LoRA, Scenario, default_batch_limits
 
 KV_DTYPES = ("auto", "bf16", "fp16", "fp8", "int8")
+#: vLLM 0.33's token budget with DeepEP low-latency dispatch under DP (vllm/config/scheduler.py).
+BATCHED_DP_MAX_NUM_BATCHED_TOKENS = 256
 
 
 class Resolved(BaseModel):
@@ -90,6 +92,11 @@ def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which may give wrong outputs).",
         )
     tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
+    if sc.enable_expert_parallel and sc.data_parallel_size > 1 and sc.all2all_backend == "deepep_low_latency":
+        # vLLM's batched-DP MoE (ParallelConfig.use_batched_dp_moe) defaults the token budget to 256
+        # (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, EngineArgs defaults): DeepEP's
+        # low-latency buffers are sized by it
+        tokens_default = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
     block = sc.block_size or (MLA_BLOCK_SIZE if model.num_kv_heads == 1 and _has_mla(model) else DEFAULT_BLOCK_SIZE)
     budget = sc.max_num_batched_tokens or (
         tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default)
