@@ -31,7 +31,8 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.estimate import lora as lora_slots
-from planner.estimate import multimodal, step
+from planner.estimate import multimodal
+from planner.estimate.links import Link
 from planner.estimate.resident import resident_bias_bytes, resident_expert_bits
 from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile
@@ -299,7 +300,7 @@ def all2all_buffer_bytes(model: ModelSpec, hw: HardwareProfile, res: Resolved) -
     if res.ep == 1 or res.dp == 1 or not res.all2all_backend.startswith("deepep"):
         return 0
     if res.all2all_backend == "deepep_high_throughput":
-        across = step.Link.for_group(hw, res.ep).kind == "network"
+        across = Link.for_group(hw, res.ep).kind == "network"
         return DEEPEP_BUFFER_BYTES * (2 if across else 1)
     h, T = model.hidden_size, res.max_num_batched_tokens
     E = max(getattr(layer.ffn, "num_experts", 0) for layer in model.layers if layer.ffn is not None)

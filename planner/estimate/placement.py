@@ -14,7 +14,7 @@ One replica of ``tp x pp`` GPUs, as vLLM lays it out:
 * a TP group or a stage boundary whose ranks sit in one NVLink domain (``hw.gpus_per_node``: 8 for
   HGX, 72 for GB200 NVL72, whose 4-GPU trays are the nodes, ``hw.host_gpus``) talks over NVLink (or
   PCIe); one that leaves the domain pays the network (``hw.inter_node_bandwidth_bytes_per_s``,
-  ``planner.estimate.step.Link``).
+  ``planner.estimate.links.Link``).
 
 Bytes per rank come from the memory plan's own accounting (``stage_weight_bytes``, the stage's KV
 layout, the plan's block count: vLLM allocates the same number of blocks on every rank, the minimum
@@ -33,7 +33,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
-from planner.estimate import step
+from planner.estimate.links import Link
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
@@ -192,19 +192,19 @@ def _layout_problem(hw: HardwareProfile, sc: Scenario, nodes: int, hint: bool = 
     return None
 
 
-def _link(hw: HardwareProfile, crosses_domain: bool) -> step.Link:
+def _link(hw: HardwareProfile, crosses_domain: bool) -> Link:
     """The link between GPUs inside one NVLink domain, or across domains (the network), from the profile
-    (``step.Link.for_group``: a group of one rank sits inside the domain, one larger than it does not)."""
-    return step.Link.for_group(hw, hw.gpus_per_node + 1 if crosses_domain else 1)
+    (``Link.for_group``: a group of one rank sits inside the domain, one larger than it does not)."""
+    return Link.for_group(hw, hw.gpus_per_node + 1 if crosses_domain else 1)
 
 
-def tp_link(hw: HardwareProfile, sc: Scenario) -> step.Link:
+def tp_link(hw: HardwareProfile, sc: Scenario) -> Link:
     """The link of every stage's TP all-reduce (``check_layout`` keeps each group inside one domain unless
-    it spans whole nodes, so all stages share it): ``step.Link.for_group(hw, tp)``."""
-    return step.Link.for_group(hw, sc.tp)
+    it spans whole nodes, so all stages share it): ``Link.for_group(hw, tp)``."""
+    return Link.for_group(hw, sc.tp)
 
 
-def stage_links(hw: HardwareProfile, sc: Scenario) -> list[step.Link]:
+def stage_links(hw: HardwareProfile, sc: Scenario) -> list[Link]:
     """The link each stage boundary k -> k + 1 crosses: rank k x tp + j sends to (k + 1) x tp + j; the network
     when any such pair sits in two NVLink domains (a domain holds gpus_per_node // host_gpus nodes: 1 for
     HGX, 18 trays of an NVL72), else the in-node link."""
@@ -299,10 +299,10 @@ def _fewer_experts_bytes(experts: list[tuple[int, int]] | None, ep_rank: int, fu
     return int((fullest - (stop - start)) * per_expert)
 
 
-def ep_link(hw: HardwareProfile, sc: Scenario) -> step.Link:
+def ep_link(hw: HardwareProfile, sc: Scenario) -> Link:
     """The link of the expert dispatch/combine: the EP group's tp x dp GPUs inside one NVLink domain, or the
-    network when they leave it (``step.Link.for_group``)."""
-    return step.Link.for_group(hw, sc.tp * sc.data_parallel_size)
+    network when they leave it (``Link.for_group``)."""
+    return Link.for_group(hw, sc.tp * sc.data_parallel_size)
 
 
 def _expert_ranges(model: ModelSpec, ep: int) -> list[tuple[int, int]]:

@@ -73,6 +73,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from planner.efficiency import Efficiency
+from planner.estimate.links import Link  # re-exported: step.Link, as callers use it
 
 
 def _ndim(x: Any) -> int:
@@ -100,8 +101,6 @@ CUSTOM_ALLREDUCE_FIT_MAX_BYTES = 1024 * 1024
 CUSTOM_ALLREDUCE_MAX_BYTES = 8 * 1024 * 1024
 #: NCCL small-message latency by where the ranks sit, seconds (engines.md 3b).
 NCCL_LATENCY_SECONDS = {"nvlink": 12.5e-6, "pcie": 42e-6, "network": 46e-6}
-#: One-way PCIe bandwidth when a profile gives no link (PCIe 4 x16 ~ 32 GB/s raw, ~25 usable).
-PCIE_FALLBACK_BYTES_PER_S = 25e9
 
 
 def gemm_fraction(eff: Efficiency, m_tokens: Any) -> Any:
@@ -211,35 +210,6 @@ def kernel_floor_seconds(eff: Efficiency, kernels: Any) -> Any:
     """Least GPU time of an op of ``kernels`` kernels: each kernel occupies the GPU at least
     ``graph_launch_seconds`` (launch latency and tail), however little it computes."""
     return kernels * eff.graph_launch_seconds
-
-
-class Link:
-    """Where the ranks of one collective sit and how fast they talk (from the hardware profile).
-
-    ``kind`` is 'nvlink' (an NVLink/Infinity-Fabric domain), 'pcie' or 'network' (the group spans
-    nodes). ``one_way_bytes_per_s`` is the per-GPU bandwidth in one direction on that path.
-    """
-
-    __slots__ = ("kind", "one_way_bytes_per_s")
-
-    def __init__(self, kind: str, one_way_bytes_per_s: float):
-        self.kind = kind
-        self.one_way_bytes_per_s = one_way_bytes_per_s
-
-    @classmethod
-    def for_group(cls, hw: Any, ranks: int) -> Link:
-        """The path a group of ``ranks`` GPUs of card ``hw`` uses: inside the node's fast domain when it
-        fits (``gpus_per_node``), else the scale-out network."""
-        per_node = hw.gpus_per_node or 8
-        if ranks > per_node:
-            bw = hw.inter_node_bandwidth_bytes_per_s or PCIE_FALLBACK_BYTES_PER_S / 2
-            return cls("network", bw)
-        kind = hw.interconnect_kind or "pcie4"
-        one_way = hw.unidirectional_interconnect_bytes_per_s or PCIE_FALLBACK_BYTES_PER_S
-        return cls("pcie" if kind.startswith("pcie") or kind == "none" else "nvlink", one_way)
-
-    def __repr__(self) -> str:
-        return f"Link({self.kind!r}, {self.one_way_bytes_per_s:.3g} B/s)"
 
 
 def custom_allreduce_applies(payload_bytes: Any, ranks: int, link: Link, engine_has_custom: bool) -> Any:
