@@ -106,3 +106,31 @@ def test_the_cli_adds_the_comparison(capsys):
     assert data["disaggregated"]["kv_transfer_seconds"]["mean"] > 0 and data["aggregated_replicas"] == 2
     assert main([*argv, "--decode-tp", "2"]) == 2
     assert "--prefill-instances turns on" in capsys.readouterr().err
+
+
+def test_the_export_writes_each_pool_with_its_tp_replicas_and_the_nixl_connector(tmp_path, capsys):
+    import yaml
+
+    from planner.deploy.export import pd_bundle
+
+    loaded = load_config("meta-llama/Llama-3.1-70B")
+    model = build_spec(loaded.config, loaded.name)
+    b = pd_bundle(model, H100, SC, prefill_instances=2, prefill_tp=4, decode_instances=1, decode_tp=8, loaded=loaded)
+    files = {a.filename: a.text for a in b.artefacts}
+    assert set(files) == {
+        f"{t}-{r}.{e}" for r in ("prefill", "decode") for t, e in (("vllm", "yaml"), ("vllm", "sh"), ("k8s", "yaml"))
+    }
+    prefill, decode = yaml.safe_load(files["vllm-prefill.yaml"]), yaml.safe_load(files["vllm-decode.yaml"])
+    assert prefill["tensor-parallel-size"] == 4 and decode["tensor-parallel-size"] == 8
+    for config in (prefill, decode):
+        assert config["kv-transfer-config"] == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    assert prefill["max-num-batched-tokens"] > decode["max-num-batched-tokens"]  # throughput vs latency profile
+    workloads = [next(yaml.safe_load_all(files[f"k8s-{r}.yaml"])) for r in ("prefill", "decode")]
+    assert [w["spec"]["replicas"] for w in workloads] == [2, 1]
+    assert workloads[0]["metadata"]["name"] != workloads[1]["metadata"]["name"]
+    assert "--kv-transfer-config" in files["vllm-decode.sh"] and files["vllm-decode.sh"].startswith("#!")
+    argv = ["export", "meta-llama/Llama-3.1-70B", "--prefill-instances", "1", "--decode-tp", "2"]
+    assert main([*argv, "--target", "sglang"]) == 2
+    assert "not written for disaggregated" in capsys.readouterr().err
+    assert main([*argv, "--target", "all", "--output-dir", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.deploy.export import ExportBundle, export_bundle
+from planner.deploy.export import ExportBundle, export_bundle, pd_bundle
 from planner.errors import ScenarioError
 from planner.hardware import get_profile
 from planner.model.families import build_spec
@@ -57,6 +57,11 @@ MATRIX = {
     ),
 }
 TARGETS = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
+#: Disaggregated prefill/decode exports (pd_bundle): each pool's vLLM config, command and manifest.
+PD_MATRIX = {
+    "pd-dense": ("meta-llama/Llama-3.1-70B", {"max_model_len": 16384}, (2, 4, 1, 8)),
+    "pd-moe": ("Qwen/Qwen3-30B-A3B", {"max_model_len": 32768}, (1, 1, 1, 2)),
+}
 
 
 def engines_available() -> bool:
@@ -129,11 +134,25 @@ def verdicts(tmp_path_factory) -> dict[str, list[dict]]:
     for case, (name, scenario) in MATRIX.items():
         b = export(name, **scenario)
         files += [write(root / case, a.filename, a.text) for a in b.artefacts if a.target in TARGETS]
-    repos = {name for name, _ in MATRIX.values()}
+    for case, (name, scenario, (p_n, p_tp, d_n, d_tp)) in PD_MATRIX.items():
+        loaded = load_config(name)
+        sc = Scenario(**scenario)
+        b = pd_bundle(
+            build_spec(loaded.config, loaded.name),
+            get_profile(sc.gpu),
+            sc,
+            prefill_instances=p_n,
+            prefill_tp=p_tp,
+            decode_instances=d_n,
+            decode_tp=d_tp,
+            loaded=loaded,
+        )
+        files += [write(root / case, a.filename, a.text) for a in b.artefacts]
+    repos = {name for name, _ in MATRIX.values()} | {name for name, _, _ in PD_MATRIX.values()}
     sglang = [f for f in files if f.name.startswith("sglang-")]
     rest = [f for f in files if f not in sglang]
     rows = run_checker((rest, repos), (sglang, repos))
-    by_case: dict[str, list[dict]] = {case: [] for case in MATRIX}
+    by_case: dict[str, list[dict]] = {case: [] for case in (*MATRIX, *PD_MATRIX)}
     for row in rows:
         by_case[Path(row["file"].split(" ")[0]).parent.name].append(row)
     return by_case
@@ -155,6 +174,25 @@ def test_the_engines_accept_the_export(verdicts, case):
     assert any(c.startswith("kubernetes-validate 1.37.0 strict") for c in checks)
     if case == "multi-node":
         assert any(c.startswith("LeaderWorkerSet schema") for c in checks)
+
+
+@pytest.mark.parametrize("case", PD_MATRIX)
+def test_the_engines_accept_both_pools_of_a_disaggregated_export(verdicts, case):
+    rows = verdicts[case]
+    failed = [f"{r['file']}: {r['check']}: {r['error']}" for r in rows if not r["ok"]]
+    assert not failed, "\n".join(failed)
+    checks = {r["check"] for r in rows}
+    assert {
+        "vllm serve --config (parser)",
+        "vllm serve --config (every key honoured)",
+        "vllm create_engine_config",
+    } <= checks
+    assert any(c.startswith("kubernetes-validate 1.37.0 strict") for c in checks)
+    assert {Path(r["file"].split(" ")[0]).name for r in rows} >= {
+        "vllm-prefill.yaml",
+        "vllm-decode.yaml",
+        "k8s-decode.yaml",
+    }
 
 
 # ---------------------------------------------------- the checker can fail: the old defects

@@ -206,6 +206,9 @@ def _engine_config(args: argparse.Namespace, models: Models) -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     args.model = models.local(args.model_tag or args.model)
+    # --kv-transfer-config is already a KVTransferConfig (the parser's type validated its fields); building the
+    # engine config would import the connector's worker, whose GPU kernels this environment stubs out
+    args.kv_transfer_config = None
     engine_args = AsyncEngineArgs.from_cli_args(args)
     engine_args.skip_tokenizer_init = True
     engine_args.create_engine_config()
@@ -218,6 +221,8 @@ def _took_effect(config: dict[str, Any], ns: argparse.Namespace) -> str | None:
         if key.startswith("no-") and value is True:
             dest, want = key[3:].replace("-", "_"), False
         got = (ns.model_tag or ns.model) if dest == "model" else getattr(ns, dest, "<no such option>")
+        if isinstance(want, dict) and not isinstance(got, dict) and got is not None:  # parsed into a config object
+            got = {k: getattr(got, k, "<no such field>") for k in want}
         if str(got) != str(want):
             return f"'{key}: {value}' in the config file did not take effect: vLLM parsed {dest}={got!r}"
     return None

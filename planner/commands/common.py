@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # rich is imported by the table views only: --format json nev
     from rich.table import Table
     from rich.text import Text
 
+    from planner.serve.disagg import DisaggLayout
+
 FORMATS = ("table", "json", "yaml")
 
 #: Scenario/RequestShape field -> the flag that sets it, so a validation error names the flag.
@@ -714,6 +716,48 @@ def efficiency_from_args(args: argparse.Namespace, hw: HardwareProfile) -> Effic
 
     engine = Scenario(engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"))
     return efficiency_for(hw, "bound" if getattr(args, "bound", False) else "auto", sc=engine)
+
+
+def add_disagg_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """The disaggregated prefill/decode layout (xPyD): ``simulate`` compares it, ``export`` writes it."""
+    from planner.serve.disagg import DisaggLayout  # the serving layer, only for the commands that take it
+
+    d = parser.add_argument_group(f"disaggregated prefill/decode (xPyD): {purpose}")
+    for flag, key, what in (
+        (
+            "--prefill-instances",
+            "prefill_instances",
+            "Prefill instances (x of xPyD); giving it turns the comparison on.",
+        ),
+        ("--prefill-tp", "prefill_tp", "Tensor-parallel size of each prefill instance. Default: 1."),
+        ("--decode-instances", "decode_instances", "Decode instances (y of xPyD). Default: 1."),
+        ("--decode-tp", "decode_tp", "Tensor-parallel size of each decode instance. Default: 1."),
+    ):
+        d.add_argument(flag, metavar="N", default=None, type=Number.of(int, flag, DisaggLayout, key), help=what)
+    d.add_argument(
+        "--kv-transfer-link",
+        choices=("nvlink", "rdma", "tcp"),
+        default=None,
+        help="How the KV cache goes from a prefill to a decode instance (planner.serve.disagg KV_LINKS, cited). "
+        "Default: rdma.",
+    )
+
+
+def disagg_layout_from_args(args: argparse.Namespace) -> DisaggLayout | None:
+    """The xPyD layout the disaggregation flags give, or None when --prefill-instances is not given."""
+    from planner.serve.disagg import DisaggLayout
+
+    keys = ("prefill_tp", "decode_instances", "decode_tp", "kv_transfer_link")
+    if args.prefill_instances is None:
+        stray = [f"--{k.replace('_', '-')}" for k in keys if getattr(args, k) is not None]
+        if stray:
+            raise ScenarioError(
+                f"{', '.join(stray)} describe a disaggregated layout, which --prefill-instances turns on.",
+                hint="Add --prefill-instances N (and --decode-instances N), or drop them.",
+            )
+        return None
+    given = {k: getattr(args, k) for k in ("prefill_instances", *keys) if getattr(args, k) is not None}
+    return DisaggLayout(**given)
 
 
 #: Most items a comma-separated flag takes (each is simulated or planned; every combination, for ``slo``).

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from planner.commands.common import (
+    add_disagg_flags,
     add_efficiency_flag,
     add_model_argument,
     add_scenario_flags,
     add_speculative_flags,
+    disagg_layout_from_args,
     efficiency_from_args,
     field_descriptions,
     hardware_from_args,
@@ -20,12 +22,15 @@ from planner.commands.common import (
     to_jsonable,
 )
 from planner.deploy.export import (
+    PD_TARGETS,
     PROFILES,
     TARGETS,
     VLLM_IMAGES,
     ExportBundle,
     export_bundle,
+    pd_bundle,
 )
+from planner.errors import ScenarioError
 
 NAME = "export"
 HELP = (
@@ -75,8 +80,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         + "); Intel Gaudi needs one given.",
     )
     add_scenario_flags(parser)
+    add_disagg_flags(
+        parser, "write a prefill and a decode pool instead (vllm-yaml, vllm-cmd, k8s per pool, NixlConnector)"
+    )
     add_speculative_flags(parser)
     add_efficiency_flag(parser)
+
+
+def _pd_bundle(args: argparse.Namespace, spec, loaded, sc, hw, layout) -> ExportBundle:
+    """The two pools' files; only the targets a disaggregated export writes, and the pools' figures as a pointer."""
+    asked = set(PD_TARGETS if args.target == "all" else (args.target,))
+    if not asked <= set(PD_TARGETS):
+        raise ScenarioError(
+            f"--target {args.target} is not written for disaggregated prefill/decode (--prefill-instances).",
+            hint=f"Use --target {', '.join(PD_TARGETS)} or all.",
+        )
+    pointer = (
+        f"The pools' latencies: python -m planner simulate {spec.name} --gpu {hw.id} --qps R "
+        f"--prefill-instances {layout.prefill_instances} --prefill-tp {layout.prefill_tp} "
+        f"--decode-instances {layout.decode_instances} --decode-tp {layout.decode_tp} "
+        f"--kv-transfer-link {layout.kv_transfer_link}"
+    )
+    return pd_bundle(
+        spec,
+        hw,
+        sc,
+        prefill_instances=layout.prefill_instances,
+        prefill_tp=layout.prefill_tp,
+        decode_instances=layout.decode_instances,
+        decode_tp=layout.decode_tp,
+        expected=[pointer],
+        loaded=loaded,
+        revision=args.revision,
+        image=args.image,
+        efficiency=efficiency_from_args(args, hw),
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -85,6 +123,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     hw = hardware_from_args(args)
     profiles = PROFILES if args.profile == "both" else (args.profile,)
     targets = TARGETS if args.target == "all" else (args.target,)
+    layout = disagg_layout_from_args(args)
+    if layout is not None:
+        bundle = _pd_bundle(args, spec, loaded, sc, hw, layout)
+        return _written(args, bundle, [a for a in bundle.artefacts if a.target in targets])
     bundle = export_bundle(
         spec,
         hw,
@@ -96,7 +138,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         profiles=profiles,
         draft_model=load_draft_model(args),
     )
-    chosen = [a for a in bundle.artefacts if a.target in targets]
+    return _written(args, bundle, [a for a in bundle.artefacts if a.target in targets])
+
+
+def _written(args: argparse.Namespace, bundle: ExportBundle, chosen: list) -> dict[str, Any]:
+    """The chosen files printed, or written to --output-dir."""
     written = []
     if args.output_dir:
         folder = Path(args.output_dir)

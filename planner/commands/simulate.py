@@ -13,11 +13,13 @@ from rich.text import Text
 
 from planner.commands.common import (
     Number,
+    add_disagg_flags,
     add_efficiency_flag,
     add_model_argument,
     add_scenario_flags,
     add_speculative_flags,
     comma_list,
+    disagg_layout_from_args,
     efficiency_from_args,
     field_descriptions,
     fmt_int,
@@ -34,7 +36,7 @@ from planner.commands.common import (
 )
 from planner.errors import ScenarioError
 from planner.scenario import MAX_TOKENS, Scenario
-from planner.serve.disagg import DisaggLayout, LayoutComparison, compare_layouts
+from planner.serve.disagg import LayoutComparison, compare_layouts
 from planner.serve.pools import PoolsComparison, compare_pools
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution, simulate_scenario
 from planner.serve.saturation import overload_warning
@@ -259,44 +261,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "robin) and in a pool per class, on the same GPUs, and give each class's latencies both ways "
         "('pools' in the JSON).",
     )
-    d = parser.add_argument_group(
-        "disaggregated prefill/decode (xPyD): simulate the pools too, against aggregated replicas on the same GPUs"
-    )
-    for flag, key, what in (
-        (
-            "--prefill-instances",
-            "prefill_instances",
-            "Prefill instances (x of xPyD); giving it turns the comparison on.",
-        ),
-        ("--prefill-tp", "prefill_tp", "Tensor-parallel size of each prefill instance. Default: 1."),
-        ("--decode-instances", "decode_instances", "Decode instances (y of xPyD). Default: 1."),
-        ("--decode-tp", "decode_tp", "Tensor-parallel size of each decode instance. Default: 1."),
-    ):
-        d.add_argument(flag, metavar="N", default=None, type=Number.of(int, flag, DisaggLayout, key), help=what)
-    d.add_argument(
-        "--kv-transfer-link",
-        choices=("nvlink", "rdma", "tcp"),
-        default=None,
-        help="How the KV cache goes from a prefill to a decode instance (planner.serve.disagg KV_LINKS, cited). "
-        "Default: rdma.",
-    )
+    add_disagg_flags(parser, "simulate the pools too, against aggregated replicas on the same GPUs")
     add_speculative_flags(parser)
     add_efficiency_flag(parser)
-
-
-def _disagg_layout(args: argparse.Namespace) -> DisaggLayout | None:
-    """The xPyD layout the disaggregation flags give, or None when --prefill-instances is not given."""
-    keys = ("prefill_tp", "decode_instances", "decode_tp", "kv_transfer_link")
-    if args.prefill_instances is None:
-        stray = [f"--{k.replace('_', '-')}" for k in keys if getattr(args, k) is not None]
-        if stray:
-            raise ScenarioError(
-                f"{', '.join(stray)} describe a disaggregated layout, which --prefill-instances turns on.",
-                hint="Add --prefill-instances N (and --decode-instances N), or drop them.",
-            )
-        return None
-    given = {k: getattr(args, k) for k in ("prefill_instances", *keys) if getattr(args, k) is not None}
-    return DisaggLayout(**given)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -316,7 +283,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         draft_model=load_draft_model(args),
     )
     out = {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
-    layout = _disagg_layout(args)
+    layout = disagg_layout_from_args(args)
     if layout is not None:
         comparison = compare_layouts(spec, hw, sc, workload, layout, efficiency_from_args(args, hw))
         out["disaggregated"] = to_jsonable(comparison)

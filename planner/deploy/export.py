@@ -97,6 +97,7 @@ VLLM_FLAGS: tuple[str, ...] = (
     "enable-prefix-caching",
     "enforce-eager",
     "speculative-config",
+    "kv-transfer-config",  # KVTransferConfig: kv_connector, kv_role (docs: features/nixl_connector_usage)
     "scheduling-policy",  # SchedulerConfig.policy: fcfs | priority
     "limit-mm-per-prompt",  # MultiModalConfig.limit_per_prompt: {"image": N}; all 0 skips loading the encoder
     # LoRA: vllm 0.33.0's wheel, vllm/engine/arg_utils.py EngineArgs.add_cli_args (the "LoRAConfig" group)
@@ -240,6 +241,12 @@ class Deployment(BaseModel):
         description="Host memory each pod requests, GiB (Kubernetes resources.requests.memory)."
     )
     app_name: str = Field(description="Base name of the Kubernetes objects (DNS-1035 label).")
+    kv_transfer_config: dict[str, str] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # an aggregated deployment's JSON stays what it was
+        description="vLLM --kv-transfer-config of a disaggregated prefill or decode pool (pd_bundle); None: "
+        "an aggregated deployment.",
+    )
 
 
 class Artefact(BaseModel):
@@ -519,6 +526,8 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
         args["enforce-eager"] = True
     if sc.speculative is not None:  # a mapping in the YAML (vLLM's loader turns it to JSON), JSON on a command line
         args["speculative-config"] = vllm_speculative_config(sc.speculative)
+    if dep.kv_transfer_config is not None:  # a mapping too, as --speculative-config
+        args["kv-transfer-config"] = dict(dep.kv_transfer_config)
     if sc.lora is not None:  # the adapters themselves are loaded at run time (--lora-modules or the API)
         args |= {"enable-lora": True, "max-loras": sc.lora.max_loras, "max-lora-rank": sc.lora.max_lora_rank}
         args["max-cpu-loras"] = sc.lora.cpu_loras
@@ -1054,3 +1063,85 @@ def export_bundle(
                 )
             )
     return ExportBundle(deployment=dep, profiles=chosen, artefacts=artefacts, warnings=warnings)
+
+
+#: The KV connector both pools of a disaggregated deployment run: vLLM's NixlConnector, one role for both sides
+#: (docs.vllm.ai features/nixl_connector_usage: prefiller and decoder each start with
+#: --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}').
+NIXL_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+#: The targets a disaggregated export writes per pool (SGLang's --disaggregation-mode and the bench command are
+#: not written for it yet).
+PD_TARGETS: tuple[Target, ...] = ("vllm-yaml", "vllm-cmd", "k8s")
+PD_ROLES = ("prefill", "decode")
+
+
+def pd_bundle(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    *,
+    prefill_instances: int,
+    prefill_tp: int,
+    decode_instances: int,
+    decode_tp: int,
+    expected: list[str] | None = None,
+    loaded: LoadedConfig | None = None,
+    revision: str | None = None,
+    image: str | None = None,
+    efficiency: Efficiency | None = None,
+) -> ExportBundle:
+    """A disaggregated prefill/decode deployment (xPyD): per pool, vLLM's config and command and a Kubernetes
+    manifest of ``instances`` replicas at its TP, each engine with the NIXL KV connector.
+
+    The prefill pool takes the throughput profile (a large step budget: it only prefills), the decode pool the
+    latency profile. ``expected``: lines (the disaggregated simulation's figures) written at the top of every
+    file as comments. A router that sends each request to a prefill and then a decode instance is not written:
+    llm-d's inference scheduler or vLLM's disaggregated proxy example does that part.
+    """
+    check_engine_accepts(model, sc, _planned_kv(model, hw, sc))
+    roles = {
+        "prefill": (prefill_instances, prefill_tp, throughput_profile),
+        "decode": (decode_instances, decode_tp, latency_profile),
+    }
+    artefacts, profiles, warnings, deps = [], [], [], []
+    for role, (instances, tp, builder) in roles.items():
+        sc_role = sc.model_copy(update={"tp": tp, "num_gpus": instances * tp * sc.pp})
+        dep, notes = deployment(model, hw, sc_role, loaded=loaded, revision=revision, image=image)
+        dep = dep.model_copy(update={"app_name": f"{dep.app_name}-{role}", "kv_transfer_config": NIXL_KV_TRANSFER})
+        prof = builder(model, hw, sc_role, efficiency)
+        warnings += [f"{role} pool: {note}" for note in notes + _weight_flags(model, sc_role)[2]]
+        header = _comment(
+            [
+                f"Disaggregated prefill/decode: the {role} pool, {instances} instance(s) at TP {tp}, "
+                f"KV over NixlConnector to the {'decode' if role == 'prefill' else 'prefill'} pool.",
+                "Route each request to a prefill then a decode instance (llm-d, or vLLM's disaggregated proxy).",
+                *(expected or []),
+                f"The 'Expected' lines below are one such engine serving alone ({prof.profile} profile), not the "
+                "pools together.",
+            ]
+        )
+        for target in PD_TARGETS:
+            writer = _WRITERS[target]
+            text = writer.write(model, dep, prof, warnings)
+            for other in PD_TARGETS:  # the files name each other by profile; here they are named by pool
+                text = text.replace(_WRITERS[other].file.format(p=prof.profile), _WRITERS[other].file.format(p=role))
+            artefacts.append(
+                Artefact(
+                    profile=prof.profile,
+                    target=target,
+                    filename=writer.file.format(p=role),
+                    description=f"{writer.description}, {role} pool",
+                    text=_with_header(text, header),
+                )
+            )
+        profiles.append(prof)
+        deps.append(dep)
+    return ExportBundle(deployment=deps[1], profiles=profiles, artefacts=artefacts, warnings=warnings)
+
+
+def _with_header(text: str, header: str) -> str:
+    """``header`` (comment lines) after a shebang line, if the file has one, else at the top."""
+    if text.startswith("#!"):
+        first, _, rest = text.partition("\n")
+        return f"{first}\n{header}{rest}"
+    return header + text
