@@ -235,6 +235,10 @@ def check_expert_parallel(model: ModelSpec, sc: Scenario) -> None:
 
 
 def _routed_experts(model: ModelSpec) -> int | None:
-    """The routed experts of the model's MoE layers (the largest count), None for a dense model."""
-    counts = [getattr(layer.ffn, "num_experts", 0) for layer in model.layers if layer.ffn is not None]
-    return max(counts, default=0) or None
+    """The routed experts of the model's MoE layers (the largest count), None for a dense model (memoized per
+    spec: ``getattr`` of a field a layer lacks takes pydantic's slow missing-attribute path, 80 times a call)."""
+    memo = derived(model)
+    if "routed_experts" not in memo:
+        counts = [getattr(layer.ffn, "num_experts", 0) for layer in model.layers if layer.ffn is not None]
+        memo["routed_experts"] = max(counts, default=0) or None
+    return memo["routed_experts"]
