@@ -134,3 +134,26 @@ def test_the_export_writes_each_pool_with_its_tp_replicas_and_the_nixl_connector
     assert "not written for disaggregated" in capsys.readouterr().err
     assert main([*argv, "--target", "all", "--output-dir", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)
+
+
+def test_the_slo_search_sets_the_fewest_gpu_split_beside_the_aggregated_recommendation(capsys):
+    argv = [
+        "slo", "meta-llama/Llama-3.1-8B", "--gpus", "h100-sxm", "--tp", "1,2", "--qps", "8", "--input-len", "6000",
+        "--output-len", "300", "--p99-tpot", "0.030", "--p99-ttft", "2.0", "--max-model-len", "16384",
+        "--requests-per-probe", "300", "--compare-disaggregated", "--format", "json",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    plan = json.loads(capsys.readouterr().out)
+    split = plan["disaggregated"]
+    rec = plan["recommendation"]
+    assert split["aggregated_gpus"] == rec["total_gpus"]
+    gpus = [c["gpus"] for c in split["tried"]]
+    assert gpus == sorted(gpus) and max(gpus) <= 1.5 * rec["total_gpus"]
+    assert [c["meets"] for c in split["tried"]][:-1] == [False] * (len(gpus) - 1)  # it stops at the first that meets
+    if split["best"] is not None:
+        assert split["best"] == split["tried"][-1] and split["best"]["meets"]
+        assert split["best"]["tpot_p99_seconds"] <= 0.030 and split["best"]["ttft_p99_seconds"] <= 2.0
+    assert split["verdict"].split(":")[0] in ("disaggregated wins", "a tie on GPUs", "aggregated wins")
+    assert "disaggregated" not in json.loads(
+        (main(argv[:-3] + ["--format", "json"]), capsys.readouterr().out)[1]
+    )  # off unless asked

@@ -26,6 +26,7 @@ from planner.efficiency import BOUND
 from planner.scenario import Scenario
 from planner.serve.simulate import LatencyStats
 from planner.serve.slo import (
+    MAX_DISAGG_PROBES,
     METRICS,
     SLO,
     CandidateSpace,
@@ -34,6 +35,7 @@ from planner.serve.slo import (
     SLOTarget,
     missing_price_hint,
     plan_slo,
+    search_disaggregated,
 )
 from planner.serve.workload import MAX_REQUESTS
 
@@ -198,6 +200,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Time steps with the pure roofline (no overheads): an optimistic bound, not an estimate.",
     )
+    q.add_argument(
+        "--compare-disaggregated",
+        action="store_true",
+        help="Also find the fewest-GPU disaggregated prefill/decode split of the recommended card that meets the "
+        f"targets (at most {MAX_DISAGG_PROBES} layouts simulated at the whole rate) and set it beside the "
+        "aggregated recommendation ('disaggregated' in the JSON).",
+    )
+    q.add_argument(
+        "--kv-transfer-link",
+        choices=("nvlink", "rdma", "tcp"),
+        default="rdma",
+        help="With --compare-disaggregated: how the KV cache goes between the pools. Default: %(default)s.",
+    )
 
 
 def run(args: argparse.Namespace) -> SLOPlan:
@@ -226,9 +241,13 @@ def run(args: argparse.Namespace) -> SLOPlan:
     settings = SearchSettings(
         requests_per_probe=args.requests_per_probe, rate_tolerance=args.tolerance, exhaustive=args.exhaustive
     )
-    return plan_slo(
-        spec, slo, workload_from_args(args), space, settings, efficiency=BOUND if args.bound else None, prices=prices
-    )
+    workload = workload_from_args(args)
+    efficiency = BOUND if args.bound else None
+    plan = plan_slo(spec, slo, workload, space, settings, efficiency=efficiency, prices=prices)
+    if not args.compare_disaggregated:
+        return plan
+    split = search_disaggregated(spec, plan, workload, settings, efficiency, prices, args.kv_transfer_link)
+    return plan.model_copy(update={"disaggregated": split})
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -352,6 +371,27 @@ def render_table(plan: SLOPlan) -> str:
                 right=(1, 2, 3),
             )
         )
+    if plan.disaggregated is not None:
+        split = plan.disaggregated
+        parts.append(
+            table(
+                ["layout", "GPUs", "$/hour", "P99 TTFT", "P99 TPOT", "meets SLO"],
+                [
+                    (
+                        c.layout.label,
+                        str(c.gpus),
+                        _money(c.usd_per_hour),
+                        "unknown" if c.ttft_p99_seconds is None else fmt_seconds(c.ttft_p99_seconds),
+                        "unknown" if c.tpot_p99_seconds is None else fmt_seconds(c.tpot_p99_seconds),
+                        "yes" if c.meets else f"no: {c.failing}",
+                    )
+                    for c in split.tried
+                ],
+                title=f"disaggregated prefill/decode against {split.aggregated_label} ({split.aggregated_gpus} GPUs)",
+                right=(1, 2, 3, 4),
+            )
+        )
+        parts.append(Text(split.verdict))
     for note in plan.notes:
         parts.append(f"note: {note}")
     parts.append(f"simulated ({plan.step_time_kind or 'no'} step times); search took {plan.search_seconds:.2f} s")

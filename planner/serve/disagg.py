@@ -339,3 +339,33 @@ def compare_layouts(
         aggregated_overloaded=agg.overloaded,
         verdict=verdict,
     )
+
+
+class DisaggCandidate(BaseModel):
+    """One xPyD layout probed at the whole target rate, against the SLO."""
+
+    model_config = _SPEC
+    layout: DisaggLayout = Field(description="The pools.")
+    gpus: int = Field(description="GPUs of both pools, a count.")
+    usd_per_hour: float | None = Field(description="GPUs x the card's $/GPU-hour; None without a price.")
+    meets: bool = Field(description="Every SLO target holds at the target rate.")
+    failing: str | None = Field(description="The first target that fails, with its value; None when all hold.")
+    ttft_p99_seconds: float | None = Field(description="P99 TTFT at the target rate, seconds.")
+    tpot_p99_seconds: float | None = Field(description="P99 TPOT at the target rate, seconds.")
+
+
+class DisaggSearch(BaseModel):
+    """The SLO search's best aggregated deployment beside the fewest-GPU disaggregated one that meets the SLO."""
+
+    model_config = _SPEC
+    kind: Literal["simulated"] = Field("simulated", description="What these numbers are.")
+    aggregated_label: str = Field(description="The aggregated recommendation (replicas x one replica).")
+    aggregated_gpus: int = Field(description="Its GPUs, a count.")
+    aggregated_usd_per_hour: float | None = Field(description="Its $/hour; None without a price.")
+    aggregated_limiting_target: str | None = Field(description="The target that bounds its rate per replica.")
+    best: DisaggCandidate | None = Field(description="The fewest-GPU xPyD layout that meets the SLO; None if none did.")
+    tried: tuple[DisaggCandidate, ...] = Field(
+        description="Every layout probed, in the order tried (fewest GPUs first)."
+    )
+    kv_transfer_link: Literal["nvlink", "rdma", "tcp"] = Field(description="The link the layouts were probed with.")
+    verdict: str = Field(description="Which wins, by GPUs and cost, and why (the binding target of each).")

@@ -69,7 +69,8 @@ from planner.estimate.roofline import PredictionKind
 from planner.hardware import HardwareProfile, get_profile, priced, resolve_prices
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from planner.serve.replica import scheduler_config
+from planner.serve.disagg import DisaggCandidate, DisaggLayout, DisaggSearch, simulate_disaggregated
+from planner.serve.replica import planned_replica, scheduler_config
 from planner.serve.saturation import SATURATION_WAVES, measure_saturation, saturated_run  # noqa: F401 (re-exported)
 from planner.serve.simulate import LatencyStats, SchedulerConfig, request_latencies, run_engine
 from planner.serve.workload import (
@@ -423,6 +424,12 @@ class SLOPlan(BaseModel):
     pareto: tuple[ParetoPoint, ...] = Field(description="Non-dominated probes, by increasing tokens/s per GPU.")
     notes: tuple[str, ...] = Field(description="Assumptions a reader needs (max_model_len chosen, pruning, pricing).")
     search_seconds: float = Field(description="Wall time of the search, in seconds.")
+    disaggregated: DisaggSearch | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # a plain search's JSON stays what it was
+        description="With --compare-disaggregated: the fewest-GPU prefill/decode layout meeting the SLO beside "
+        "the aggregated recommendation (search_disaggregated).",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1276,3 +1283,119 @@ def max_rate_per_replica(
     """The bisection for one scenario: largest rate per replica that meets ``slo`` (no costing)."""
     live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
     return _floor_row(live.cand, live.common()) or _bisected_row(live)
+
+
+#: Most xPyD layouts ``search_disaggregated`` simulates (each one run at the whole target rate).
+MAX_DISAGG_PROBES = 24
+#: It tries layouts of up to this many times the aggregated recommendation's GPUs.
+DISAGG_GPU_HEADROOM = 1.5
+
+
+def search_disaggregated(
+    model: ModelSpec,
+    plan: SLOPlan,
+    workload: Workload,
+    settings: SearchSettings | None = None,
+    efficiency: Efficiency | None = None,
+    prices: Mapping[str, float] | None = None,
+    kv_transfer_link: Literal["nvlink", "rdma", "tcp"] = "rdma",
+) -> DisaggSearch:
+    """The fewest GPUs a prefill/decode split of the recommended card needs to meet ``plan.slo`` at its rate.
+
+    Layouts: prefill and decode TP each from the recommendation's TP, half and double it (those that start),
+    x and y instances; tried by increasing GPU count (then fewer instances), up to ``DISAGG_GPU_HEADROOM`` x
+    the aggregated GPUs and ``MAX_DISAGG_PROBES`` simulations, each at the whole target rate with the
+    search's requests per probe. The first that meets every target is the answer: no layout with fewer GPUs
+    met it among those tried.
+    """
+    settings = settings or SearchSettings()
+    rec = plan.recommendation
+    if rec is None or rec.total_gpus is None:
+        raise ScenarioError(
+            "comparing disaggregated layouts needs an aggregated recommendation to start from; none met the SLO.",
+            hint="Loosen the targets or widen the candidates (--gpus, --tp) first.",
+        )
+    hw = get_profile(rec.gpu)
+    sc = rec.scenario
+    tps = []
+    for tp in sorted({max(1, rec.tp // 2), rec.tp, rec.tp * 2}):
+        try:
+            planned_replica(model, hw, sc.model_copy(update={"tp": tp, "num_gpus": None}))
+            tps.append(tp)
+        except ScenarioError:
+            continue
+    cap = math.floor(rec.total_gpus * DISAGG_GPU_HEADROOM)
+    layouts = sorted(
+        (
+            DisaggLayout(
+                prefill_instances=x, prefill_tp=p, decode_instances=y, decode_tp=d, kv_transfer_link=kv_transfer_link
+            )
+            for p in tps
+            for d in tps
+            for x in range(1, cap + 1)
+            for y in range(1, cap + 1)
+            if x * p + y * d <= cap
+        ),
+        key=lambda lay: (lay.gpus, lay.prefill_instances + lay.decode_instances, -lay.decode_tp),
+    )
+    price = (prices or {}).get(hw.id, hw.price_per_hour_usd)
+    probe = (
+        workload.model_copy(update={"num_requests": settings.requests_per_probe}) if not workload.classes else workload
+    )
+    tried: list[DisaggCandidate] = []
+    best = None
+    for layout in layouts[:MAX_DISAGG_PROBES]:
+        try:
+            res = simulate_disaggregated(model, hw, sc, probe, layout, efficiency)
+        except ScenarioError:
+            continue
+        stats = {"ttft": res.ttft_seconds, "tpot": res.tpot_seconds, "e2e": res.e2e_seconds}
+        failing = next(
+            (
+                f"{t.label} {v * 1e3:,.1f} ms > {t.seconds * 1e3:,.1f} ms" if v is not None else f"{t.label} unknown"
+                for t in plan.slo.targets
+                if (v := t.value(stats)) is None or v > t.seconds
+            ),
+            None,
+        )
+        cand = DisaggCandidate(
+            layout=layout,
+            gpus=res.gpus,
+            usd_per_hour=None if price is None else price * res.gpus,
+            meets=failing is None and res.num_rejected == 0,
+            failing=failing,
+            ttft_p99_seconds=res.ttft_seconds.p99 if res.ttft_seconds else None,
+            tpot_p99_seconds=res.tpot_seconds.p99 if res.tpot_seconds else None,
+        )
+        tried.append(cand)
+        if cand.meets:
+            best = cand
+            break
+    agg = f"{rec.replicas} x {rec.label}"
+    if best is None:
+        verdict = (
+            f"aggregated wins: {agg} meets the SLO on {rec.total_gpus} GPUs; no prefill/decode split of "
+            f"{hw.id} up to {cap} GPUs did ({len(tried)} tried"
+            + (f"; the last failed on {tried[-1].failing}" if tried and tried[-1].failing else "")
+            + ")."
+        )
+    else:
+        fewer = best.gpus < rec.total_gpus
+        same = best.gpus == rec.total_gpus
+        winner = "disaggregated wins" if fewer else ("a tie on GPUs" if same else "aggregated wins")
+        verdict = (
+            f"{winner}: {best.layout.label} meets the SLO on {best.gpus} GPUs against {rec.total_gpus} for {agg}"
+            f" (the aggregated rate per replica is bound by {rec.limiting_target or 'no single target'}). "
+            "A split pays when TPOT binds (decode steps without prefill chunks); when TTFT binds, the prefill "
+            "pool and the KV transfer add to every first token."
+        )
+    return DisaggSearch(
+        aggregated_label=agg,
+        aggregated_gpus=rec.total_gpus,
+        aggregated_usd_per_hour=rec.usd_per_hour,
+        aggregated_limiting_target=rec.limiting_target,
+        best=best,
+        tried=tuple(tried),
+        kv_transfer_link=kv_transfer_link,
+        verdict=verdict,
+    )
