@@ -139,9 +139,7 @@ def measure(page: str, changed_input: bool) -> dict[str, float]:
 
 def sidebar_only_seconds() -> float:
     """An unchanged rerun of the frame alone (set_page_config and the sidebar over an empty page): median of RUNS."""
-    script = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
+    script = """
 import streamlit as st
 from ui import sidebar
 st.set_page_config(page_title="LLM inference planner", layout="wide")
