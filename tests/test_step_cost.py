@@ -162,3 +162,27 @@ def test_an_allreduce_inside_a_cuda_graph_is_cheaper_than_launched_eagerly():
     graph = step.allreduce_seconds(eff, 2**20, 4, link, True, in_graph=True)
     assert eager * 1e6 == pytest.approx(40.2, rel=0.1)
     assert graph < eager / 2
+
+
+@pytest.mark.parametrize("repo,tp,engine", CASES)
+def test_one_binder_per_step_binds_every_op_as_a_fresh_bind_does(repo, tp, engine):
+    """The roofline binds a step's ops with one ``Binder`` (memos of the dtype, fractions, floors and collectives
+    per distinct input): every op must come out exactly as ``bind`` alone gives it, in both stages, eager and
+    in a graph, with the ops of every layer group and the model's own ops interleaved in one binder."""
+    from planner.estimate.resolve import resolve
+    from planner.estimate.roofline import Binder, bind, efficiency_for, engine_of, layer_groups, model_ops, step_shape
+
+    model, hw = catalog_model(repo), get_profile("h100-sxm")
+    sc = Scenario(tp=tp, engine=engine)
+    res, eff, eng = resolve(model, hw, sc), efficiency_for(hw, sc=sc), engine_of(sc)
+    checked = 0
+    for stage, batch, length in (("prefill", 3, 700), ("decode", 13, 3000)):
+        shape = step_shape(model, res, stage, batch, length)
+        ops = [op for _, idx in layer_groups(model) for op in model.layers[idx[0]].ops(shape)]
+        ops += model_ops(model, shape)
+        binder = Binder(hw, eff, res.tp, eng, shape.num_seqs, res.ep)
+        for graphs in (False, True):
+            for op in ops:
+                assert binder(op, graphs) == bind(op, hw, eff, res.tp, graphs, eng, shape.num_seqs, res.ep), op.name
+                checked += 1
+    assert checked >= 4 * 15  # both stages, both modes, every op of a layer at least

@@ -150,43 +150,96 @@ def bind(
     when the step's launches together outlast its kernels (``step.gpu_step_seconds``).
 
     The physics is ``planner.estimate.step`` (op_seconds, allreduce_seconds, launch_seconds); this
-    only looks up the card's peaks for the op and names the ceiling that binds.
+    only looks up the card's peaks for the op and names the ceiling that binds (``Binder``).
     """
-    compute_dtype = hw.compute_dtype_for(op.compute_dtype) or hw.compute_dtype_for("bf16") or "fp32"
-    launch = float(step.launch_seconds(eff, op.kernels, graphs))
-    if op.kind == "allreduce":
-        profile = engine or engine_of(None)
-        in_graph = graphs and profile.custom_allreduce_graph_fit
-        t = max(
-            step.allreduce_seconds(
-                eff, op.comm_bytes, tp, step.Link.for_group(hw, tp), profile.custom_allreduce, in_graph
-            ),
-            float(step.kernel_floor_seconds(eff, op.kernels)),
+    return Binder(hw, eff, tp, engine, seqs, ep)(op, graphs)
+
+
+class Binder:
+    """``bind`` for the many ops of one step: the same ``planner.estimate.step`` calls, each made once per
+    distinct input within the step (the card's math dtype and peak per op dtype, the fractions per kind and
+    GEMM rows, the floors per kind and kernel count, an all-reduce per payload), since the functions are pure.
+    A binder lives for one roofline call; it keeps nothing across calls."""
+
+    def __init__(
+        self,
+        hw: HardwareProfile,
+        eff: Efficiency,
+        tp: int,
+        engine: EngineProfile | None = None,
+        seqs: int = 1,
+        ep: int = 1,
+    ) -> None:
+        self.hw, self.eff, self.tp, self.engine, self.seqs, self.ep = hw, eff, tp, engine, seqs, ep
+        self._dtypes: dict[str, Dtype] = {}
+        self._fractions: dict[tuple[int, int], tuple[float, float]] = {}
+        self._launch: dict[tuple[int, bool], float] = {}
+        self._floor: dict[tuple[int, int], float] = {}
+        self._collective: dict[tuple[int, float, int, bool], float] = {}
+
+    def _dtype(self, op_dtype: str) -> Dtype:
+        cdt = self._dtypes.get(op_dtype)
+        if cdt is None:
+            hw = self.hw
+            cdt = hw.compute_dtype_for(op_dtype) or hw.compute_dtype_for("bf16") or "fp32"
+            self._dtypes[op_dtype] = cdt
+        return cdt
+
+    def __call__(self, op: Op, graphs: bool) -> tuple[float, Bound, float, float, float, Dtype]:
+        eff, code, kernels = self.eff, step.KIND_CODES[op.kind], op.kernels
+        compute_dtype = self._dtype(op.compute_dtype)
+        launch = self._launch.get((kernels, graphs))
+        if launch is None:
+            launch = self._launch[kernels, graphs] = float(step.launch_seconds(eff, kernels, graphs))
+        if code in (step.KIND_CODES["allreduce"], step.KIND_CODES["alltoall"]):
+            return self._collective_seconds(op, code, graphs), "interconnect", 0.0, 0.0, launch, compute_dtype
+        m = op.gemm_m_tokens if op.gemm_m_tokens is not None else MAX_GEMM_ROWS
+        fractions = self._fractions.get((code, m))
+        if fractions is None:
+            fractions = self._fractions[code, m] = step.op_fractions(eff, code, m)
+        floor = self._floor.get((code, kernels))
+        if floor is None:
+            floor = self._floor[code, kernels] = step.kernel_floor_seconds(eff, kernels) + step.attention_floor_seconds(
+                eff, code, kernels, self.seqs
+            )
+        hw = self.hw
+        t, t_c, t_m = (
+            float(x)
+            for x in step.bound_seconds(  # step.op_seconds: op_fractions, then bound_seconds
+                op.flops,
+                op.bytes,
+                fractions[0],
+                fractions[1],
+                hw.peak_flops_per_s[compute_dtype],
+                hw.hbm_bandwidth_bytes_per_s,
+                floor,
+            )
         )
-        return t, "interconnect", 0.0, 0.0, launch, compute_dtype
-    if op.kind == "alltoall":  # expert dispatch / combine over the EP group (tp x dp ranks)
-        t = max(
-            float(step.alltoall_seconds(eff, op.comm_bytes, ep, step.Link.for_group(hw, ep))),
-            float(step.kernel_floor_seconds(eff, op.kernels)),
-        )
-        return t, "interconnect", 0.0, 0.0, launch, compute_dtype
-    m = op.gemm_m_tokens if op.gemm_m_tokens is not None else MAX_GEMM_ROWS
-    t, t_c, t_m = (
-        float(x)
-        for x in step.op_seconds(
-            eff,
-            step.KIND_CODES[op.kind],
-            op.flops,
-            op.bytes,
-            m,
-            hw.peak_flops_per_s[compute_dtype],
-            hw.hbm_bandwidth_bytes_per_s,
-            step.kernel_floor_seconds(eff, op.kernels)
-            + step.attention_floor_seconds(eff, step.KIND_CODES[op.kind], op.kernels, seqs),
-        )
-    )
-    bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
-    return t, bound, t_c, t_m, launch, compute_dtype
+        bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
+        return t, bound, t_c, t_m, launch, compute_dtype
+
+    def _collective_seconds(self, op: Op, code: int, graphs: bool) -> float:
+        key = (code, op.comm_bytes, op.kernels, graphs)
+        t = self._collective.get(key)
+        if t is not None:
+            return t
+        eff, hw = self.eff, self.hw
+        if code == step.KIND_CODES["allreduce"]:
+            profile = self.engine or engine_of(None)
+            in_graph = graphs and profile.custom_allreduce_graph_fit
+            t = max(
+                step.allreduce_seconds(
+                    eff, op.comm_bytes, self.tp, step.Link.for_group(hw, self.tp), profile.custom_allreduce, in_graph
+                ),
+                float(step.kernel_floor_seconds(eff, op.kernels)),
+            )
+        else:  # expert dispatch / combine over the EP group (tp x dp ranks)
+            t = max(
+                float(step.alltoall_seconds(eff, op.comm_bytes, self.ep, step.Link.for_group(hw, self.ep))),
+                float(step.kernel_floor_seconds(eff, op.kernels)),
+            )
+        self._collective[key] = t
+        return t
 
 
 def uses_graphs(sc: Scenario, engine: EngineProfile, stage: Stage, batch: int) -> bool:
@@ -318,9 +371,13 @@ def roofline(
     rows: list[OpTime] = []
     row_layers: list[tuple[int, ...] | str] = []  # each row's layers, or the model op's name
 
+    binder = Binder(hw, eff, res.tp, engine, shape.num_seqs, res.ep)
+    replays = {code: bool(step.replays_graph(code, graphs, piecewise)) for code in set(step.KIND_CODES.values())}
+
     def add(op: Op, group: str, count: int, eager: bool = False) -> None:
-        in_graph = not eager and bool(step.replays_graph(step.KIND_CODES[op.kind], graphs, piecewise))
-        t, bound, t_c, t_m, t_l, cdt = bind(op, hw, eff, res.tp, in_graph, engine, shape.num_seqs, res.ep)
+        in_graph = not eager and replays[step.KIND_CODES[op.kind]]
+        t, bound, t_c, t_m, t_l, cdt = binder(op, in_graph)
+        nbytes = op.bytes
         rows.append(
             OpTime(
                 name=f"{group.split(':')[0]} / {op.name}",
@@ -328,8 +385,8 @@ def roofline(
                 count=count,
                 kind=op.kind,
                 flops=op.flops,
-                bytes=op.bytes,
-                arithmetic_intensity=(op.flops / op.bytes) if op.bytes else None,
+                bytes=nbytes,
+                arithmetic_intensity=(op.flops / nbytes) if nbytes else None,
                 compute_dtype=cdt,
                 bound=bound,
                 compute_seconds=t_c,
