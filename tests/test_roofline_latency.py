@@ -169,3 +169,32 @@ def test_calibrated_efficiency_is_labelled_calibrated():
     eff = BOUND.model_copy(update={"kind": "calibrated", "bandwidth_fraction": 0.5})
     est = estimate_latency(spec("meta-llama/Llama-3.1-8B"), hw, Scenario(workload=RequestShape()), efficiency=eff)
     assert est.kind == "calibrated"
+
+
+def test_latency_reuses_the_callers_rooflines_and_plan_only_when_they_are_this_steps():
+    """A what-if that already has the prefill and decode rooflines and the plan passes them: the estimate is
+    the same to the last digit; a roofline or plan of another step or scenario is refused by name."""
+    from planner.errors import ScenarioError
+    from planner.estimate.latency import decode_context_len
+    from planner.estimate.memory import plan_memory
+
+    model, hw = spec("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm")
+    sc = Scenario(tp=2, workload=RequestShape(input_len=1000, output_len=200, batch_size=8))
+    pre = roofline(model, hw, sc, "prefill", 8, 1000)
+    dec = roofline(model, hw, sc, "decode", 8, decode_context_len(1000, 200))
+    plan = plan_memory(model, hw, sc)  # with its suggestions: the same fits and KV tokens as suggest=False
+    alone = estimate_latency(model, hw, sc)
+    reused = estimate_latency(model, hw, sc, prefill_roofline=pre, decode_roofline=dec, memory_plan=plan)
+    assert reused.model_dump_json() == alone.model_dump_json()
+    wrong = [
+        ({"prefill_roofline": dec}, "prefill roofline passed to estimate_latency is of another step"),
+        ({"decode_roofline": roofline(model, hw, sc, "decode", 8, 1200)}, "needs ('decode', 8, 1100"),
+        ({"prefill_roofline": roofline(model, hw, sc, "prefill", 8, 1000, BOUND)}, "'bound'"),
+        ({"memory_plan": plan_memory(model, hw, sc.model_copy(update={"tp": 1}))}, "another scenario's"),
+    ]
+    for kwargs, message in wrong:
+        with pytest.raises(ScenarioError, match=message.replace("(", r"\(")):
+            estimate_latency(model, hw, sc, **kwargs)
+    piped = Scenario(pp=2, workload=sc.workload)
+    with pytest.raises(ScenarioError, match="decode roofline was passed to estimate_latency with --pp 2"):
+        estimate_latency(model, hw, piped, decode_roofline=roofline(model, hw, piped, "decode", 8, 1100))

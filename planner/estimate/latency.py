@@ -26,8 +26,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
+from planner.errors import ScenarioError
 from planner.estimate import multimodal, step
-from planner.estimate.memory import plan_memory
+from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.resolve import resolve
 from planner.estimate.roofline import (
     PredictionKind,
@@ -153,11 +154,20 @@ def estimate_latency(
     efficiency: Efficiency | None = None,
     check_memory: bool = True,
     draft_model: ModelSpec | None = None,
+    prefill_roofline: Roofline | None = None,
+    decode_roofline: Roofline | None = None,
+    memory_plan: MemoryPlan | None = None,
 ) -> LatencyEstimate:
     """TTFT, TPOT and throughput for a static batch (defaults from ``sc.workload``).
 
     With ``sc.speculative`` TPOT is the speculative step's time per token (``planner.estimate.speculative``;
     ``draft_model`` is the draft's spec for method draft) and E2E and throughput follow from it.
+
+    A caller that has already computed, for this same model, card and scenario, the prefill roofline of the
+    batch's prompts, the decode roofline at ``decode_context_len`` (pp 1) or the memory plan may pass them
+    (``prefill_roofline``, ``decode_roofline``, ``memory_plan``) instead of having them computed again; each is
+    checked against the step it stands for (stage, batch, length, kind, card, TP; the plan's resolved scenario)
+    and refused with a ScenarioError when it is another's.
     """
     wl = sc.workload
     B, n_in, n_out = batch_size or wl.batch_size, input_len or wl.input_len, output_len or wl.output_len
@@ -165,15 +175,21 @@ def estimate_latency(
     res = resolve(model, hw, sc)
     n_text, n_in = n_in, multimodal.prompt_tokens(model, sc, n_in)  # the images' tokens are prefilled too
     steps = cdiv(B * n_in, res.max_num_batched_tokens) if sc.enable_chunked_prefill else B
-    pre = roofline(model, hw, sc, "prefill", B, n_in, eff)
+    pre = _given_or_roofline(prefill_roofline, model, hw, sc, eff, "prefill", B, n_in, res.tp)
     ttft = first_token_seconds(pre.total_seconds, steps, B, eff, engine_of(sc))
     decode_context = decode_context_len(n_in, n_out)
     pipeline = None
     if res.pp > 1:
+        if decode_roofline is not None:
+            raise ScenarioError(
+                f"a decode roofline was passed to estimate_latency with --pp {res.pp}: a pipelined batch decodes "
+                "in micro-batches, whose rooflines it computes itself.",
+                hint="Pass decode_roofline only at --pp 1.",
+            )
         ttft, dec, pipeline = pipelined_batch(model, hw, sc, eff, B, n_in, steps, decode_context, pre)
         tpot = pipeline.decode_interval_seconds * pipeline.in_flight_batches
     else:
-        dec = roofline(model, hw, sc, "decode", B, decode_context, eff)
+        dec = _given_or_roofline(decode_roofline, model, hw, sc, eff, "decode", B, decode_context, res.tp)
         tpot = dec.total_seconds
     speculative = None
     if sc.speculative is not None:
@@ -184,7 +200,13 @@ def estimate_latency(
     tokens_per_s = B * n_out / e2e * replicas
     fits = None
     if check_memory:
-        plan = plan_memory(model, hw, sc, suggest=False)
+        if memory_plan is not None and (memory_plan.resolved != res or memory_plan.gpu_name != hw.name):
+            raise ScenarioError(
+                "the memory plan passed to estimate_latency is another scenario's (its resolved settings or card "
+                "differ from this one's).",
+                hint="Pass the plan_memory result of the same model, card and scenario, or none.",
+            )
+        plan = memory_plan or plan_memory(model, hw, sc, suggest=False)
         fits = plan.fits and plan.kv_cache_tokens >= B * (n_in + n_out)
     images = n_in > n_text
     return LatencyEstimate(
@@ -211,6 +233,31 @@ def estimate_latency(
         if images
         else None,
     )
+
+
+def _given_or_roofline(
+    given: Roofline | None,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    eff: Efficiency,
+    stage: Stage,
+    batch: int,
+    length: int,
+    tp: int,
+) -> Roofline:
+    """The caller's roofline of this step when it passed one (checked to be of this step), else computed."""
+    if given is None:
+        return roofline(model, hw, sc, stage, batch, length, eff)
+    want = (stage, batch, length, prediction_kind(eff), hw.name, tp)
+    got = (given.stage, given.batch, given.seq_len, given.kind, given.gpu, given.tp)
+    if got != want:
+        raise ScenarioError(
+            f"the {stage} roofline passed to estimate_latency is of another step: (stage, batch, length, kind, card, "
+            f"tp) {got}, where this estimate needs {want}.",
+            hint=f"Pass roofline(model, hw, sc, {stage!r}, {batch}, {length}) of the same scenario, or none.",
+        )
+    return given
 
 
 def _decode_bubble(p: PipelineEstimate) -> float:
