@@ -367,7 +367,10 @@ def test_step_models_are_shared_across_max_num_seqs(llama8b, monkeypatch):
             built.append(1)
             super().__init__(*a, **k)
 
+    import planner.serve.replica as replica_module
+
     monkeypatch.setattr(slo_module, "StepTimeModel", Counting)
+    monkeypatch.setattr(replica_module, "StepTimeModel", Counting)  # replica_step_cost builds the search's
     space = CandidateSpace(gpus=("h100-sxm",), tp=(1,), max_num_seqs=(64, 128, 256), base=H100)
     plan_slo(llama8b, SLO.of(p99_ttft=1.0), poisson(2.0), space, FAST)
     assert len(built) == 1

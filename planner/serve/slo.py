@@ -70,9 +70,9 @@ from planner.hardware import HardwareProfile, get_profile, priced, resolve_price
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.disagg import DisaggCandidate, DisaggLayout, DisaggSearch, simulate_disaggregated
-from planner.serve.replica import planned_replica, scheduler_config
+from planner.serve.replica import SpeculativeStepCost, planned_replica, replica_step_cost, scheduler_config
 from planner.serve.saturation import SATURATION_WAVES, measure_saturation, saturated_run  # noqa: F401 (re-exported)
-from planner.serve.simulate import LatencyStats, SchedulerConfig, request_latencies, run_engine
+from planner.serve.simulate import LatencyStats, SchedulerConfig, decode_speculation, request_latencies, run_engine
 from planner.serve.workload import (
     ConcurrencyArrivals,
     PoissonArrivals,
@@ -492,8 +492,9 @@ class _Recording:
     MAX_SPLIT_STEPS = 4000
     """The split is estimated on at most this many evenly spaced steps (it is a ratio of sums)."""
 
-    def __init__(self, step: StepTimeModel):
+    def __init__(self, step: StepTimeModel | SpeculativeStepCost):
         self.step = step
+        self.speculation = decode_speculation(step)  # the wrapped steps' speculation, for run_engine
         self.mixes: list[tuple[int, float, int, int, float]] = []
 
     def step_seconds(self, *, prefill_tokens, prefill_attention_pairs, decode_seqs, decode_kv_tokens) -> float:
@@ -524,7 +525,7 @@ class _Recording:
         return prefill / (prefill + decode) if prefill + decode > 0 else 0.0
 
 
-def prefill_seconds(step: StepTimeModel, tokens: int, budget_tokens: int) -> float:
+def prefill_seconds(step: StepTimeModel | SpeculativeStepCost, tokens: int, budget_tokens: int) -> float:
     """Seconds to prefill ``tokens`` alone in chunks of ``budget_tokens``, one step each."""
     total, start = 0.0, 0
     while start < tokens:
@@ -567,9 +568,12 @@ class _Candidate:
             n_out = max(2, round(_statistic(outputs, t.statistic)))
             cached = int(min(self.traffic.hit_rate * n_in, n_in - 1) // bs * bs)
             pre = prefill_seconds(self.step, n_in - cached, budget)
-            dec = self.step.step_seconds(
-                prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=1, decode_kv_tokens=n_in + n_out // 2
-            )
+            dec = (
+                self.step.step_seconds(
+                    prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=1, decode_kv_tokens=n_in + n_out // 2
+                )
+                / decode_speculation(self.step).tokens_per_step
+            )  # a speculative step gives E tokens on average
             metric = METRICS[t.metric]
             value = metric.alone(pre, dec, n_out)
             out.append((t, value, metric.why.format(n_in=n_in, n_out=n_out, value=fmt_seconds(value))))
@@ -924,13 +928,14 @@ def search_capacity(
     def card(gpu: str) -> HardwareProfile:
         return priced(profiles[gpu] if profiles and gpu in profiles else get_profile(gpu), prices)
 
-    steps: dict[str, StepTimeModel] = {}
+    steps: dict[str, StepTimeModel | SpeculativeStepCost] = {}
 
-    def step_model(hw: HardwareProfile, sc: Scenario) -> StepTimeModel:
-        """One step model per (card, split, precision): max_num_seqs does not change step times."""
+    def step_model(hw: HardwareProfile, sc: Scenario) -> StepTimeModel | SpeculativeStepCost:
+        """One step model per (card, split, precision): max_num_seqs does not change step times. With
+        ``sc.speculative`` the steps are speculative (``replica_step_cost``), as the simulator's."""
         key = sc.model_copy(update={"max_num_seqs": None}).model_dump_json()
         if key not in steps:
-            steps[key] = StepTimeModel(model, hw, sc, efficiency)
+            steps[key] = replica_step_cost(model, hw, sc, efficiency)
         return steps[key]
 
     screened = [_screen(model, sc, card, step_model, traffic, slo, settings) for sc in scenarios]
@@ -941,7 +946,7 @@ def _screen(
     model: ModelSpec,
     sc: Scenario,
     card: Callable[[str], HardwareProfile],
-    step_model: Callable[[HardwareProfile, Scenario], StepTimeModel],
+    step_model: Callable[[HardwareProfile, Scenario], StepTimeModel | SpeculativeStepCost],
     traffic: _Traffic,
     slo: SLO,
     settings: SearchSettings,
@@ -1244,7 +1249,7 @@ def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> _Live:
             f"{model.name} on {sc.tp * sc.pp} x {hw.name}: {plan.reason}.",
             hint="Pick a scenario the Memory page says fits.",
         )
-    cand = _Candidate(model, hw, sc, plan, step or StepTimeModel(model, hw, sc, efficiency), traffic, slo, settings)
+    cand = _Candidate(model, hw, sc, plan, step or replica_step_cost(model, hw, sc, efficiency), traffic, slo, settings)
     return _Live(cand, cand.saturate())
 
 
@@ -1257,7 +1262,7 @@ def sweep_rates(
     slo: SLO | None = None,
     settings: SearchSettings | None = None,
     efficiency: Efficiency | None = None,
-    step_model: StepTimeModel | None = None,
+    step_model: StepTimeModel | SpeculativeStepCost | None = None,
 ) -> tuple[float, tuple[Probe, ...]]:
     """(saturation rate, probes) of one replica at each rate: latency percentiles vs load.
 
@@ -1278,7 +1283,7 @@ def max_rate_per_replica(
     slo: SLO,
     settings: SearchSettings | None = None,
     efficiency: Efficiency | None = None,
-    step_model: StepTimeModel | None = None,
+    step_model: StepTimeModel | SpeculativeStepCost | None = None,
 ) -> CandidateResult:
     """The bisection for one scenario: largest rate per replica that meets ``slo`` (no costing)."""
     live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
