@@ -198,3 +198,21 @@ def test_latency_reuses_the_callers_rooflines_and_plan_only_when_they_are_this_s
     piped = Scenario(pp=2, workload=sc.workload)
     with pytest.raises(ScenarioError, match="decode roofline was passed to estimate_latency with --pp 2"):
         estimate_latency(model, hw, piped, decode_roofline=roofline(model, hw, piped, "decode", 8, 1100))
+
+
+@pytest.mark.parametrize("repo", MODELS)
+def test_the_rows_built_without_validation_are_the_validated_rows(repo):
+    """The roofline builds its OpTime rows from values it computed (``computed_row``, no validation pass): each
+    row must equal its validated copy field for field and type for type (its JSON dump byte for byte), so a
+    value of the wrong type (an int where a float belongs, a bound outside the Literal) cannot slip through."""
+    from planner.estimate.roofline import OpTime
+
+    model, hw = spec(repo), get_profile("h100-sxm")
+    for stage, batch, length in (("prefill", 2, 900), ("decode", 7, 3000)):
+        for sc in (Scenario(), Scenario(engine="eager")):
+            for row in roofline(model, hw, sc, stage, batch, length).layers:
+                valid = OpTime.model_validate(row.model_dump())
+                assert row == valid
+                assert row.model_dump_json() == valid.model_dump_json()
+                assert [type(v) for v in row.model_dump().values()] == [type(v) for v in valid.model_dump().values()]
+                assert row.model_fields_set == valid.model_fields_set

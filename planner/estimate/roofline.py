@@ -19,7 +19,7 @@ card's measured factors it is *calibrated*.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,6 +114,24 @@ class Roofline(BaseModel):
     )
 
 
+_set = object.__setattr__
+
+
+def computed_row(values: dict[str, Any]) -> OpTime:
+    """An ``OpTime`` of values the roofline computed itself from validated ops and the card (every field given,
+    each of its type: floats from ``bind``, the op's own name, kind and counts), built without validating them
+    again: what ``OpTime.model_construct`` does (set the instance's ``__dict__`` and its fields-set), without
+    its per-field default and alias handling, which costs more than validation. The ``Roofline`` that holds
+    the rows is validated as usual; tests/test_roofline_latency.py checks that every row equals its
+    validated copy, dump for dump."""
+    row = OpTime.__new__(OpTime)
+    _set(row, "__dict__", values)
+    _set(row, "__pydantic_fields_set__", set(values))
+    _set(row, "__pydantic_extra__", None)
+    _set(row, "__pydantic_private__", None)
+    return row
+
+
 def prediction_kind(eff: Efficiency) -> PredictionKind:
     """The kind of a prediction made with these factors: the factors' own kind (one word for both)."""
     return eff.kind
@@ -155,11 +173,17 @@ def bind(
     return Binder(hw, eff, tp, engine, seqs, ep)(op, graphs)
 
 
+#: Kind codes of the collectives (``step.KIND_CODES``): bound by their link, not by the card's peaks.
+_ALLREDUCE, _ALLTOALL = step.KIND_CODES["allreduce"], step.KIND_CODES["alltoall"]
+_COLLECTIVES = frozenset({_ALLREDUCE, _ALLTOALL})
+
+
 class Binder:
     """``bind`` for the many ops of one step: the same ``planner.estimate.step`` calls, each made once per
-    distinct input within the step (the card's math dtype and peak per op dtype, the fractions per kind and
-    GEMM rows, the floors per kind and kernel count, an all-reduce per payload), since the functions are pure.
-    A binder lives for one roofline call; it keeps nothing across calls."""
+    distinct input within the step, since the functions are pure: what depends only on an op's math dtype,
+    kind, GEMM rows, kernels and graph replay (the card's dtype and peak, the achieved fractions, the launch
+    cost and the GPU floor) once per such signature, a collective once per payload. A binder lives for one
+    roofline call; it keeps nothing across calls."""
 
     def __init__(
         self,
@@ -171,50 +195,34 @@ class Binder:
         ep: int = 1,
     ) -> None:
         self.hw, self.eff, self.tp, self.engine, self.seqs, self.ep = hw, eff, tp, engine, seqs, ep
-        self._dtypes: dict[str, Dtype] = {}
-        self._fractions: dict[tuple[int, int], tuple[float, float]] = {}
-        self._launch: dict[tuple[int, bool], float] = {}
-        self._floor: dict[tuple[int, int], float] = {}
+        self._signatures: dict[tuple[str, int, int | None, int, bool], tuple[Any, ...]] = {}
         self._collective: dict[tuple[int, float, int, bool], float] = {}
 
-    def _dtype(self, op_dtype: str) -> Dtype:
-        cdt = self._dtypes.get(op_dtype)
-        if cdt is None:
-            hw = self.hw
-            cdt = hw.compute_dtype_for(op_dtype) or hw.compute_dtype_for("bf16") or "fp32"
-            self._dtypes[op_dtype] = cdt
-        return cdt
+    def _signature(self, op_dtype: str, code: int, m: int | None, kernels: int, graphs: bool) -> tuple[Any, ...]:
+        """(math dtype, launch seconds, compute fraction, memory fraction, peak FLOP/s, GPU floor seconds)."""
+        hw, eff = self.hw, self.eff
+        compute_dtype = hw.compute_dtype_for(op_dtype) or hw.compute_dtype_for("bf16") or "fp32"
+        launch = float(step.launch_seconds(eff, kernels, graphs))
+        if code in _COLLECTIVES:
+            return compute_dtype, launch, None, None, None, None
+        f_compute, f_memory = step.op_fractions(eff, code, m if m is not None else MAX_GEMM_ROWS)
+        floor = step.kernel_floor_seconds(eff, kernels) + step.attention_floor_seconds(eff, code, kernels, self.seqs)
+        return compute_dtype, launch, f_compute, f_memory, hw.peak_flops_per_s[compute_dtype], floor
 
     def __call__(self, op: Op, graphs: bool) -> tuple[float, Bound, float, float, float, Dtype]:
-        eff, code, kernels = self.eff, step.KIND_CODES[op.kind], op.kernels
-        compute_dtype = self._dtype(op.compute_dtype)
-        launch = self._launch.get((kernels, graphs))
-        if launch is None:
-            launch = self._launch[kernels, graphs] = float(step.launch_seconds(eff, kernels, graphs))
-        if code in (step.KIND_CODES["allreduce"], step.KIND_CODES["alltoall"]):
+        code = step.KIND_CODES[op.kind]
+        key = (op.compute_dtype, code, op.gemm_m_tokens, op.kernels, graphs)
+        known = self._signatures.get(key)
+        if known is None:
+            known = self._signatures[key] = self._signature(*key)
+        compute_dtype, launch, f_compute, f_memory, peak, floor = known
+        if code in _COLLECTIVES:
             return self._collective_seconds(op, code, graphs), "interconnect", 0.0, 0.0, launch, compute_dtype
-        m = op.gemm_m_tokens if op.gemm_m_tokens is not None else MAX_GEMM_ROWS
-        fractions = self._fractions.get((code, m))
-        if fractions is None:
-            fractions = self._fractions[code, m] = step.op_fractions(eff, code, m)
-        floor = self._floor.get((code, kernels))
-        if floor is None:
-            floor = self._floor[code, kernels] = step.kernel_floor_seconds(eff, kernels) + step.attention_floor_seconds(
-                eff, code, kernels, self.seqs
-            )
-        hw = self.hw
-        t, t_c, t_m = (
-            float(x)
-            for x in step.bound_seconds(  # step.op_seconds: op_fractions, then bound_seconds
-                op.flops,
-                op.bytes,
-                fractions[0],
-                fractions[1],
-                hw.peak_flops_per_s[compute_dtype],
-                hw.hbm_bandwidth_bytes_per_s,
-                floor,
-            )
+        # step.op_seconds is op_fractions (above, per signature), then bound_seconds
+        t, t_c, t_m = step.bound_seconds(
+            op.flops, op.bytes, f_compute, f_memory, peak, self.hw.hbm_bandwidth_bytes_per_s, floor
         )
+        t, t_c, t_m = float(t), float(t_c), float(t_m)
         bound: Bound = "compute" if t == t_c and t_c > 0 else ("memory" if t == t_m and t_m > 0 else "overhead")
         return t, bound, t_c, t_m, launch, compute_dtype
 
@@ -224,7 +232,7 @@ class Binder:
         if t is not None:
             return t
         eff, hw = self.eff, self.hw
-        if code == step.KIND_CODES["allreduce"]:
+        if code == _ALLREDUCE:
             profile = self.engine or engine_of(None)
             in_graph = graphs and profile.custom_allreduce_graph_fit
             t = max(
@@ -372,35 +380,38 @@ def roofline(
     row_layers: list[tuple[int, ...] | str] = []  # each row's layers, or the model op's name
 
     binder = Binder(hw, eff, res.tp, engine, shape.num_seqs, res.ep)
-    replays = {code: bool(step.replays_graph(code, graphs, piecewise)) for code in set(step.KIND_CODES.values())}
+    replays = {kind: bool(step.replays_graph(code, graphs, piecewise)) for kind, code in step.KIND_CODES.items()}
 
-    def add(op: Op, group: str, count: int, eager: bool = False) -> None:
-        in_graph = not eager and replays[step.KIND_CODES[op.kind]]
+    def add(op: Op, group: str, count: int, eager: bool = False, prefix: str | None = None) -> None:
+        in_graph = not eager and replays[op.kind]
         t, bound, t_c, t_m, t_l, cdt = binder(op, in_graph)
         nbytes = op.bytes
         rows.append(
-            OpTime(
-                name=f"{group.split(':')[0]} / {op.name}",
-                group=group,
-                count=count,
-                kind=op.kind,
-                flops=op.flops,
-                bytes=nbytes,
-                arithmetic_intensity=(op.flops / nbytes) if nbytes else None,
-                compute_dtype=cdt,
-                bound=bound,
-                compute_seconds=t_c,
-                memory_seconds=t_m,
-                overhead_seconds=t_l,
-                seconds=t,
-                total_seconds=t * count,
+            computed_row(
+                {
+                    "name": f"{prefix or group.split(':')[0]} / {op.name}",
+                    "group": group,
+                    "count": count,
+                    "kind": op.kind,
+                    "flops": op.flops,
+                    "bytes": nbytes,
+                    "arithmetic_intensity": (op.flops / nbytes) if nbytes else None,
+                    "compute_dtype": cdt,
+                    "bound": bound,
+                    "compute_seconds": t_c,
+                    "memory_seconds": t_m,
+                    "overhead_seconds": t_l,
+                    "seconds": t,
+                    "total_seconds": t * count,
+                }
             )
         )
 
     for group, idx in layer_groups(model):
+        prefix, layers = group.split(":")[0], tuple(idx)
         for op in model.layers[idx[0]].ops(shape):
-            add(op, group, len(idx))
-            row_layers.append(tuple(idx))
+            add(op, group, len(idx), prefix=prefix)
+            row_layers.append(layers)
     if stage == "prefill":  # the images' encoder forward runs in the step that prefills their tokens, eagerly
         for group, count, ops in multimodal.encoder_rows(model, sc, shape, batch):  # (outside the CUDA graphs)
             for op in ops:
