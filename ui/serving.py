@@ -62,7 +62,7 @@ def rate_sweep(
     ``num_requests`` do not change it: both are set to one value before the cache looks, and a new
     request rate on the page is a cache hit here.
     """
-    return _rate_sweep(model, hw, sc, _sweep_key_workload(workload), slo)
+    return _rate_sweep(model, hw, sc, _sweep_key_workload(workload), slo, draft)
 
 
 def _sweep_key_workload(workload: ServedWorkload) -> ServedWorkload:
@@ -78,9 +78,14 @@ def _sweep_key_workload(workload: ServedWorkload) -> ServedWorkload:
 
 @st.cache_data(**SIMULATION)
 def _rate_sweep(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, slo: SLO | None
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: ServedWorkload,
+    slo: SLO | None,
+    draft: ModelSpec | None = None,
 ) -> tuple[float, tuple[Probe, ...]]:
-    return sweep_rates(model, hw, sc, workload, slo=slo)
+    return sweep_rates(model, hw, sc, workload, slo=slo, draft_model=draft)
 
 
 @st.cache_data(**SIMULATION)
@@ -91,6 +96,7 @@ def cheapest(
     space: CandidateSpace,
     settings: SearchSettings,
     prices: dict[str, float] | None = None,
+    draft: ModelSpec | None = None,
 ) -> SLOPlan:
     """The cheapest deployment in ``space`` that meets ``slo`` at the workload's rate, with the user's $/GPU-hour
     by card over the profiles' (``ui.prices``): ``planner.serve.slo.plan_slo``, in its two halves.
@@ -99,7 +105,7 @@ def cheapest(
     sessions (:func:`_capacity_search`); a new request rate only costs ``plan_at_rate`` (the operating points
     of the rows that meet the targets). The answer is ``plan_slo``'s, number for number.
     """
-    shared = _capacity_search(model, slo, _sweep_key_workload(workload), space, settings, prices or None)
+    shared = _capacity_search(model, slo, _sweep_key_workload(workload), space, settings, prices or None, draft)
     rate = workload.arrivals.request_rate_per_s if isinstance(workload.arrivals, PoissonArrivals) else None
     with shared.lock:  # plan_at_rate runs a candidate's bisection once, into the shared search
         return plan_at_rate(shared.search, rate)
@@ -126,6 +132,7 @@ def _capacity_search(
     space: CandidateSpace,
     settings: SearchSettings,
     prices: dict[str, float] | None,
+    draft: ModelSpec | None = None,
 ) -> SharedSearch:
     """``search_capacity`` for a Poisson workload at 1 req/s (``_sweep_key_workload``): it scales one draw of
     arrivals to every rate, so every rate of the same shape shares it.
@@ -135,6 +142,7 @@ def _capacity_search(
     keyed on the JSON of every input, and is extended under its own lock.
     """
     parts = [m.model_dump_json() for m in (model, slo, workload, space, settings)]
+    parts.append(draft.model_dump_json() if draft is not None else "")
     parts.append(json.dumps(sorted((prices or {}).items())))
     key = hashlib.blake2b("\n".join(parts).encode(), digest_size=20).digest()
     with _SEARCHES_LOCK:
@@ -142,7 +150,7 @@ def _capacity_search(
         if shared is not None:
             _SEARCHES.move_to_end(key)
             return shared
-    shared = SharedSearch(search_capacity(model, slo, workload, space, settings, prices=prices))
+    shared = SharedSearch(search_capacity(model, slo, workload, space, settings, prices=prices, draft_model=draft))
     with _SEARCHES_LOCK:
         shared = _SEARCHES.setdefault(key, shared)  # another session may have searched meanwhile: keep one
         while len(_SEARCHES) > SEARCHES_KEPT:

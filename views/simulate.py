@@ -217,7 +217,7 @@ with time_tab:
 
 st.subheader("Latency vs request rate")
 with shown_errors("Sweeping the request rate"):
-    saturation, probes = rate_sweep(model, hw, sc, workload, slo)
+    saturation, probes = rate_sweep(model, hw, sc, workload, slo, inputs.draft)
 left, right = st.columns(2)
 targets_by_metric = {t.metric: t.seconds for t in slo.targets} if slo else {}
 left.plotly_chart(
@@ -282,7 +282,7 @@ with shown_errors("Searching deployments"):
     space = CandidateSpace(
         gpus=tuple(gpus), tp=tuple(tps), weight_dtypes=tuple(weights), kv_cache_dtypes=tuple(kvs), base=base
     )
-    plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive), prices)
+    plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive), prices, inputs.draft)
 
 best = plan.recommendation
 if best is None:

@@ -902,6 +902,7 @@ def search_capacity(
     efficiency: Efficiency | None = None,
     profiles: dict[str, HardwareProfile] | None = None,
     prices: Mapping[str, float] | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> CapacitySearch:
     """The rate-free half of ``plan_slo`` (same arguments): every candidate of ``space`` screened (card, TP
     within a node, memory plan, floors) and the knee of each that passes. Bisections run later, in
@@ -935,7 +936,7 @@ def search_capacity(
         ``sc.speculative`` the steps are speculative (``replica_step_cost``), as the simulator's."""
         key = sc.model_copy(update={"max_num_seqs": None}).model_dump_json()
         if key not in steps:
-            steps[key] = replica_step_cost(model, hw, sc, efficiency)
+            steps[key] = replica_step_cost(model, hw, sc, efficiency, draft_model)
         return steps[key]
 
     screened = [_screen(model, sc, card, step_model, traffic, slo, settings) for sc in scenarios]
@@ -1104,6 +1105,7 @@ def plan_slo(
     efficiency: Efficiency | None = None,
     profiles: dict[str, HardwareProfile] | None = None,
     prices: Mapping[str, float] | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> SLOPlan:
     """The cheapest deployment of ``model`` that serves ``workload`` (its Poisson rate is the total
     target) within ``slo``, every candidate of ``space`` with its verdict, and the Pareto front.
@@ -1114,7 +1116,9 @@ def plan_slo(
     ``prices`` sets US dollars per GPU-hour by card (id or alias), over the profiles' ``price_per_hour_usd``.
     The two halves, for a caller that changes only the rate: ``search_capacity`` and ``plan_at_rate``.
     """
-    return plan_at_rate(search_capacity(model, slo, workload, space, settings, efficiency, profiles, prices))
+    return plan_at_rate(
+        search_capacity(model, slo, workload, space, settings, efficiency, profiles, prices, draft_model)
+    )
 
 
 def _ranking(cards: Sequence[HardwareProfile], notes: list[str]) -> Literal["usd_per_hour", "gpus"]:
@@ -1240,7 +1244,7 @@ def pareto_front(points: Sequence[tuple[str, Probe]]) -> tuple[ParetoPoint, ...]
 # ------------------------------------------------------------------------------------------------
 
 
-def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> _Live:
+def _single(model, hw, sc, workload, slo, settings, efficiency, step, draft_model=None) -> _Live:
     settings = settings or SearchSettings()
     traffic = _Traffic(workload, _draws(settings, (sc.max_num_seqs,)))
     plan = plan_memory(model, hw, sc, suggest=False)
@@ -1249,7 +1253,8 @@ def _single(model, hw, sc, workload, slo, settings, efficiency, step) -> _Live:
             f"{model.name} on {sc.tp * sc.pp} x {hw.name}: {plan.reason}.",
             hint="Pick a scenario the Memory page says fits.",
         )
-    cand = _Candidate(model, hw, sc, plan, step or replica_step_cost(model, hw, sc, efficiency), traffic, slo, settings)
+    step = step or replica_step_cost(model, hw, sc, efficiency, draft_model)
+    cand = _Candidate(model, hw, sc, plan, step, traffic, slo, settings)
     return _Live(cand, cand.saturate())
 
 
@@ -1263,12 +1268,14 @@ def sweep_rates(
     settings: SearchSettings | None = None,
     efficiency: Efficiency | None = None,
     step_model: StepTimeModel | SpeculativeStepCost | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> tuple[float, tuple[Probe, ...]]:
     """(saturation rate, probes) of one replica at each rate: latency percentiles vs load.
 
-    ``rates`` default to 10 steps up to the utilization cap. With ``slo`` each probe has a verdict.
+    ``rates`` default to 10 steps up to the utilization cap. With ``slo`` each probe has a verdict. With
+    ``sc.speculative`` the steps are speculative (``draft_model``: the draft's spec for method draft).
     """
-    live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
+    live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model, draft_model)
     saturation = live.saturation
     if rates is None:
         rates = [UTILIZATION_CAP * saturation * k / 10 for k in range(1, 11)]
@@ -1284,9 +1291,10 @@ def max_rate_per_replica(
     settings: SearchSettings | None = None,
     efficiency: Efficiency | None = None,
     step_model: StepTimeModel | SpeculativeStepCost | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> CandidateResult:
     """The bisection for one scenario: largest rate per replica that meets ``slo`` (no costing)."""
-    live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model)
+    live = _single(model, hw, sc, workload, slo, settings, efficiency, step_model, draft_model)
     return _floor_row(live.cand, live.common()) or _bisected_row(live)
 
 
