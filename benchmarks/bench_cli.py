@@ -29,8 +29,11 @@ def plan_command(model: str, extra: tuple[str, ...] = ()) -> list[str]:
 
 
 def environment() -> dict[str, str]:
-    """This checkout first on the path, the Hub off (a catalog model needs none)."""
+    """This checkout first on the path, the Hub off (a catalog model needs none), and bytecode written: the
+    warm-up run compiles what a user's install has compiled once (with PYTHONDONTWRITEBYTECODE=1, as some
+    sandboxes set, every module edited since its last .pyc was recompiled on every timed run)."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["HF_HUB_OFFLINE"] = "1"
     return env
