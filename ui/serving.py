@@ -54,7 +54,12 @@ def simulated(
 
 
 def rate_sweep(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, slo: SLO | None
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: ServedWorkload,
+    slo: SLO | None,
+    draft: ModelSpec | None = None,
 ) -> tuple[float, tuple[Probe, ...]]:
     """(sustainable rate, probes) of one replica over request rates (``planner.serve.slo.sweep_rates``).
 
