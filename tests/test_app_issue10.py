@@ -591,7 +591,7 @@ def test_plan_downloads_the_plan_as_json_and_its_terms_as_csv(downloads):
 
     cli_keys = set(plan.model_dump(mode="json"))  # what the CLI writes: optional keys (LoRA) only when set
     assert cli_keys <= set(MemoryPlan.model_fields)
-    assert set(document) == {"model", "gpu_id", "scenario", *cli_keys}  # the CLI's keys but 'kinds'
+    assert set(document) == {"model", "gpu_id", "scenario", "placement", *cli_keys}  # the CLI's keys but 'kinds'
     assert [t["name"] for t in document["terms"]] == [t.name for t in plan.terms]
     data, mime = downloads["plan-terms.csv"]
     terms = pd.read_csv(io.BytesIO(data))

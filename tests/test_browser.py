@@ -325,6 +325,53 @@ def test_issue12_speculation_on_latency_and_lora_on_plan(server: str, browser_pa
     assert page.outside == []
 
 
+def test_issue11_placement_on_plan_and_disaggregation_on_simulate(server: str, browser_page) -> None:
+    """Parallelism from a link: the Plan page's placement picture (70B at TP 4 x PP 2 over two nodes: 8 GPU cells,
+    the stage boundary over the network) with the Parallelism expander open, and the Simulate page's disaggregated
+    section turned on by the link (1P2D over NVLink), its verdict the core's; screenshots of both."""
+    from planner.estimate.placement import place
+    from planner.serve.disagg import DisaggLayout, compare_layouts
+    from planner.serve.replica import length_distribution
+    from planner.serve.workload import PoissonArrivals, Workload
+
+    page = browser_page
+    page.set_viewport_size({"width": 1440, "height": 2400})
+    name = "meta-llama/Llama-3.1-70B"
+    spec = build_spec(load_config(name).config, name)
+    core = place(spec, get_profile("h100-sxm"), Scenario(tp=4, pp=2, num_nodes=2))
+    page.goto(f"{server}/?model={name}&tp=4&pp=2&nodes=2")
+    wait_idle(page)
+    page.get_by_text("Parallelism", exact=True).click()
+    wait_idle(page)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "Placement: which GPU holds what" in body and "stage 0 → 1 over the network (InfiniBand/RoCE)" in body
+    assert core.stages[0].send_link == "network"
+    figure = page.locator('[data-testid="stPlotlyChart"]').nth(1)  # the memory bar, then the placement
+    for rank in range(8):
+        assert f"GPU {rank}" in figure.inner_text()
+    shot(page, "issue11-plan-placement")
+
+    page.goto(f"{server}/simulate?pd=1&pd_d=2&pd_link=nvlink")
+    wait_idle(page)
+    assert_no_exception(page)
+    small = build_spec(load_config("meta-llama/Llama-3.1-8B").config, "meta-llama/Llama-3.1-8B")
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=10.0),
+        num_requests=1000,
+        input_tokens=length_distribution("fixed", 1024, 0, "prompt length"),
+        output_tokens=length_distribution("fixed", 256, 0, "output length"),
+        prefix_cache_hit_rate=0.0,
+        seed=0,
+    )
+    layout = DisaggLayout(decode_instances=2, kv_transfer_link="nvlink")
+    cmp = compare_layouts(small, get_profile("h100-sxm"), Scenario(), workload, layout)
+    assert cmp.verdict in page.inner_text("body")
+    page.get_by_text("Disaggregated prefill/decode", exact=True).scroll_into_view_if_needed()
+    shot(page, "issue11-simulate-disaggregated")
+    assert page.outside == []
+
+
 @pytest.mark.skipif(
     os.environ.get("PLANNER_SCREENSHOTS") != "1", reason="set PLANNER_SCREENSHOTS=1 to refresh the README screenshots"
 )

@@ -28,12 +28,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from planner.units import GiB
-from ui.derived import plottable_ops
+from ui.derived import PLACEMENT_COLUMNS, placement_cells, placement_rows_per_node, plottable_ops
 
 if TYPE_CHECKING:  # types only: the first page after a server start does not import the simulator
     import pandas as pd
 
     from planner.estimate.memory import MemoryPlan
+    from planner.estimate.placement import Placement
     from planner.estimate.roofline import Roofline
     from planner.hardware import HardwareProfile
     from planner.serve.replica import ServingResult
@@ -52,6 +53,10 @@ TERM_COLORS = {
     "lora": "#EECA3B",
 }
 KIND_STYLE = {"estimate": ("#4C78A8", "solid"), "calibrated": ("#54A24B", "solid"), "bound": ("#7F7F7F", "dot")}
+PIPELINE_STAGE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#EECA3B")
+"""Fill of a placement cell by pipeline stage (cycled past eight stages)."""
+LABELLED_CELLS = 64
+"""Up to this many GPUs a placement cell carries its label; beyond, the cells are too small and only hover says."""
 STAGE_STYLE = {"prefill": ("#E45756", "circle"), "decode": ("#4C78A8", "diamond")}
 MEMO_ENTRIES = 128
 """Figures kept as plain data, least recently used dropped first (a few to 100 kB each)."""
@@ -162,6 +167,73 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
     )
     fig.update_xaxes(title=None, ticksuffix=" GiB", range=[0, max(total, used) * 1.1])  # room for the labels
     fig.update_yaxes(showticklabels=False)
+    return fig
+
+
+@_memoized
+def placement_map(p: Placement) -> go.Figure:
+    """One cell per GPU of the replica, grouped by node (a row of up to eight per node, the y axis names it),
+    colored by pipeline stage and labelled with what the rank holds (``ui.derived.placement_cells``)."""
+    cells = placement_cells(p)
+    rows = p.num_nodes * placement_rows_per_node(p)
+    columns = min(p.gpus_per_pod, PLACEMENT_COLUMNS)
+    fig = go.Figure()
+    gap = 0.05
+    for cell in cells:
+        fig.add_shape(
+            type="rect",
+            x0=cell.column + gap,
+            x1=cell.column + 1 - gap,
+            y0=cell.row + gap,
+            y1=cell.row + 1 - gap,
+            fillcolor=PIPELINE_STAGE_COLORS[cell.stage % len(PIPELINE_STAGE_COLORS)],
+            line={"width": 0},
+            layer="below",
+            name=f"GPU {cell.rank}",
+        )
+    per_node = placement_rows_per_node(p)
+    for node in range(1, p.num_nodes):  # a rule between nodes
+        fig.add_hline(y=node * per_node, line_color="#333", line_dash="dot", line_width=1)
+    labelled = len(cells) <= LABELLED_CELLS
+    for stage in p.stages:
+        mine = [c for c in cells if c.stage == stage.stage]
+        fig.add_scatter(
+            x=[c.column + 0.5 for c in mine],
+            y=[c.row + 0.5 for c in mine],
+            mode="text+markers" if labelled else "markers",
+            text=[c.label for c in mine] if labelled else None,
+            textfont={"color": "white", "size": 11},
+            marker={"size": 1, "opacity": 0},  # the hover target; the cell itself is the shape
+            hovertext=[c.hover for c in mine],
+            hoverinfo="text",
+            customdata=[c.rank for c in mine],
+            name=f"stage {stage.stage}: layers {stage.layer_start}-{stage.layer_stop - 1}",
+            showlegend=False,
+        )
+        color = PIPELINE_STAGE_COLORS[stage.stage % len(PIPELINE_STAGE_COLORS)]
+        if p.pp > 1:  # the legend entry: a colored square (the cells' trace draws no marker)
+            fig.add_scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"symbol": "square", "size": 12, "color": color},
+                name=f"stage {stage.stage}: layers {stage.layer_start}-{stage.layer_stop - 1}",
+            )
+    fig.update_xaxes(visible=False, range=[0, columns], fixedrange=True)
+    fig.update_yaxes(
+        range=[rows, 0],
+        tickvals=[(node + 0.5) * per_node for node in range(p.num_nodes)],
+        ticktext=[f"node {node}" for node in range(p.num_nodes)],
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+    )
+    fig.update_layout(
+        height=60 + 88 * rows + (30 if p.pp > 1 else 0),
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
+        plot_bgcolor="white",
+    )
     return fig
 
 

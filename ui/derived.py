@@ -28,12 +28,14 @@ if TYPE_CHECKING:  # types only: the first page after a server start imports nei
     from planner.deploy.export import ExportBundle
     from planner.estimate.latency import LatencyEstimate
     from planner.estimate.memory import MemoryPlan
+    from planner.estimate.placement import Placement
     from planner.estimate.resolve import Resolved
     from planner.estimate.roofline import Roofline
     from planner.estimate.speculative import SpeculativeEstimate
     from planner.hardware import HardwareProfile
     from planner.model.spec import ModelSpec
     from planner.scenario import Scenario
+    from planner.serve.disagg import LayoutComparison
     from planner.serve.replica import ServingResult
     from planner.serve.slo import SLOPlan
 
@@ -140,6 +142,132 @@ def kv_formula(model: ModelSpec, resolved: Resolved) -> KVFormula:
 
 
 # ------------------------------------------------------------------------------ roofline
+
+
+PLACEMENT_COLUMNS = 8
+"""GPU cells per row of the placement picture: one HGX node's eight side by side; larger pods wrap."""
+LINK_WORDS = {"nvlink": "NVLink", "pcie": "PCIe", "network": "the network (InfiniBand/RoCE)"}
+"""How the placement's link kinds read in a sentence."""
+
+
+@dataclass(frozen=True)
+class PlacementCell:
+    """One GPU of the placement picture: where it is drawn and what its label says (from ``Placement`` only)."""
+
+    rank: int
+    stage: int
+    node: int
+    row: int
+    """Row of the picture, top first: the node's rows, then the next node's."""
+    column: int
+    label: str
+    """Short lines for the cell: rank, layers, experts, KV cache."""
+    hover: str
+    """Every field of the rank, for the tooltip."""
+
+
+def _layers(start: int, stop: int) -> str:
+    return f"{start}-{stop - 1}" if stop - start > 1 else str(start)
+
+
+def placement_rows_per_node(p: Placement) -> int:
+    """Rows one node's pod takes in the picture (``PLACEMENT_COLUMNS`` GPUs a row)."""
+    return -(-p.gpus_per_pod // PLACEMENT_COLUMNS)
+
+
+def placement_cells(p: Placement) -> list[PlacementCell]:
+    """One cell per GPU of the replica, grouped by node (ranks fill each node's pod in order, as the core places
+    them), labelled with what the rank holds: its layers (and the embedding / lm_head), its experts, its KV cache."""
+    rows_per_node = placement_rows_per_node(p)
+    cells = []
+    for r in p.ranks:
+        position = r.rank - r.node * p.gpus_per_pod
+        held = _layers(r.layer_start, r.layer_stop)
+        if p.pp > 1:
+            held += " +emb" if r.holds_embedding else ""
+            held += " +head" if r.holds_lm_head else ""
+        lines = [f"GPU {r.rank}" + ("" if r.dp_rank is None else f" · DP {r.dp_rank}"), f"layers {held}"]
+        if r.experts is not None:
+            lines.append(f"experts {_layers(*r.experts)}")
+        lines.append(f"KV {fmt_bytes(r.kv_cache_bytes)}")
+        hover = [
+            f"rank {r.rank} (stage {r.stage}, TP rank {r.tp_rank}) on node {r.node}",
+            f"decoder layers {_layers(r.layer_start, r.layer_stop)}"
+            + (" + embedding" if r.holds_embedding else "")
+            + (" + final norm and lm_head" if r.holds_lm_head else ""),
+        ]
+        if r.experts is not None:
+            hover.append(f"EP rank {r.ep_rank}: routed experts {_layers(*r.experts)} of every MoE layer")
+        hover += [
+            f"weights {fmt_bytes(r.weight_bytes)} (exact)",
+            f"KV cache {fmt_bytes(r.kv_cache_bytes)} (estimate), {r.kv_bytes_per_token:,} B per token",
+        ]
+        cells.append(
+            PlacementCell(
+                rank=r.rank,
+                stage=r.stage,
+                node=r.node,
+                row=r.node * rows_per_node + position // PLACEMENT_COLUMNS,
+                column=position % PLACEMENT_COLUMNS,
+                label="<br>".join(lines),
+                hover="<br>".join(hover),
+            )
+        )
+    return cells
+
+
+def placement_caption(p: Placement) -> str:
+    """The picture's caption: the GPUs and nodes, and which link each group's traffic crosses (the core's kinds)."""
+    gpus = len(p.ranks)
+    domain = "" if p.nvlink_domain_gpus == p.gpus_per_node else f", NVLink domains of {p.nvlink_domain_gpus}"
+    nodes = "1 node" if p.num_nodes == 1 else f"{p.num_nodes} nodes"
+    parts = [f"{gpus} GPUs on {nodes} of {p.gpus_per_node}{domain}"]
+    if p.tp > 1:
+        parts.append(
+            f"each TP group of {p.tp} all-reduces over {LINK_WORDS.get(p.stages[0].tp_link, p.stages[0].tp_link)}"
+        )
+    sends = [
+        f"{s.stage} → {s.stage + 1} over {LINK_WORDS.get(s.send_link, s.send_link)}"
+        for s in p.stages
+        if s.send_link is not None
+    ]
+    if sends:
+        parts.append("activations go from stage " + ", ".join(sends))
+    if p.ep is not None and p.ep_link is not None:
+        dp = f" (TP {p.tp} x DP {p.data_parallel_size or 1})"
+        parts.append(
+            f"the routed experts are split over {p.ep} EP ranks{dp}, their dispatch/combine over "
+            f"{LINK_WORDS.get(p.ep_link, p.ep_link)}"
+        )
+    return "; ".join(parts) + ". Weights per GPU are exact, KV cache per GPU an estimate (hover a GPU for both)."
+
+
+# ------------------------------------------------------------------------------ disaggregated prefill/decode
+
+
+def disagg_table(cmp: LayoutComparison) -> pd.DataFrame:
+    """The xPyD pools against aggregated replicas on the same GPUs: TTFT and TPOT P50 / P99 (the core's, as the
+    CLI's ``simulate --prefill-instances`` table shows them)."""
+    import pandas as pd
+
+    dis = cmp.disaggregated
+    cell = lambda stats, q: fmt_seconds(None if stats is None else getattr(stats, q))  # noqa: E731
+    rows = [
+        (f"disaggregated {dis.layout.label}, {dis.gpus} GPUs", dis.ttft_seconds, dis.tpot_seconds),
+        (f"aggregated: {cmp.aggregated_replicas} replica(s)", cmp.aggregated_ttft_seconds, cmp.aggregated_tpot_seconds),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "layout": label,
+                "TTFT P50": cell(ttft, "p50"),
+                "TTFT P99": cell(ttft, "p99"),
+                "TPOT P50": cell(tpot, "p50"),
+                "TPOT P99": cell(tpot, "p99"),
+            }
+            for label, ttft, tpot in rows
+        ]
+    )
 
 
 def roofline_table(stages: tuple[Roofline, ...]) -> pd.DataFrame:

@@ -33,6 +33,7 @@ from planner.model.sources import catalog_entries, check_remote_name
 from planner.scenario import (
     LORA_RANKS,
     MAX_LORAS,
+    MAX_PARALLEL,
     MAX_SPECULATIVE_TOKENS,
     LoRA,
     RequestShape,
@@ -47,6 +48,8 @@ HIGH_PRECISION_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8")
 LOW_PRECISION_DTYPES: tuple[str, ...] = ("fp8", "int8", "int4", "awq", "gptq", "mxfp4", "nvfp4", "nf4")
 BLOCK_SIZES: tuple[int | None, ...] = (None, 8, 16, 32, 64, 128)
 ENGINES: tuple[str, ...] = ("cuda-graphs", "eager")
+ALL2ALL_BACKENDS: tuple[str, ...] = get_args(Scenario.model_fields["all2all_backend"].annotation)
+"""vLLM --all2all-backend's choices the core prices (the expert dispatch/combine under data parallelism)."""
 SEEDED_KEY = "_ui_url_seeded"
 URL_WARNINGS_KEY = "_ui_url_warnings"
 
@@ -204,6 +207,15 @@ def _field(key: str, field: str, parse: Callable[[str], Any], default: Any = _FI
     return Param(key, info.default if default is _FIELD_DEFAULT else default, parse, info.description or "", field)
 
 
+def _imbalance(text: str) -> float:
+    """The expert load imbalance from a link: 1 <= factor <= 8 (the field's range), to two decimals as the input
+    steps it."""
+    value = round(float(text), 2)
+    if not 1.0 <= value <= 8.0:  # also refuses nan
+        raise ValueError("must be between 1 and 8")
+    return value
+
+
 def _rate(text: str) -> float:
     """An acceptance rate from a link: 0 <= a <= 0.99 (the input's range; the core takes a < 1)."""
     value = float(text)
@@ -228,7 +240,12 @@ PARAMS: tuple[Param, ...] = (
     _field("gpu", "gpu", _one_of(gpu_ids)),
     _field("gpus", "num_gpus", _optional_int()),
     _field("tp", "tp", _int(1, 1024)),
-    _field("pp", "pp", _int(1, 1024)),
+    _field("pp", "pp", _int(1, MAX_PARALLEL)),
+    _field("nodes", "num_nodes", _optional_int()),
+    _field("ep", "enable_expert_parallel", _bool),
+    _field("dp", "data_parallel_size", _int(1, MAX_PARALLEL)),
+    _field("a2a", "all2all_backend", _one_of(lambda: ALL2ALL_BACKENDS)),
+    _field("imbalance", "expert_load_imbalance", _imbalance),
     _field("weights", "weight_dtype", _one_of(lambda: WEIGHT_DTYPES)),
     Param(
         "mixed",
@@ -510,6 +527,27 @@ def simulate_url_inputs(distributions: tuple[str, ...]) -> tuple[PageParam, ...]
         PageParam("simulate_tpot", "tpot", 0.05, _positive(0.001, 3600.0)),
         PageParam("simulate_e2e_on", "e2e_on", False, _bool),
         PageParam("simulate_e2e", "e2e", 20.0, _positive(0.001, 36000.0)),
+    )
+
+
+def disagg_url_inputs(layout: type[BaseModel]) -> tuple[PageParam, ...]:
+    """The Simulate page's disaggregated prefill/decode inputs as they travel in a link (``?pd=1&pd_p=2&pd_d=1
+    &pd_link=nvlink``): a switch, then the fields of ``layout`` (``planner.serve.disagg.DisaggLayout``, passed in so
+    that this module imports no simulator), each with its default and upper bound."""
+    fields = layout.model_fields
+
+    def count(name: str) -> Callable[[str], int]:
+        high = next(m.le for m in fields[name].metadata if getattr(m, "le", None) is not None)
+        return _int(1, high)
+
+    links = get_args(fields["kv_transfer_link"].annotation)
+    return (
+        PageParam("simulate_pd", "pd", False, _bool),
+        PageParam("simulate_pd_p", "pd_p", fields["prefill_instances"].default, count("prefill_instances")),
+        PageParam("simulate_pd_ptp", "pd_ptp", fields["prefill_tp"].default, count("prefill_tp")),
+        PageParam("simulate_pd_d", "pd_d", fields["decode_instances"].default, count("decode_instances")),
+        PageParam("simulate_pd_dtp", "pd_dtp", fields["decode_tp"].default, count("decode_tp")),
+        PageParam("simulate_pd_link", "pd_link", fields["kv_transfer_link"].default, _one_of(lambda: links)),
     )
 
 

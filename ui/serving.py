@@ -17,6 +17,7 @@ import streamlit as st
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
+from planner.serve.disagg import DisaggLayout, LayoutComparison, compare_layouts
 from planner.serve.replica import ServingResult, simulate_scenario
 from planner.serve.slo import (
     SLO,
@@ -35,7 +36,7 @@ from planner.verify.bench_results import BenchResult
 from planner.verify.scoring import Score, score
 from ui.sweeps import CACHE
 
-_SERVING_MODELS = (ServedWorkload, SLO, CandidateSpace, SearchSettings, BenchResult)
+_SERVING_MODELS = (ServedWorkload, SLO, CandidateSpace, SearchSettings, BenchResult, DisaggLayout)
 SIMULATION = {
     **CACHE,
     "hash_funcs": {**CACHE["hash_funcs"], **dict.fromkeys(_SERVING_MODELS, lambda obj: obj.model_dump_json())},
@@ -51,6 +52,15 @@ def simulated(
     """One replica of ``sc`` serving ``workload`` (``planner.serve.replica.simulate_scenario``; ``draft``: the draft
     model's spec with speculative method draft)."""
     return simulate_scenario(model, hw, sc, workload, draft_model=draft)
+
+
+@st.cache_data(**SIMULATION)
+def disaggregated(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, layout: DisaggLayout
+) -> LayoutComparison:
+    """``layout``'s prefill and decode pools against aggregated replicas of ``sc`` on the same GPUs, serving
+    ``workload`` (``planner.serve.disagg.compare_layouts``: three simulations)."""
+    return compare_layouts(model, hw, sc, workload, layout)
 
 
 def rate_sweep(

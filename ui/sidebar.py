@@ -86,15 +86,124 @@ def _hardware_section() -> None:
     st.caption(gpu_caption(profiles[gpu]))
     left, right = st.columns(2)
     left.number_input("Tensor parallel", min_value=1, step=1, key="tp", help=_help("tp"))
-    right.number_input("Pipeline parallel", min_value=1, step=1, key="pp", help=_help("pp"))
-    st.number_input(
-        "GPUs in total",
+    right.number_input(
+        "GPUs in total", min_value=1, step=1, value=None, key="gpus", placeholder="one replica", help=_help("gpus")
+    )
+
+
+PARALLELISM_BOX = "sidebar_parallelism"
+"""Session-state key of the Parallelism expander's open state (not an input: it is not in the link)."""
+ALL2ALL_LABELS = {
+    "allgather_reducescatter": "all-gather (vLLM default)",
+    "deepep_low_latency": "DeepEP low latency",
+    "deepep_high_throughput": "DeepEP high throughput",
+}
+"""How the all-to-all picker reads (the values are vLLM's --all2all-backend names)."""
+
+
+def parallel_summary(values: dict) -> str:
+    """One line under the Parallelism expander naming what differs from one stage on the fewest nodes ('' if
+    nothing does), so a PP or EP set from a link is seen with the expander closed."""
+    parts = []
+    if values.get("pp", 1) > 1:
+        parts.append(f"PP {values['pp']}")
+    if values.get("nodes"):
+        parts.append(f"{values['nodes']} node(s)")
+    if values.get("ep"):
+        ep = values.get("tp", 1) * values.get("dp", 1)
+        parts.append(f"expert parallel {ep} (TP {values.get('tp', 1)} x DP {values.get('dp', 1)})")
+    elif values.get("dp", 1) > 1:
+        parts.append(f"DP {values['dp']}")
+    return " · ".join(parts)
+
+
+def dense_note(model: ModelSpec | None) -> str:
+    """Why the expert-parallel switch is off for this model ('' for a MoE model, or when none is loaded)."""
+    if model is None or model.is_moe:
+        return ""
+    return f"{plain(model.name)} is dense (no routed experts): expert parallelism splits a MoE model's experts."
+
+
+def _ep_off_drops_dp() -> None:
+    """Turning expert parallelism off takes data parallelism with it (the core models DP with EP only), so the
+    data-parallel input, disabled then, is never left holding a size the page would refuse."""
+    if not st.session_state.get("ep"):
+        st.session_state["dp"] = 1
+
+
+def _parallelism_section(model: ModelSpec | None) -> None:
+    """Pipeline stages, nodes, expert and attention data parallelism (vLLM --pipeline-parallel-size,
+    --enable-expert-parallel, --data-parallel-size), collapsed by default; the core checks the layout.
+
+    Whether an input is disabled never depends on its own value: Streamlit discards a change that arrives at a
+    widget drawn disabled in that run, so an input that disabled itself on reaching its default could not get
+    there. A dense model (from a link, or picked after a MoE one) turns EP and DP off, and says so."""
+    note = dense_note(model)
+    if note and (st.session_state.get("ep") or st.session_state.get("dp") != 1):
+        st.session_state.update(ep=False, dp=1)
+        st.warning(f"Expert and data parallelism turned off: {note}", icon=":material/info:")
+    with st.expander("Parallelism", key=PARALLELISM_BOX, on_change="rerun") as box:
+        if box.open:  # closed, it draws nothing; its inputs keep their values (persist_state)
+            _parallelism_inputs(note)
+    summary = parallel_summary(sidebar_values())
+    if summary:
+        st.caption(summary)
+
+
+def _parallelism_inputs(note: str) -> None:
+    """The Parallelism expander's inputs; each keeps its value for the session while the expander is closed."""
+    keep = "session"
+    left, right = st.columns(2)
+    left.number_input("PP stages", min_value=1, step=1, key="pp", help="--pp: " + _help("pp"), persist_state=keep)
+    right.number_input(
+        "Nodes",
         min_value=1,
         step=1,
         value=None,
-        key="gpus",
-        placeholder="tp x pp (one replica)",
-        help=_help("gpus"),
+        key="nodes",
+        placeholder="fewest",
+        help="--num-nodes: " + _help("nodes"),
+        persist_state=keep,
+    )
+    ep = st.toggle(
+        "Expert parallel",
+        key="ep",
+        disabled=bool(note),
+        on_change=_ep_off_drops_dp,
+        help="--enable-expert-parallel: " + _help("ep"),
+        persist_state=keep,
+    )
+    if note:
+        st.caption(note)
+    left, right = st.columns(2)
+    dp = left.number_input(
+        "Data parallel",
+        min_value=1,
+        step=1,
+        key="dp",
+        disabled=not ep,
+        help="--data-parallel-size: " + _help("dp"),
+        persist_state=keep,
+    )
+    right.number_input(
+        "Imbalance",
+        min_value=1.0,
+        max_value=8.0,
+        step=0.1,
+        format="%.2f",
+        key="imbalance",
+        disabled=not ep,
+        help="--expert-load-imbalance: " + _help("imbalance"),
+        persist_state=keep,
+    )
+    st.selectbox(
+        "All-to-all (with DP)",
+        params.ALL2ALL_BACKENDS,
+        key="a2a",
+        format_func=lambda backend: ALL2ALL_LABELS.get(backend, backend),
+        disabled=not (ep and dp > 1),
+        help="--all2all-backend: " + _help("a2a"),
+        persist_state=keep,
     )
 
 
@@ -263,6 +372,7 @@ def render() -> None:
             st.warning(warning, icon=":material/link_off:")
         model = _model_section()
         _hardware_section()
+        _parallelism_section(model)
         _precision_section()
         _memory_section(model)
         _workload_section()

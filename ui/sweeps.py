@@ -18,6 +18,7 @@ import streamlit as st
 from planner.efficiency import BOUND
 from planner.estimate.latency import LatencyEstimate, decode_context_len, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.placement import Placement, place
 from planner.estimate.resolve import resolve
 from planner.estimate.roofline import Roofline, efficiency_for, roofline
 from planner.hardware import HardwareProfile
@@ -56,6 +57,13 @@ def powers_of_two(low: int, high: int) -> list[int]:
 def memory_plan(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> MemoryPlan:
     """``plan_memory`` with its suggestions (each suggestion re-plans, so this is worth caching)."""
     return plan_memory(model, hw, sc)
+
+
+@st.cache_data(**CACHE)
+def placement(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Placement:
+    """``place``: every GPU of one replica (stage, layers, experts, node, bytes) and the links between them, as
+    ``python -m planner plan --format json`` writes it under ``placement``."""
+    return place(model, hw, sc)
 
 
 class ContextPoint(NamedTuple):

@@ -5,11 +5,11 @@ import json
 import streamlit as st
 
 from ui import charts
-from ui.derived import fmt_requests, kv_formula, memory_terms_table
+from ui.derived import fmt_requests, kv_formula, memory_terms_table, placement_caption
 from ui.errors import shown_errors
 from ui.format import fmt_bytes, fmt_gib, fmt_int, fmt_max_model_len, kind_badge, kv_cache_metric
 from ui.state import current_inputs
-from ui.sweeps import concurrency_vs_context, memory_plan
+from ui.sweeps import concurrency_vs_context, memory_plan, placement
 
 st.title("Plan")
 inputs = current_inputs()
@@ -25,6 +25,7 @@ for warning in inputs.source.warnings:
 
 with shown_errors():
     plan = memory_plan(model, hw, sc)
+    layout = placement(model, hw, sc)
 
 # the verdict and the metrics first: they need no table (pandas) and no sweep, and are what a user reads first
 if plan.fits:
@@ -92,6 +93,7 @@ plan_json = {
     "gpu_id": hw.id,
     "scenario": sc.model_dump(mode="json"),
     **plan.model_dump(mode="json"),
+    "placement": layout.model_dump(mode="json"),
 }
 left, right, _ = st.columns([1, 1, 2])
 left.download_button(
@@ -115,6 +117,11 @@ right.download_button(
     icon=":material/download:",
     help="One row per slice of a GPU's memory, as in the table above, in bytes too.",
 )
+
+if len(layout.ranks) > 1:  # one GPU holds everything: nothing to picture
+    st.subheader("Placement: which GPU holds what")
+    st.plotly_chart(charts.placement_map(layout), key="plan_placement")
+    st.caption(placement_caption(layout))
 
 with shown_errors():
     sweep = concurrency_vs_context(model, hw, sc)

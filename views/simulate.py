@@ -4,6 +4,7 @@ time), and the cheapest deployment that meets latency targets at that rate."""
 import streamlit as st
 
 from planner.hardware import load_profiles
+from planner.serve.disagg import KV_LINKS, MAX_INSTANCES, DisaggLayout
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution
 from planner.serve.saturation import overload_warning
 from planner.serve.slo import SLO, UTILIZATION_CAP, CandidateResult, CandidateSpace, SearchSettings
@@ -13,19 +14,29 @@ from ui.derived import (
     CANDIDATE_FORMATS,
     candidates_table,
     carry_load_actions,
+    disagg_table,
     latency_percentiles,
     probe_note,
     readable,
 )
-from ui.errors import shown_errors
-from ui.format import fmt_rate, fmt_seconds, fmt_usd, formatted_table, kind_badge
-from ui.params import WEIGHT_DTYPES, apply_to_sidebar, page_inputs, simulate_url_inputs, sync_page_inputs
+from ui.errors import ShownError, describe, plain, shown_errors
+from ui.format import fmt_bytes, fmt_rate, fmt_seconds, fmt_usd, formatted_table, kind_badge
+from ui.params import (
+    WEIGHT_DTYPES,
+    apply_to_sidebar,
+    disagg_url_inputs,
+    page_inputs,
+    simulate_url_inputs,
+    sync_page_inputs,
+)
 from ui.prices import price_inputs, unpriced
-from ui.serving import cheapest, rate_sweep, simulated
+from ui.serving import cheapest, disaggregated, rate_sweep, simulated
 from ui.state import current_inputs, link_to
 
 KV_OPTIONS = ("auto", "fp8")
 URL_INPUTS = simulate_url_inputs(LENGTH_DISTRIBUTIONS)
+PD_URL_INPUTS = disagg_url_inputs(DisaggLayout)
+LINK_LABELS = {"nvlink": "NVLink (one node)", "rdma": "RDMA", "tcp": "TCP"}
 TP_OPTIONS = (1, 2, 4, 8)
 
 
@@ -52,9 +63,13 @@ st.title("Simulate serving")
 inputs = current_inputs()
 model, hw, sc = inputs.model, inputs.hardware, inputs.scenario
 page_inputs(URL_INPUTS)
+page_inputs(PD_URL_INPUTS)
 
 st.caption(
-    f"{model.name} · one replica of {sc.tp * sc.pp} x {hw.name} (TP {sc.tp}, PP {sc.pp}) from the sidebar · "
+    f"{model.name} · one replica of {sc.gpus_per_replica} x {hw.name} (TP {sc.tp}, PP {sc.pp}"
+    + (f", DP {sc.data_parallel_size}" if sc.data_parallel_size > 1 else "")
+    + (", expert parallel" if sc.enable_expert_parallel else "")
+    + ") from the sidebar · "
     "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
     "latency model. Numbers are simulated, not measured."
 )
@@ -233,6 +248,92 @@ st.caption(
     f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
     "requests that arrive after the batch has filled and before the load stops."
 )
+
+# ------------------------------------------------------------------ disaggregated prefill/decode
+
+
+def disaggregation_section() -> None:
+    """A prefill pool and a decode pool (xPyD) against aggregated replicas on the same GPUs, at this page's
+    workload: the core's comparison (``compare_layouts``), drawn and run only while the expander is open and on."""
+    st.session_state.setdefault("simulate_pd_box", bool(st.session_state["simulate_pd"]))  # a link that turns it on
+    with st.expander(
+        "Disaggregated prefill/decode", key="simulate_pd_box", on_change="rerun", icon=":material/call_split:"
+    ) as box:
+        if not box.open:
+            return
+        fields = DisaggLayout.model_fields
+        on = st.toggle(
+            "Compare a prefill pool and a decode pool with aggregated replicas on the same GPUs",
+            key="simulate_pd",
+            help="As vLLM's P/D connectors (NixlConnector) and llm-d run it: each request prefills on a prefill "
+            "instance, its KV cache goes over the link to a decode instance, which generates every token.",
+        )
+        cols = st.columns(5)
+        prefill = cols[0].number_input(
+            "Prefill instances",
+            min_value=1,
+            max_value=MAX_INSTANCES,
+            step=1,
+            key="simulate_pd_p",
+            help=fields["prefill_instances"].description,
+        )
+        prefill_tp = cols[1].number_input(
+            "Prefill TP",
+            min_value=1,
+            max_value=64,
+            step=1,
+            key="simulate_pd_ptp",
+            help=fields["prefill_tp"].description,
+        )
+        decode = cols[2].number_input(
+            "Decode instances",
+            min_value=1,
+            max_value=MAX_INSTANCES,
+            step=1,
+            key="simulate_pd_d",
+            help=fields["decode_instances"].description,
+        )
+        decode_tp = cols[3].number_input(
+            "Decode TP", min_value=1, max_value=64, step=1, key="simulate_pd_dtp", help=fields["decode_tp"].description
+        )
+        link = cols[4].selectbox(
+            "KV link",
+            tuple(KV_LINKS),
+            key="simulate_pd_link",
+            format_func=lambda kind: LINK_LABELS.get(kind, kind),
+            help=fields["kv_transfer_link"].description,
+        )
+        if not on:
+            st.caption("Turn it on to simulate both pools at the request rate and lengths above.")
+            return
+        try:
+            layout = DisaggLayout(
+                prefill_instances=int(prefill),
+                prefill_tp=int(prefill_tp),
+                decode_instances=int(decode),
+                decode_tp=int(decode_tp),
+                kv_transfer_link=link,
+            )
+            cmp = disaggregated(model, hw, sc, workload, layout)
+        except ShownError as err:  # the rest of the page still draws
+            st.error(f"Disaggregated prefill/decode: {describe(err)}", icon=":material/error:")
+            return
+        kind_badge("simulated")
+        formatted_table(readable(disagg_table(cmp)), hide_index=True, key="simulate_pd_table")
+        st.markdown(plain(cmp.verdict))
+        dis = cmp.disaggregated
+        kv = dis.kv_transfer_seconds
+        st.caption(
+            f"At {rate:g} req/s: the disaggregated pools take every request, each aggregated replica 1/"
+            f"{cmp.aggregated_replicas} of them. KV transfer {fmt_seconds(None if kv is None else kv.mean)} mean per "
+            f"request, {fmt_bytes(dis.kv_transfer_bytes_per_gpu_mean)} per GPU at "
+            f"{dis.kv_link_bytes_per_s / 1e9:,.1f} GB/s ({plain(dis.kv_link_source)})."
+            + (" An aggregated replica is past its knee at this rate." if cmp.aggregated_overloaded else "")
+        )
+
+
+disaggregation_section()
+sync_page_inputs(PD_URL_INPUTS)
 
 # ------------------------------------------------------------------ cheapest deployment
 
