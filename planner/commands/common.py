@@ -720,7 +720,7 @@ def efficiency_from_args(args: argparse.Namespace, hw: HardwareProfile) -> Effic
 
 def add_disagg_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
     """The disaggregated prefill/decode layout (xPyD): ``simulate`` compares it, ``export`` writes it."""
-    from planner.serve.disagg import DisaggLayout  # the serving layer, only for the commands that take it
+    from planner.serve.disagg import KV_LINK_KINDS, DisaggLayout  # the serving layer, only where it is taken
 
     d = parser.add_argument_group(f"disaggregated prefill/decode (xPyD): {purpose}")
     for flag, key, what in (
@@ -736,7 +736,7 @@ def add_disagg_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
         d.add_argument(flag, metavar="N", default=None, type=Number.of(int, flag, DisaggLayout, key), help=what)
     d.add_argument(
         "--kv-transfer-link",
-        choices=("nvlink", "rdma", "tcp"),
+        choices=KV_LINK_KINDS,
         default=None,
         help="How the KV cache goes from a prefill to a decode instance (planner.serve.disagg KV_LINKS, cited). "
         "Default: rdma.",

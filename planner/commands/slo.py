@@ -24,6 +24,7 @@ from planner.commands.common import (
 from planner.commands.simulate import add_workload_flags, workload_from_args
 from planner.efficiency import BOUND
 from planner.scenario import Scenario
+from planner.serve.disagg import KV_LINK_KINDS
 from planner.serve.simulate import LatencyStats
 from planner.serve.slo import (
     MAX_DISAGG_PROBES,
@@ -209,7 +210,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     q.add_argument(
         "--kv-transfer-link",
-        choices=("nvlink", "rdma", "tcp"),
+        choices=KV_LINK_KINDS,
         default="rdma",
         help="With --compare-disaggregated: how the KV cache goes between the pools. Default: %(default)s.",
     )

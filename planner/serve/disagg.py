@@ -29,7 +29,7 @@ pool's limit only through its own cache), and prefix-cache reuse across requests
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,9 +47,12 @@ from planner.serve.simulate import (
     run_engine,
     weighted_latency_stats,
 )
-from planner.serve.workload import ConcurrencyArrivals, RequestSet, Workload, generate_requests
+from planner.serve.workload import ConcurrencyArrivals, RequestSet, Workload, generate_requests, round_robin_share
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
+#: The paths a KV cache can take between the pools (``KV_LINKS`` prices each).
+KVLinkKind = Literal["nvlink", "rdma", "tcp"]
+KV_LINK_KINDS: tuple[str, ...] = get_args(KVLinkKind)
 #: Most instances one pool may have (each is simulated; real deployments run a handful per pool).
 MAX_INSTANCES = 32
 
@@ -58,7 +61,7 @@ class KVLink(BaseModel):
     """How fast one GPU sends a KV cache to another: a share of a link and a latency per transfer."""
 
     model_config = _SPEC
-    kind: Literal["nvlink", "rdma", "tcp"] = Field(description="The path between the pools.")
+    kind: KVLinkKind = Field(description="The path between the pools.")
     efficiency: float = Field(gt=0, le=1, description="Share of the link's one-way bandwidth a transfer gets.")
     latency_seconds: float = Field(ge=0, description="Fixed time per transfer, in seconds.")
     source: str = Field(description="Where the efficiency and latency come from.")
@@ -106,7 +109,7 @@ class DisaggLayout(BaseModel):
     prefill_tp: int = Field(1, ge=1, le=64, description="Tensor-parallel size of each prefill instance.")
     decode_instances: int = Field(1, ge=1, le=MAX_INSTANCES, description="Decode instances (y of xPyD).")
     decode_tp: int = Field(1, ge=1, le=64, description="Tensor-parallel size of each decode instance.")
-    kv_transfer_link: Literal["nvlink", "rdma", "tcp"] = Field(
+    kv_transfer_link: KVLinkKind = Field(
         "rdma", description="How the KV cache goes from a prefill to a decode instance (NVLink in one node, RDMA, TCP)."
     )
 
@@ -261,34 +264,6 @@ class LayoutComparison(BaseModel):
     verdict: str = Field(description="Which layout gives the lower P99 TTFT and P99 TPOT, by how much, and why.")
 
 
-def _share(workload: Workload, replicas: int) -> Workload:
-    """One of ``replicas`` round-robin shares of an open-loop workload: 1 / R of its rate(s) and requests."""
-    if workload.classes:
-        classes = tuple(
-            c.model_copy(
-                update={
-                    "request_rate_per_s": c.request_rate_per_s / replicas,
-                    "num_requests": max(1, c.num_requests // replicas),
-                }
-            )
-            for c in workload.classes
-        )
-        return Workload(classes=classes, seed=workload.seed)
-    rate = getattr(workload.arrivals, "request_rate_per_s", None)
-    if rate is None or workload.num_requests is None:
-        raise ScenarioError(
-            "the aggregated comparison splits a Poisson rate (or request classes) over the replicas; "
-            f"these arrivals are {workload.arrivals.kind}.",
-            hint="Give --qps or --workload-file.",
-        )
-    return workload.model_copy(
-        update={
-            "arrivals": workload.arrivals.model_copy(update={"request_rate_per_s": rate / replicas}),
-            "num_requests": max(1, workload.num_requests // replicas),
-        }
-    )
-
-
 def _verdict(
     dis: DisaggResult, agg_ttft: LatencyStats | None, agg_tpot: LatencyStats | None, replicas: int, sc: Scenario
 ) -> str:
@@ -329,7 +304,7 @@ def compare_layouts(
     """``layout`` against aggregated replicas of ``sc`` on the same GPUs, the load split round robin."""
     dis = simulate_disaggregated(model, hw, sc, workload, layout, efficiency)
     replicas = max(1, dis.gpus // (sc.tp * sc.pp))
-    agg = simulate_scenario(model, hw, sc, _share(workload, replicas), efficiency)
+    agg = simulate_scenario(model, hw, sc, round_robin_share(workload, replicas), efficiency)
     verdict = _verdict(dis, agg.ttft_seconds, agg.tpot_seconds, replicas, sc)
     return LayoutComparison(
         disaggregated=dis,
@@ -367,5 +342,5 @@ class DisaggSearch(BaseModel):
     tried: tuple[DisaggCandidate, ...] = Field(
         description="Every layout probed, in the order tried (fewest GPUs first)."
     )
-    kv_transfer_link: Literal["nvlink", "rdma", "tcp"] = Field(description="The link the layouts were probed with.")
+    kv_transfer_link: KVLinkKind = Field(description="The link the layouts were probed with.")
     verdict: str = Field(description="Which wins, by GPUs and cost, and why (the binding target of each).")

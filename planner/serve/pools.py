@@ -25,7 +25,7 @@ from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.replica import simulate_scenario
 from planner.serve.simulate import ClassResult
-from planner.serve.workload import Workload
+from planner.serve.workload import Workload, round_robin_share
 
 
 class PoolsComparison(BaseModel):
@@ -52,13 +52,7 @@ def compare_pools(
             hint="Give --workload-file a file with several classes.",
         )
     r = len(classes)
-    share = tuple(
-        c.model_copy(
-            update={"request_rate_per_s": c.request_rate_per_s / r, "num_requests": max(1, c.num_requests // r)}
-        )
-        for c in classes
-    )
-    mixed = simulate_scenario(model, hw, sc, Workload(classes=share, seed=workload.seed), efficiency)
+    mixed = simulate_scenario(model, hw, sc, round_robin_share(workload, r), efficiency)
     alone = [simulate_scenario(model, hw, sc, Workload(classes=(c,), seed=workload.seed), efficiency) for c in classes]
     return PoolsComparison(
         replicas=r,

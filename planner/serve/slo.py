@@ -69,7 +69,7 @@ from planner.estimate.roofline import PredictionKind
 from planner.hardware import HardwareProfile, get_profile, priced, resolve_prices
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
-from planner.serve.disagg import DisaggCandidate, DisaggLayout, DisaggSearch, simulate_disaggregated
+from planner.serve.disagg import DisaggCandidate, DisaggLayout, DisaggSearch, KVLinkKind, simulate_disaggregated
 from planner.serve.replica import SpeculativeStepCost, planned_replica, replica_step_cost, scheduler_config
 from planner.serve.saturation import SATURATION_WAVES, measure_saturation, saturated_run  # noqa: F401 (re-exported)
 from planner.serve.simulate import LatencyStats, SchedulerConfig, decode_speculation, request_latencies, run_engine
@@ -1311,7 +1311,7 @@ def search_disaggregated(
     settings: SearchSettings | None = None,
     efficiency: Efficiency | None = None,
     prices: Mapping[str, float] | None = None,
-    kv_transfer_link: Literal["nvlink", "rdma", "tcp"] = "rdma",
+    kv_transfer_link: KVLinkKind = "rdma",
 ) -> DisaggSearch:
     """The fewest GPUs a prefill/decode split of the recommended card needs to meet ``plan.slo`` at its rate.
 

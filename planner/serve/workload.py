@@ -443,6 +443,35 @@ def _classed_requests(classes: tuple[RequestClass, ...], seed: int) -> RequestSe
     )
 
 
+def round_robin_share(workload: Workload, replicas: int) -> Workload:
+    """What one of ``replicas`` replicas behind a round-robin router serves of an open-loop workload: 1 / R of
+    its Poisson rate (of each class's, for request classes) and of its requests (at least one)."""
+    if workload.classes:
+        classes = tuple(
+            c.model_copy(
+                update={
+                    "request_rate_per_s": c.request_rate_per_s / replicas,
+                    "num_requests": max(1, c.num_requests // replicas),
+                }
+            )
+            for c in workload.classes
+        )
+        return Workload(classes=classes, seed=workload.seed)
+    rate = getattr(workload.arrivals, "request_rate_per_s", None)
+    if rate is None or workload.num_requests is None:
+        raise ScenarioError(
+            "splitting traffic over replicas takes a Poisson rate (or request classes); "
+            f"these arrivals are {workload.arrivals.kind}.",
+            hint="Give --qps or --workload-file.",
+        )
+    return workload.model_copy(
+        update={
+            "arrivals": workload.arrivals.model_copy(update={"request_rate_per_s": rate / replicas}),
+            "num_requests": max(1, workload.num_requests // replicas),
+        }
+    )
+
+
 #: Largest workload file read: 1 MiB (a few dozen classes are a few KiB).
 MAX_WORKLOAD_FILE_BYTES = 1 << 20
 
