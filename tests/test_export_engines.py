@@ -55,6 +55,17 @@ MATRIX = {
             "max_model_len": 32768,
         },
     ),
+    # DP 16 over two 8-GPU nodes, one GPU per rank: vLLM's multi-node DP launch (no Ray), a LeaderWorkerSet of 2
+    "dp-multi-node": (
+        "deepseek-ai/DeepSeek-V3",
+        {
+            "gpu": "h200",
+            "data_parallel_size": 16,
+            "enable_expert_parallel": True,
+            "all2all_backend": "deepep_low_latency",
+            "max_model_len": 32768,
+        },
+    ),
 }
 TARGETS = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
 #: Disaggregated prefill/decode exports (pd_bundle): each pool's vLLM config, command and manifest.
@@ -172,8 +183,51 @@ def test_the_engines_accept_the_export(verdicts, case):
         "sglang no deprecated flag",
     } <= checks
     assert any(c.startswith("kubernetes-validate 1.37.0 strict") for c in checks)
-    if case == "multi-node":
+    if case in ("multi-node", "dp-multi-node"):
         assert any(c.startswith("LeaderWorkerSet schema") for c in checks)
+    if case == "dp-multi-node":  # both per-node commands and both pod templates went through vLLM's parser
+        parsed = {r["file"].split("/")[-1] for r in rows if r["check"] == "vllm create_engine_config"}
+        assert {"vllm-latency.sh command 1 of 2", "vllm-latency.sh command 2 of 2"} <= parsed
+        assert any(f.endswith("leaderTemplate") for f in parsed) and any(f.endswith("workerTemplate") for f in parsed)
+
+
+def test_multi_node_data_parallel_writes_each_nodes_launch():
+    """DP 16 on two 8-GPU nodes: node 0 serves the API with its 8 local ranks, node 1 runs ranks 8..15 headless,
+    both naming node 0's address and one RPC port (vLLM docs, Data Parallel Deployment, multi-node); no Ray, and
+    no warning that the flags are missing."""
+    name, scenario = MATRIX["dp-multi-node"]
+    b = export(name, **scenario)
+    assert b.deployment.data_parallel_size_local == 8 and b.deployment.nodes_per_replica == 2
+    assert not any("data-parallel-size-local" in w for w in b.warnings)
+    config = yaml.safe_load(b.artefact("latency", "vllm-yaml").text)
+    assert config["data-parallel-size"] == 16 and config["data-parallel-size-local"] == 8
+    assert "distributed-executor-backend" not in config and "headless" not in config
+    script = b.artefact("latency", "vllm-cmd").text
+    leader, worker = script.split("\nelse\n")
+    assert '--data-parallel-address "$LEADER_ADDR"' in leader and "--headless" not in leader
+    assert "--data-parallel-start-rank" not in leader
+    assert "--headless" in worker and '--data-parallel-start-rank "$((NODE_RANK*8))"' in worker
+    assert script.count("--data-parallel-rpc-port 13345") == 2
+    lws, _service = yaml.safe_load_all(b.artefact("latency", "k8s").text)
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2
+    lead = group["leaderTemplate"]["spec"]["containers"][0]
+    assert lead["command"] == ["vllm", "serve"] and lead["args"][-2:] == [
+        "--data-parallel-address",
+        "$(LWS_LEADER_ADDRESS)",
+    ]
+    work = group["workerTemplate"]["spec"]["containers"][0]["args"][0]
+    assert work.startswith("exec vllm serve ") and "ray" not in work
+    assert work.endswith("--headless --data-parallel-start-rank $((LWS_WORKER_INDEX*8))")
+
+
+def test_an_engine_across_nodes_stays_on_ray():
+    """DP 2 of TP 16 engines on 8-GPU nodes: an engine spans two nodes, so no DP rank is whole on a node; the
+    export runs on Ray and says why."""
+    b = export("deepseek-ai/DeepSeek-V3", tp=16, data_parallel_size=2, enable_expert_parallel=True, max_model_len=32768)
+    assert b.deployment.data_parallel_size_local is None
+    assert yaml.safe_load(b.artefact("latency", "vllm-yaml").text)["distributed-executor-backend"] == "ray"
+    assert any("does not fit whole DP ranks on each node" in w for w in b.warnings)
 
 
 @pytest.mark.parametrize("case", PD_MATRIX)

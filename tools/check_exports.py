@@ -12,13 +12,15 @@ What each file goes through (the file name says what it is, as planner.deploy.ex
   subcommand (vllm/entrypoints/cli/main.py builds the same), then every key must have reached the
   namespace with its value (vLLM drops some keys without a word), then
   ``AsyncEngineArgs.from_cli_args(...).create_engine_config()``, vLLM's whole config validation.
-* ``vllm-*.sh``: the ``vllm serve`` command line, the same two steps.
+* ``vllm-*.sh``: the ``vllm serve`` command line, the same two steps (each node's command of a multi-node DP
+  script; $LEADER_ADDR-style references read as 127.0.0.1, a start rank $((NODE_RANK*N)) as node 1's, N;
+  a ``--headless`` command's engine config is built as ``vllm serve --headless`` builds it).
 * ``sglang-*.sh``: the ``sglang serve`` command line through SGLang's ``prepare_server_args`` (the
   ServerArgs parser and its validation); a deprecation warning is a failure.
 * ``k8s-*.yaml``: every object through kubernetes-validate (Kubernetes 1.37, strict); a LeaderWorkerSet
   through tools/schemas/leaderworkerset-v1.schema.json and its pod templates as PodTemplates; a
   Service named like a LeaderWorkerSet fails (the LWS controller then creates no headless Service);
-  every ``vllm serve`` container command through vLLM as above.
+  every ``vllm serve`` container command (leader and worker pods) through vLLM as above.
 
 Only a model's config.json is needed (``--model-config REPO=PATH``): the checker serves a temporary
 folder holding it instead of the Hub repo, and sets ``skip_tokenizer_init`` (no tokenizer offline).
@@ -40,6 +42,7 @@ import io
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -75,6 +78,18 @@ TORCH_OP_NAMESPACES = (
     "_flashmla_C",
 )
 SHELL_VALUES = {"$NODE_RANK": "0", "$LEADER_ADDR:50000": "127.0.0.1:50000"}
+#: Shell and Kubernetes references in a vLLM command, as a node would see them: an address for the leader's
+#: ($LEADER_ADDR, $LWS_LEADER_ADDRESS, $(LWS_LEADER_ADDRESS)), node 1's value for a start rank $((VAR*N)).
+_ADDRESS_REF = re.compile(r"^\$(\()?(LEADER_ADDR|LWS_LEADER_ADDRESS)(?(1)\))$")
+_RANK_REF = re.compile(r"^\$\(\((NODE_RANK|LWS_WORKER_INDEX)\*(\d+)\)\)$")
+
+
+def shell_value(word: str) -> str:
+    """``word`` with a shell or Kubernetes variable reference replaced by a value a node would have."""
+    if _ADDRESS_REF.match(word):
+        return "127.0.0.1"
+    rank = _RANK_REF.match(word)
+    return rank.group(2) if rank else SHELL_VALUES.get(word, word)
 
 
 # ------------------------------------------------------------------------------- results
@@ -211,7 +226,7 @@ def _engine_config(args: argparse.Namespace, models: Models) -> None:
     args.kv_transfer_config = None
     engine_args = AsyncEngineArgs.from_cli_args(args)
     engine_args.skip_tokenizer_init = True
-    engine_args.create_engine_config()
+    engine_args.create_engine_config(headless=bool(getattr(args, "headless", False)))
 
 
 def _took_effect(config: dict[str, Any], ns: argparse.Namespace) -> str | None:
@@ -246,7 +261,8 @@ def check_vllm_words(name: str, words: list[str], parser: Any, models: Models) -
         yield result(name, "vllm serve command", f"not a vllm serve command: {words[:2]}")
         return
     parsed: dict[str, argparse.Namespace] = {}
-    error = engine_error(lambda: parsed.setdefault("ns", parser.parse_args(words[1:])))
+    argv = [shell_value(w) for w in words[1:]]
+    error = engine_error(lambda: parsed.setdefault("ns", parser.parse_args(argv)))
     yield result(name, "vllm serve (parser)", error)
     if not error:
         yield result(name, "vllm create_engine_config", engine_error(lambda: _engine_config(parsed["ns"], models)))
@@ -332,20 +348,25 @@ def check_k8s(path: Path, parser: Any, models: Models) -> Iterator[dict[str, Any
                 "a Service named like the LeaderWorkerSet: the LWS controller then creates no headless "
                 "Service, and workers cannot resolve $LWS_LEADER_ADDRESS",
             )
-        for words in _vllm_container_words(doc):
-            yield from check_vllm_words(f"{path} {label}", words, parser, models)
+        for role, words in _vllm_container_words(doc):
+            yield from check_vllm_words(f"{path} {label}{role}", words, parser, models)
 
 
-def _vllm_container_words(doc: dict[str, Any]) -> Iterator[list[str]]:
+def _vllm_container_words(doc: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
+    """(role, words) of every container that runs vllm serve: a Deployment's, a LeaderWorkerSet leader's and
+    worker's (role " leaderTemplate" / " workerTemplate"; a Ray worker runs no vllm serve)."""
     spec = doc.get("spec", {})
-    templates = [spec.get("template")] + [spec.get("leaderWorkerTemplate", {}).get(k) for k in ("leaderTemplate",)]
-    for template in filter(None, templates):
+    group = spec.get("leaderWorkerTemplate", {})
+    templates = [("", spec.get("template"))] + [(f" {k}", group.get(k)) for k in ("leaderTemplate", "workerTemplate")]
+    for role, template in templates:
+        if not template:
+            continue
         for container in template["spec"]["containers"]:
             words = [*container.get("command", []), *container.get("args", [])]
             if words[:2] == ["vllm", "serve"]:
-                yield words
+                yield role, words
             elif words[:2] == ["/bin/sh", "-c"] and "exec vllm serve" in words[2]:
-                yield shlex.split(words[2].split("exec ", 1)[1])
+                yield role, shlex.split(words[2].split("exec ", 1)[1])
 
 
 # ---------------------------------------------------------------------------- the files
@@ -357,12 +378,25 @@ def shell_words(text: str) -> list[str]:
     return shlex.split(body.replace("\\\n", " "))
 
 
+def shell_commands(text: str) -> list[list[str]]:
+    """Each command of an exported .sh file: the ``[exec] vllm serve`` lines of a script that branches per node
+    (a multi-node DP launch), else the file's one command (shell_words)."""
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    lines = [shlex.split(line) for line in body.replace("\\\n", " ").splitlines() if line.strip()]
+    commands = [w[1:] if w[:1] == ["exec"] else w for w in lines]
+    serves = [w for w in commands if w[:2] == ["vllm", "serve"]]
+    return serves if len(serves) > 1 else [shell_words(text)]
+
+
 def check_file(path: Path, parser: Any, models: Models) -> Iterator[dict[str, Any]]:
     name = path.name
     if name.startswith("vllm-") and name.endswith(".yaml"):
         yield from check_vllm_yaml(path, parser, models)
     elif name.startswith("vllm-") and name.endswith(".sh"):
-        yield from check_vllm_words(str(path), shell_words(path.read_text()), parser, models)
+        commands = shell_commands(path.read_text())
+        for i, words in enumerate(commands):
+            label = str(path) if len(commands) == 1 else f"{path} command {i + 1} of {len(commands)}"
+            yield from check_vllm_words(label, words, parser, models)
     elif name.startswith("sglang-"):
         yield from check_sglang_words(str(path), shell_words(path.read_text()), models)
     elif name.startswith("k8s-"):

@@ -11,7 +11,10 @@ The two profiles and how their limits are chosen live in ``planner.estimate.oper
 (``latency_profile``, ``throughput_profile``); this module writes them out.
 A deployment needing more GPUs than one server holds (``host_gpus``) becomes multi-node: vLLM on Ray
 (``distributed-executor-backend: ray``), tensor parallel within a node and pipeline parallel
-across nodes, as a LeaderWorkerSet. Every config names the Hugging Face token only as a
+across nodes, as a LeaderWorkerSet. Data parallelism over nodes with whole DP ranks on each runs without Ray,
+as vLLM's multi-node DP launch: node 0 serves the API with ``--data-parallel-size-local`` ranks, every other node
+runs ``--headless`` from ``--data-parallel-start-rank``, all naming node 0's ``--data-parallel-address`` (the
+LeaderWorkerSet leader's $(LWS_LEADER_ADDRESS)). Every config names the Hugging Face token only as a
 Kubernetes Secret or an environment variable, never its value. YAML is written with
 ``yaml.safe_dump``.
 
@@ -68,6 +71,10 @@ VLLM_PORT = 8000
 SGLANG_PORT = 30000
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 50000
+#: The data-parallel RPC port every node of a multi-node DP deployment names (vLLM docs
+#: serving/data_parallel_deployment, "Multi-node": ``--data-parallel-rpc-port 13345``; vllm 0.33.0's help: "All
+#: nodes must use the same port").
+DP_RPC_PORT = 13345
 HF_SECRET_NAME = "hf-token"
 HF_SECRET_KEY = "token"
 
@@ -109,6 +116,14 @@ VLLM_FLAGS: tuple[str, ...] = (
     # Expert / attention data parallelism: vllm 0.33.0's wheel, vllm/engine/arg_utils.py EngineArgs.add_cli_args
     # (ParallelConfig group: --data-parallel-size/-dp, --enable-expert-parallel, --all2all-backend)
     "data-parallel-size",
+    # Multi-node DP, the same group (vllm 0.33.0 arg_utils.py: --data-parallel-size-local/-dpl,
+    # --data-parallel-start-rank/-dpr, --data-parallel-address/-dpa, --data-parallel-rpc-port/-dpp) and the
+    # frontend's --headless (vllm/entrypoints/common/cli_args.py): node 0 serves the API, the others only engines.
+    "data-parallel-size-local",
+    "data-parallel-start-rank",
+    "data-parallel-address",
+    "data-parallel-rpc-port",
+    "headless",
     "enable-expert-parallel",
     "all2all-backend",
 )
@@ -241,6 +256,12 @@ class Deployment(BaseModel):
         description="Host memory each pod requests, GiB (Kubernetes resources.requests.memory)."
     )
     app_name: str = Field(description="Base name of the Kubernetes objects (DNS-1035 label).")
+    data_parallel_size_local: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # a one-node or Ray deployment's JSON stays what it was
+        description="DP ranks (engines) per node when data parallelism spans nodes (vLLM's multi-node DP: node 0 "
+        "serves the API, the others run --headless from --data-parallel-start-rank); None otherwise.",
+    )
     kv_transfer_config: dict[str, str] | None = Field(
         None,
         exclude_if=lambda v: v is None,  # an aggregated deployment's JSON stays what it was
@@ -361,11 +382,12 @@ def deployment(
             f"network is slow. Prefer tensor parallel within a node and pipeline parallel across nodes, e.g. "
             f"--tp {hw.gpus_per_node} --pp {cdiv(per_replica, hw.gpus_per_node)} (re-plan it first)."
         )
-    if nodes > 1 and sc.data_parallel_size > 1:
+    dp_local = _dp_ranks_per_node(sc, nodes, per_pod)
+    if nodes > 1 and sc.data_parallel_size > 1 and dp_local is None:
         warnings.append(
-            f"--data-parallel-size {sc.data_parallel_size} over {nodes} nodes: vLLM's multi-node data parallelism "
-            "also needs --data-parallel-size-local, --data-parallel-start-rank and --data-parallel-address per node "
-            "(or --data-parallel-backend ray), which this export does not write; add them per pod."
+            f"--data-parallel-size {sc.data_parallel_size} over {nodes} nodes of {per_pod} GPUs: an engine of "
+            f"tp x pp = {sc.tp * sc.pp} GPUs does not fit whole DP ranks on each node, so the export runs it on Ray "
+            "and does not write vLLM's per-node --data-parallel-size-local / --data-parallel-start-rank launch."
         )
     if nodes > 1 and per_replica % nodes:
         warnings.append(f"{per_replica} GPUs do not split evenly over {nodes} nodes; each pod requests {per_pod}.")
@@ -395,6 +417,7 @@ def deployment(
         nodes_per_replica=nodes,
         gpus_per_pod=per_pod,
         multi_node=nodes > 1,
+        data_parallel_size_local=dp_local,
         gpu_resource=resource,
         image=image,
         app_name=app,
@@ -402,6 +425,31 @@ def deployment(
         cpu_request=cpu,
         memory_request_gib=memory_gib,
     ), warnings
+
+
+def _dp_ranks_per_node(sc: Scenario, nodes: int, per_pod: int) -> int | None:
+    """DP ranks each node runs when data parallelism spans ``nodes`` with whole engines per node (vLLM's
+    multi-node DP launch); None when it does not span nodes or an engine (tp x pp) would straddle two."""
+    engine = sc.tp * sc.pp
+    if (
+        nodes <= 1
+        or sc.data_parallel_size <= 1
+        or sc.data_parallel_size % nodes
+        or per_pod != engine * (sc.data_parallel_size // nodes)
+    ):
+        return None
+    return sc.data_parallel_size // nodes
+
+
+def dp_node_args(dep: Deployment, node: int | str, address: str) -> dict[str, Any]:
+    """The flags one node of a multi-node DP deployment adds (vLLM docs serving/data_parallel_deployment):
+    every node names node 0's ``--data-parallel-address``; node 0 serves the API, every other node runs
+    ``--headless`` from ``--data-parallel-start-rank`` (node x ranks per node). ``node`` 0 is the leader; any
+    other value (a number, or a shell expression for it) is a worker's start rank."""
+    args: dict[str, Any] = {"data-parallel-address": address}
+    if node != 0:
+        args |= {"headless": True, "data-parallel-start-rank": node}
+    return args
 
 
 # ----------------------------------------------------------------------------- engine flags
@@ -505,7 +553,12 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
         args["enable-expert-parallel"] = True
         if sc.all2all_backend != "allgather_reducescatter":
             args["all2all-backend"] = sc.all2all_backend
-    if dep.multi_node:
+    if dep.data_parallel_size_local is not None:  # whole engines per node: vLLM's own multi-node DP, no Ray
+        args["data-parallel-size-local"] = dep.data_parallel_size_local
+        args["data-parallel-rpc-port"] = DP_RPC_PORT
+        if sc.tp * sc.pp > 1:
+            args["distributed-executor-backend"] = "mp"
+    elif dep.multi_node:
         args["distributed-executor-backend"] = "ray"
     elif dep.gpus_per_replica > 1:
         args["distributed-executor-backend"] = "mp"
@@ -646,12 +699,29 @@ def vllm_yaml(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings:
         *[f"note: {w}" for w in warnings],
         f"Keys are vLLM's CLI flags without the leading '--' ({VLLM_FLAG_SOURCE}).",
         "For gated models set HF_TOKEN in the environment (it is not written here).",
+        *_dp_yaml_lines(dep, prof),
     ]
     return _comment(header) + yaml.safe_dump(config_file_keys(vllm_args(model, dep, prof)), sort_keys=False)
 
 
+def _dp_yaml_lines(dep: Deployment, prof: ServingProfile) -> list[str]:
+    """How each node of a multi-node DP deployment starts from the shared config file."""
+    local = dep.data_parallel_size_local
+    if local is None:
+        return []
+    last = dep.nodes_per_replica - 1
+    return [
+        f"Multi-node data parallel: {dep.nodes_per_replica} nodes of {local} DP ranks each. Node 0 (the API server): "
+        f"vllm serve --config vllm-{prof.profile}.yaml --data-parallel-address <node 0 address>; node k = 1..{last}: "
+        f"vllm serve --config vllm-{prof.profile}.yaml --data-parallel-address <node 0 address> --headless "
+        f"--data-parallel-start-rank <k x {local}> (command-line flags add to the file's)."
+    ]
+
+
 def vllm_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
     args = vllm_args(model, dep, prof)
+    if dep.data_parallel_size_local is not None:
+        return _dp_vllm_command(model, dep, prof, warnings, args)
     header = [
         f"vllm serve command, {prof.profile} profile (the same flags as vllm-{prof.profile}.yaml).",
         *expected_metrics(dep, prof),
@@ -665,6 +735,35 @@ def vllm_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
             "Then run this on the head node."
         ]
     return "#!/bin/sh\n" + _comment(header) + _shell(["vllm", "serve", *flag_list(args, "model")]) + "\n"
+
+
+def _dp_vllm_command(
+    model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str], args: dict[str, Any]
+) -> str:
+    """One script for every node of a multi-node DP deployment: node 0 serves the API and its local ranks, the
+    others run their ranks headless (vLLM docs serving/data_parallel_deployment, "Multi-node")."""
+    local = dep.data_parallel_size_local
+    assert local is not None  # vllm_command sends only multi-node DP here
+    header = [
+        f"vllm serve commands, {prof.profile} profile (the same flags as vllm-{prof.profile}.yaml).",
+        *expected_metrics(dep, prof),
+        *[f"note: {w}" for w in warnings],
+        "For gated models: export HF_TOKEN=... first (it is not written here).",
+        f"Multi-node data parallel, no Ray: run this on each of the {dep.nodes_per_replica} nodes with "
+        f"NODE_RANK=0..{dep.nodes_per_replica - 1} and LEADER_ADDR=<address of node 0>; node 0 serves the API "
+        f"on port {VLLM_PORT} and DP ranks 0..{local - 1}, node k runs ranks k x {local} onwards headless; every "
+        f"node reaches node 0 on port {DP_RPC_PORT}.",
+    ]
+    start = f"$((NODE_RANK*{local}))"
+    raw = ("$LEADER_ADDR", start)
+    leader = _shell(["vllm", "serve", *flag_list(args | dp_node_args(dep, 0, "$LEADER_ADDR"), "model")], raw)
+    worker = _shell(["vllm", "serve", *flag_list(args | dp_node_args(dep, start, "$LEADER_ADDR"), "model")], raw)
+    indent = lambda text: "  " + text.replace("\n", "\n  ")  # noqa: E731
+    return (
+        "#!/bin/sh\n"
+        + _comment(header)
+        + f'if [ "$NODE_RANK" = 0 ]; then\n{indent("exec " + leader)}\nelse\n{indent("exec " + worker)}\nfi\n'
+    )
 
 
 def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -831,6 +930,18 @@ def ray_leader_script(serve_words: list[str]) -> str:
     return f"ray start --head --port={RAY_PORT} && {wait} && exec " + " ".join(shlex.quote(w) for w in serve_words)
 
 
+def _dp_pod_commands(dep: Deployment, words: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The leader's and the workers' containers of a multi-node DP LeaderWorkerSet: every pod names the leader
+    pod's address, which the LWS controller puts in each container's environment (LWS_LEADER_ADDRESS, the
+    leader's DNS name in the group's headless Service); Kubernetes expands $(VAR) in args. A worker's start rank
+    is its LWS_WORKER_INDEX (1..size-1) x ranks per node, computed by the shell."""
+    leader = {"command": ["vllm", "serve"], "args": [*words, *flag_list(dp_node_args(dep, 0, "$(LWS_LEADER_ADDRESS)"))]}
+    start = f"$((LWS_WORKER_INDEX*{dep.data_parallel_size_local}))"
+    extra = flag_list(dp_node_args(dep, start, "$LWS_LEADER_ADDRESS"))
+    script = "exec " + " ".join([*(shlex.quote(w) for w in ["vllm", "serve", *words]), *extra])
+    return leader, {"command": ["/bin/sh", "-c"], "args": [script]}
+
+
 def _k8s_serve_words(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> list[str]:
     """The vLLM flags inside the cluster: a local model is served from its mounted volume."""
     args = vllm_args(model, dep, prof)
@@ -870,20 +981,13 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
         selector = {"app.kubernetes.io/name": name}
         kind_note = "a Deployment (one pod per replica) and a Service"
     else:
-        leader = {
-            "name": "vllm-leader",
-            **_container_common(dep),
-            "command": ["/bin/sh", "-c"],
-            "args": [ray_leader_script(["vllm", "serve", *words])],
-            "ports": port,
-            **_probes(),
-        }
-        worker = {
-            "name": "vllm-worker",
-            **_container_common(dep),
-            "command": ["/bin/sh", "-c"],
-            "args": [ray_worker_script()],
-        }
+        if dep.data_parallel_size_local is None:  # one engine across the pods: Ray
+            leader_run = {"command": ["/bin/sh", "-c"], "args": [ray_leader_script(["vllm", "serve", *words])]}
+            worker_run = {"command": ["/bin/sh", "-c"], "args": [ray_worker_script()]}
+        else:  # whole DP ranks per pod: vLLM's multi-node DP, the leader pod's address from the LWS
+            leader_run, worker_run = _dp_pod_commands(dep, words)
+        leader = {"name": "vllm-leader", **_container_common(dep), **leader_run, "ports": port, **_probes()}
+        worker = {"name": "vllm-worker", **_container_common(dep), **worker_run}
         workload = {
             "apiVersion": "leaderworkerset.x-k8s.io/v1",
             "kind": "LeaderWorkerSet",
@@ -905,9 +1009,15 @@ def k8s_manifest(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnin
             },
         }
         selector = {"app.kubernetes.io/name": name, "role": "leader"}
+        group = (
+            f"a Ray head running vLLM and {dep.nodes_per_replica - 1} Ray worker(s)"
+            if dep.data_parallel_size_local is None
+            else f"the leader serving the API and DP ranks 0..{dep.data_parallel_size_local - 1}, "
+            f"{dep.nodes_per_replica - 1} headless worker(s) running {dep.data_parallel_size_local} ranks each"
+        )
         kind_note = (
             f"a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1; one group of {dep.nodes_per_replica} pods per "
-            f"replica: a Ray head running vLLM and {dep.nodes_per_replica - 1} Ray worker(s)) and a Service"
+            f"replica: {group}) and a Service"
         )
     service = {
         "apiVersion": "v1",
