@@ -117,9 +117,8 @@ def test_the_export_writes_each_pool_with_its_tp_replicas_and_the_nixl_connector
     model = build_spec(loaded.config, loaded.name)
     b = pd_bundle(model, H100, SC, prefill_instances=2, prefill_tp=4, decode_instances=1, decode_tp=8, loaded=loaded)
     files = {a.filename: a.text for a in b.artefacts}
-    assert set(files) == {
-        f"{t}-{r}.{e}" for r in ("prefill", "decode") for t, e in (("vllm", "yaml"), ("vllm", "sh"), ("k8s", "yaml"))
-    }
+    per_pool = (("vllm", "yaml"), ("vllm", "sh"), ("sglang", "sh"), ("k8s", "yaml"))
+    assert set(files) == {f"{t}-{r}.{e}" for r in ("prefill", "decode") for t, e in per_pool} | {"router-sglang.sh"}
     prefill, decode = yaml.safe_load(files["vllm-prefill.yaml"]), yaml.safe_load(files["vllm-decode.yaml"])
     assert prefill["tensor-parallel-size"] == 4 and decode["tensor-parallel-size"] == 8
     for config in (prefill, decode):
@@ -130,7 +129,7 @@ def test_the_export_writes_each_pool_with_its_tp_replicas_and_the_nixl_connector
     assert workloads[0]["metadata"]["name"] != workloads[1]["metadata"]["name"]
     assert "--kv-transfer-config" in files["vllm-decode.sh"] and files["vllm-decode.sh"].startswith("#!")
     argv = ["export", "meta-llama/Llama-3.1-70B", "--prefill-instances", "1", "--decode-tp", "2"]
-    assert main([*argv, "--target", "sglang"]) == 2
+    assert main([*argv, "--target", "bench"]) == 2  # the bench command is not written for the pools
     assert "not written for disaggregated" in capsys.readouterr().err
     assert main([*argv, "--target", "all", "--output-dir", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.deploy.export import ExportBundle, export_bundle, pd_bundle
+from planner.deploy.export import ROUTER_FILE, ExportBundle, export_bundle, pd_bundle
 from planner.errors import ScenarioError
 from planner.hardware import get_profile
 from planner.model.families import build_spec
@@ -39,6 +39,10 @@ MATRIX = {
     "mla": ("deepseek-ai/DeepSeek-V2-Lite", {"max_model_len": 16384}),
     "multi-node": ("deepseek-ai/DeepSeek-V3", {"tp": 8, "pp": 2, "max_model_len": 32768, "kv_cache_dtype": "fp8"}),
     "eager": ("meta-llama/Llama-3.1-70B", {"tp": 4, "engine": "eager", "max_model_len": 16384}),
+    "nccl-all-reduce": (
+        "meta-llama/Llama-3.1-70B",
+        {"tp": 4, "disable_custom_all_reduce": True, "max_model_len": 16384},
+    ),
     "chunked-prefill-off": ("Qwen/Qwen2.5-7B", {"gpu": "l40s", "enable_chunked_prefill": False, "max_model_len": 8192}),
     "fp8-kv": ("meta-llama/Llama-3.1-8B", {"kv_cache_dtype": "fp8", "max_model_len": 32768}),
     "awq": ("Qwen/Qwen3-4B-AWQ", {"gpu": "l40s", "block_size": 32}),
@@ -68,10 +72,12 @@ MATRIX = {
     ),
 }
 TARGETS = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
-#: Disaggregated prefill/decode exports (pd_bundle): each pool's vLLM config, command and manifest.
+#: Disaggregated prefill/decode exports (pd_bundle): each pool's vLLM config, command and manifest, and its SGLang
+#: launch (--disaggregation-mode, the transfer backend of the KV link). The router (router-sglang.sh) is not
+#: parser-checked: the sglang-router package is not in the engines' environment.
 PD_MATRIX = {
-    "pd-dense": ("meta-llama/Llama-3.1-70B", {"max_model_len": 16384}, (2, 4, 1, 8)),
-    "pd-moe": ("Qwen/Qwen3-30B-A3B", {"max_model_len": 32768}, (1, 1, 1, 2)),
+    "pd-dense": ("meta-llama/Llama-3.1-70B", {"max_model_len": 16384}, (2, 4, 1, 8), "rdma"),
+    "pd-moe": ("Qwen/Qwen3-30B-A3B", {"max_model_len": 32768}, (1, 1, 1, 2), "tcp"),
 }
 
 
@@ -145,7 +151,7 @@ def verdicts(tmp_path_factory) -> dict[str, list[dict]]:
     for case, (name, scenario) in MATRIX.items():
         b = export(name, **scenario)
         files += [write(root / case, a.filename, a.text) for a in b.artefacts if a.target in TARGETS]
-    for case, (name, scenario, (p_n, p_tp, d_n, d_tp)) in PD_MATRIX.items():
+    for case, (name, scenario, (p_n, p_tp, d_n, d_tp), link) in PD_MATRIX.items():
         loaded = load_config(name)
         sc = Scenario(**scenario)
         b = pd_bundle(
@@ -156,10 +162,11 @@ def verdicts(tmp_path_factory) -> dict[str, list[dict]]:
             prefill_tp=p_tp,
             decode_instances=d_n,
             decode_tp=d_tp,
+            kv_transfer_link=link,
             loaded=loaded,
         )
-        files += [write(root / case, a.filename, a.text) for a in b.artefacts]
-    repos = {name for name, _ in MATRIX.values()} | {name for name, _, _ in PD_MATRIX.values()}
+        files += [write(root / case, a.filename, a.text) for a in b.artefacts if a.filename != ROUTER_FILE]
+    repos = {name for name, _ in MATRIX.values()} | {name for name, *_ in PD_MATRIX.values()}
     sglang = [f for f in files if f.name.startswith("sglang-")]
     rest = [f for f in files if f not in sglang]
     rows = run_checker((rest, repos), (sglang, repos))
@@ -240,13 +247,65 @@ def test_the_engines_accept_both_pools_of_a_disaggregated_export(verdicts, case)
         "vllm serve --config (parser)",
         "vllm serve --config (every key honoured)",
         "vllm create_engine_config",
+        "sglang ServerArgs",
+        "sglang no deprecated flag",
     } <= checks
     assert any(c.startswith("kubernetes-validate 1.37.0 strict") for c in checks)
     assert {Path(r["file"].split(" ")[0]).name for r in rows} >= {
         "vllm-prefill.yaml",
         "vllm-decode.yaml",
         "k8s-decode.yaml",
+        "sglang-prefill.sh",
+        "sglang-decode.sh",
     }
+
+
+@pytest.mark.parametrize("link, backend", [("rdma", "mooncake"), ("nvlink", "mooncake"), ("tcp", "mooncake_tcp")])
+def test_sglang_pools_and_router_of_a_disaggregated_export(link, backend):
+    """Each SGLang pool runs its --disaggregation-mode with the KV link's transfer backend, the prefill pool opens
+    its bootstrap port, and the router names every prefill URL with that port and every decode URL."""
+    loaded = load_config("meta-llama/Llama-3.1-70B")
+    sc = Scenario(max_model_len=16384)
+    b = pd_bundle(
+        build_spec(loaded.config, loaded.name),
+        get_profile(sc.gpu),
+        sc,
+        prefill_instances=2,
+        prefill_tp=4,
+        decode_instances=1,
+        decode_tp=8,
+        kv_transfer_link=link,
+        loaded=loaded,
+    )
+    files = {a.filename: a.text for a in b.artefacts}
+    prefill, decode, router = files["sglang-prefill.sh"], files["sglang-decode.sh"], files[ROUTER_FILE]
+    assert "--disaggregation-mode prefill" in prefill and "--disaggregation-bootstrap-port 8998" in prefill
+    assert "--disaggregation-mode decode" in decode and "--disaggregation-bootstrap-port" not in decode
+    assert (
+        f"--disaggregation-transfer-backend {backend} " in prefill + " "
+        and f"--disaggregation-transfer-backend {backend}" in decode
+    )
+    assert "--tp-size 4" in prefill and "--tp-size 8" in decode
+    assert "python -m sglang_router.launch_router \\\n  --pd-disaggregation" in router
+    assert router.count("--prefill ") == 2 and router.count(":30000\" 8998") == 2 and router.count("--decode ") == 1
+    assert '"http://$PREFILL_2:30000" 8998' in router and '"http://$DECODE_1:30000"' in router
+    assert "Not checked by a parser" in router
+
+
+def test_an_unknown_kv_link_is_refused_by_name():
+    loaded = load_config("meta-llama/Llama-3.1-8B")
+    sc = Scenario(max_model_len=8192)
+    with pytest.raises(ScenarioError, match="--kv-transfer-link 'infiniband'"):
+        pd_bundle(
+            build_spec(loaded.config, loaded.name),
+            get_profile(sc.gpu),
+            sc,
+            prefill_instances=1,
+            prefill_tp=1,
+            decode_instances=1,
+            decode_tp=1,
+            kv_transfer_link="infiniband",
+        )
 
 
 # ---------------------------------------------------- the checker can fail: the old defects

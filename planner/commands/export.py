@@ -81,7 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_scenario_flags(parser)
     add_disagg_flags(
-        parser, "write a prefill and a decode pool instead (vllm-yaml, vllm-cmd, k8s per pool, NixlConnector)"
+        parser,
+        "write a prefill and a decode pool instead (vllm-yaml, vllm-cmd, k8s per pool with NixlConnector; sglang "
+        "per pool with --disaggregation-mode, and its router)",
     )
     add_speculative_flags(parser)
     add_efficiency_flag(parser)
@@ -109,6 +111,7 @@ def _pd_bundle(args: argparse.Namespace, spec, loaded, sc, hw, layout) -> Export
         prefill_tp=layout.prefill_tp,
         decode_instances=layout.decode_instances,
         decode_tp=layout.decode_tp,
+        kv_transfer_link=layout.kv_transfer_link,
         expected=[pointer],
         loaded=loaded,
         revision=args.revision,

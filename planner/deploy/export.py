@@ -71,6 +71,7 @@ VLLM_PORT = 8000
 SGLANG_PORT = 30000
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 50000
+SGLANG_BOOTSTRAP_PORT = 8998  # sglang 0.5.23 fields/disagg.py: disaggregation_bootstrap_port's default
 #: The data-parallel RPC port every node of a multi-node DP deployment names (vLLM docs
 #: serving/data_parallel_deployment, "Multi-node": ``--data-parallel-rpc-port 13345``; vllm 0.33.0's help: "All
 #: nodes must use the same port").
@@ -103,6 +104,7 @@ VLLM_FLAGS: tuple[str, ...] = (
     "enable-chunked-prefill",
     "enable-prefix-caching",
     "enforce-eager",
+    "disable-custom-all-reduce",  # ParallelConfig.disable_custom_all_reduce
     "speculative-config",
     "kv-transfer-config",  # KVTransferConfig: kv_connector, kv_role (docs: features/nixl_connector_usage)
     "scheduling-policy",  # SchedulerConfig.policy: fcfs | priority
@@ -183,6 +185,7 @@ SGLANG_FLAGS: tuple[str, ...] = (
     "page-size",
     "cuda-graph-backend-decode",
     "cuda-graph-backend-prefill",
+    "disable-custom-all-reduce",  # sglang/srt/arg_groups/fields: disable_custom_all_reduce (store_true)
     "nnodes",
     "node-rank",
     "dist-init-addr",
@@ -190,6 +193,12 @@ SGLANG_FLAGS: tuple[str, ...] = (
     # that replaces the deprecated --dp-size N --enable-dp-attention: parallel_hook.handle_deprecated_dp_attention)
     "ep-size",
     "attn-dp-size",
+    # PD disaggregation: sglang/srt/arg_groups/fields/disagg.py (disaggregation_mode null|prefill|decode,
+    # disaggregation_transfer_backend in arg_groups/choices.py DISAGG_TRANSFER_BACKEND_CHOICES: mooncake, nixl,
+    # ascend, fake, mori, mooncake_tcp; disaggregation_bootstrap_port, default 8998, on the prefill server)
+    "disaggregation-mode",
+    "disaggregation-transfer-backend",
+    "disaggregation-bootstrap-port",
 )
 SGLANG_FLAG_SOURCE = f"sglang {SGLANG_VERSION} (sglang/srt/arg_groups/fields, sglang serve)"
 SGLANG_COMMAND = ("sglang", "serve")
@@ -261,6 +270,17 @@ class Deployment(BaseModel):
         exclude_if=lambda v: v is None,  # a one-node or Ray deployment's JSON stays what it was
         description="DP ranks (engines) per node when data parallelism spans nodes (vLLM's multi-node DP: node 0 "
         "serves the API, the others run --headless from --data-parallel-start-rank); None otherwise.",
+    )
+    disaggregation_mode: Literal["prefill", "decode"] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The pool of a disaggregated deployment (pd_bundle): SGLang's --disaggregation-mode; None: "
+        "an aggregated deployment.",
+    )
+    disaggregation_transfer_backend: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="SGLang's --disaggregation-transfer-backend of a disaggregated pool (SGLANG_PD_BACKENDS).",
     )
     kv_transfer_config: dict[str, str] | None = Field(
         None,
@@ -577,6 +597,8 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
         args["limit-mm-per-prompt"] = model.encoder.limit_per_prompt(sc.workload.images_per_request)
     if sc.engine == "eager":
         args["enforce-eager"] = True
+    if sc.disable_custom_all_reduce:
+        args["disable-custom-all-reduce"] = True
     if sc.speculative is not None:  # a mapping in the YAML (vLLM's loader turns it to JSON), JSON on a command line
         args["speculative-config"] = vllm_speculative_config(sc.speculative)
     if dep.kv_transfer_config is not None:  # a mapping too, as --speculative-config
@@ -801,6 +823,8 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
     ]
     if sc.engine == "eager":
         flags += [("cuda-graph-backend-decode", "disabled"), ("cuda-graph-backend-prefill", "disabled")]
+    if sc.disable_custom_all_reduce:
+        flags.append(("disable-custom-all-reduce", True))
     if sc.speculative is not None:
         notes.append(
             "speculative decoding is written for vLLM only (--speculative-config); SGLang's --speculative-* "
@@ -810,6 +834,13 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
         notes.append(
             "LoRA serving is written for vLLM only (--enable-lora); this SGLang command serves the base model."
         )
+    if dep.disaggregation_mode is not None:
+        flags += [
+            ("disaggregation-mode", dep.disaggregation_mode),
+            ("disaggregation-transfer-backend", dep.disaggregation_transfer_backend),
+        ]
+        if dep.disaggregation_mode == "prefill":  # the router names it next to each prefill URL
+            flags.append(("disaggregation-bootstrap-port", SGLANG_BOOTSTRAP_PORT))
     if dep.multi_node:
         flags += [
             ("nnodes", dep.nodes_per_replica),
@@ -1179,10 +1210,35 @@ def export_bundle(
 #: (docs.vllm.ai features/nixl_connector_usage: prefiller and decoder each start with
 #: --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}').
 NIXL_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-#: The targets a disaggregated export writes per pool (SGLang's --disaggregation-mode and the bench command are
-#: not written for it yet).
-PD_TARGETS: tuple[Target, ...] = ("vllm-yaml", "vllm-cmd", "k8s")
+#: The targets a disaggregated export writes per pool (the bench command is not written for it yet); SGLang's
+#: adds the router (router-sglang.sh).
+PD_TARGETS: tuple[Target, ...] = ("vllm-yaml", "vllm-cmd", "sglang", "k8s")
 PD_ROLES = ("prefill", "decode")
+#: SGLang's --disaggregation-transfer-backend for each KV link (sglang 0.5.23 arg_groups/choices.py): Mooncake's
+#: transfer engine (SGLang's default; RDMA, and NVLink inside a node) and, over TCP, mooncake_tcp (Mooncake with
+#: its TCP transport forced: pd_disaggregation_hook.handle_pd_disaggregation sets MC_FORCE_TCP=1).
+SGLANG_PD_BACKENDS = {"nvlink": "mooncake", "rdma": "mooncake", "tcp": "mooncake_tcp"}
+#: The router of SGLang's PD disaggregation (docs.sglang.io advanced_features/pd_disaggregation; sgl-router):
+#: ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP_PORT ... --decode URL ...``.
+#: The sglang-router package is not in the engines' environment, so this command is not parser-checked.
+SGLANG_ROUTER_COMMAND = ("python", "-m", "sglang_router.launch_router", "--pd-disaggregation")
+SGLANG_ROUTER_PORT = 8000
+ROUTER_FILE = "router-sglang.sh"
+
+
+def sglang_router_command(prefill_instances: int, decode_instances: int, header: list[str]) -> str:
+    """The router in front of the pools: each prefill instance's URL with its bootstrap port, each decode
+    instance's URL; the instances' addresses come from the environment ($PREFILL_1.., $DECODE_1..)."""
+    words = list(SGLANG_ROUTER_COMMAND)
+    raw = []
+    for i in range(1, prefill_instances + 1):
+        words += ["--prefill", f"http://$PREFILL_{i}:{SGLANG_PORT}", str(SGLANG_BOOTSTRAP_PORT)]
+        raw.append(f"http://$PREFILL_{i}:{SGLANG_PORT}")
+    for i in range(1, decode_instances + 1):
+        words += ["--decode", f"http://$DECODE_{i}:{SGLANG_PORT}"]
+        raw.append(f"http://$DECODE_{i}:{SGLANG_PORT}")
+    words += ["--host", "0.0.0.0", "--port", str(SGLANG_ROUTER_PORT)]
+    return "#!/bin/sh\n" + _comment(header) + _shell(words, tuple(raw)) + "\n"
 
 
 def pd_bundle(
@@ -1194,6 +1250,7 @@ def pd_bundle(
     prefill_tp: int,
     decode_instances: int,
     decode_tp: int,
+    kv_transfer_link: str = "rdma",
     expected: list[str] | None = None,
     loaded: LoadedConfig | None = None,
     revision: str | None = None,
@@ -1201,7 +1258,9 @@ def pd_bundle(
     efficiency: Efficiency | None = None,
 ) -> ExportBundle:
     """A disaggregated prefill/decode deployment (xPyD): per pool, vLLM's config and command and a Kubernetes
-    manifest of ``instances`` replicas at its TP, each engine with the NIXL KV connector.
+    manifest of ``instances`` replicas at its TP, each engine with the NIXL KV connector; SGLang's launch command
+    per pool (``--disaggregation-mode prefill|decode``, the transfer backend of ``kv_transfer_link``:
+    SGLANG_PD_BACKENDS) and its router (router-sglang.sh, not parser-checked: see SGLANG_ROUTER_COMMAND).
 
     The prefill pool takes the throughput profile (a large step budget: it only prefills), the decode pool the
     latency profile. ``expected``: lines (the disaggregated simulation's figures) written at the top of every
@@ -1209,6 +1268,11 @@ def pd_bundle(
     llm-d's inference scheduler or vLLM's disaggregated proxy example does that part.
     """
     check_engine_accepts(model, sc, _planned_kv(model, hw, sc))
+    if kv_transfer_link not in SGLANG_PD_BACKENDS:
+        raise ScenarioError(
+            f"--kv-transfer-link {kv_transfer_link!r} is not a link the export knows.",
+            hint=f"Use one of {', '.join(SGLANG_PD_BACKENDS)}.",
+        )
     roles = {
         "prefill": (prefill_instances, prefill_tp, throughput_profile),
         "decode": (decode_instances, decode_tp, latency_profile),
@@ -1217,14 +1281,23 @@ def pd_bundle(
     for role, (instances, tp, builder) in roles.items():
         sc_role = sc.model_copy(update={"tp": tp, "num_gpus": instances * tp * sc.pp})
         dep, notes = deployment(model, hw, sc_role, loaded=loaded, revision=revision, image=image)
-        dep = dep.model_copy(update={"app_name": f"{dep.app_name}-{role}", "kv_transfer_config": NIXL_KV_TRANSFER})
+        dep = dep.model_copy(
+            update={
+                "app_name": f"{dep.app_name}-{role}",
+                "kv_transfer_config": NIXL_KV_TRANSFER,
+                "disaggregation_mode": role,
+                "disaggregation_transfer_backend": SGLANG_PD_BACKENDS[kv_transfer_link],
+            }
+        )
         prof = builder(model, hw, sc_role, efficiency)
         warnings += [f"{role} pool: {note}" for note in notes + _weight_flags(model, sc_role)[2]]
         header = _comment(
             [
-                f"Disaggregated prefill/decode: the {role} pool, {instances} instance(s) at TP {tp}, "
-                f"KV over NixlConnector to the {'decode' if role == 'prefill' else 'prefill'} pool.",
-                "Route each request to a prefill then a decode instance (llm-d, or vLLM's disaggregated proxy).",
+                f"Disaggregated prefill/decode: the {role} pool, {instances} instance(s) at TP {tp}, KV to the "
+                f"{'decode' if role == 'prefill' else 'prefill'} pool over NixlConnector (vLLM) or "
+                f"{SGLANG_PD_BACKENDS[kv_transfer_link]} (SGLang).",
+                "Route each request to a prefill then a decode instance (vLLM: llm-d, or vLLM's disaggregated proxy; "
+                f"SGLang: {ROUTER_FILE}).",
                 *(expected or []),
                 f"The 'Expected' lines below are one such engine serving alone ({prof.profile} profile), not the "
                 "pools together.",
@@ -1246,6 +1319,24 @@ def pd_bundle(
             )
         profiles.append(prof)
         deps.append(dep)
+    router = [
+        f"SGLang's PD router in front of the pools ({' '.join(SGLANG_ROUTER_COMMAND[2:])}; docs.sglang.io "
+        "advanced_features/pd_disaggregation): pip install sglang-router.",
+        f"Set PREFILL_1..{prefill_instances} and DECODE_1..{decode_instances} to the instances' addresses "
+        f"(sglang-prefill.sh and sglang-decode.sh); each prefill URL is followed by its bootstrap port "
+        f"{SGLANG_BOOTSTRAP_PORT} (--disaggregation-bootstrap-port). Clients send to port {SGLANG_ROUTER_PORT}.",
+        "Not checked by a parser: the sglang-router package is not in the planner's engines environment.",
+        *(expected or []),
+    ]
+    artefacts.append(
+        Artefact(
+            profile=profiles[1].profile,
+            target="sglang",
+            filename=ROUTER_FILE,
+            description="SGLang's PD router (sglang_router) in front of both pools",
+            text=sglang_router_command(prefill_instances, decode_instances, router),
+        )
+    )
     return ExportBundle(deployment=deps[1], profiles=profiles, artefacts=artefacts, warnings=warnings)
 
 
