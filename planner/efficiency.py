@@ -101,6 +101,13 @@ class Efficiency(BaseModel):
     allreduce_fraction: float = Field(
         0.7, gt=0, le=1, description="Achieved fraction of the interconnect's unidirectional bandwidth in all-reduce."
     )
+    nccl_graph_latency_seconds: float = Field(
+        0.0,
+        ge=0,
+        le=5e-4,
+        description="Extra fixed time of an NCCL all-reduce replayed inside a CUDA graph, over the link's "
+        "small-message latency, in seconds.",
+    )
     allreduce_latency_seconds: float = Field(
         8e-6,
         ge=0,

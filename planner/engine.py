@@ -107,6 +107,11 @@ class EngineProfile(BaseModel):
     custom_allreduce: bool = Field(
         description="A custom all-reduce takes small TP messages (< 8 MiB, NVLink or 2 ranks)."
     )
+    custom_allreduce_off: tuple[tuple[str, str], ...] = Field(
+        (),
+        description="Version ranges [first, first excluded) inside this profile whose default runs every "
+        "all-reduce through NCCL (custom all-reduce not yet there, or off by default).",
+    )
     custom_allreduce_graph_fit: bool = Field(
         True,
         description="A custom all-reduce replayed inside a CUDA graph is priced with the in-graph fit "
@@ -144,6 +149,15 @@ class EngineProfile(BaseModel):
     def moe_weight_layout(self, weight_format: str, compute_capability: str | None) -> MoeWeightLayout | None:
         """The rule for experts stored as ``weight_format`` on a card of ``compute_capability``, if any."""
         return next((r for r in self.moe_weight_layouts if r.holds(weight_format, compute_capability)), None)
+
+    def custom_allreduce_at(self, version: str | None) -> bool:
+        """Whether the custom all-reduce is on by default at ``version`` (None: the range's newest)."""
+        if not self.custom_allreduce:
+            return False
+        if version is None:
+            return True
+        v = parse_version(version)
+        return not any(parse_version(lo) <= v < parse_version(hi) for lo, hi in self.custom_allreduce_off)
 
     def reserves_graph_memory_at(self, version: str | None) -> bool:
         """Whether the graph pool is reserved before KV sizing at ``version`` (None: the range's newest)."""

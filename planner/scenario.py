@@ -338,6 +338,12 @@ class Scenario(BaseModel):
     engine: Literal["eager", "cuda-graphs"] = Field(
         "cuda-graphs", description="eager (--enforce-eager) or CUDA graphs (vLLM's default)."
     )
+    disable_custom_all_reduce: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="Every tensor-parallel all-reduce through NCCL (vLLM --disable-custom-all-reduce); default: the "
+        "engine version's own choice.",
+    )
     enable_chunked_prefill: bool = Field(True, description="Split long prompts over steps (vLLM V1 default: on).")
     scheduling_policy: Literal["fcfs", "priority"] = Field(
         "fcfs",

@@ -346,6 +346,11 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
     )
     s.add_argument("--enforce-eager", action="store_true", help="Same as --engine eager (vLLM's flag).")
     s.add_argument(
+        "--disable-custom-all-reduce",
+        action="store_true",
+        help=_described(Scenario, "disable_custom_all_reduce"),
+    )
+    s.add_argument(
         "--engine-version",
         metavar="ENGINE@VERSION",
         default=None,
@@ -477,6 +482,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         engine="eager" if args.enforce_eager else args.engine,
+        disable_custom_all_reduce=getattr(args, "disable_custom_all_reduce", False),
         engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"),
         enable_chunked_prefill=not args.no_chunked_prefill,
         scheduling_policy=getattr(args, "scheduling_policy", None) or _default(Scenario, "scheduling_policy"),

@@ -694,10 +694,8 @@ class StepTimeModel:
                     self.tp,
                     self.link,
                     self.engine.custom_allreduce,
-                    np.logical_and(
-                        self.engine.custom_allreduce_graph_fit,
-                        step.replays_graph(step.KIND_CODES["allreduce"], graphs, piecewise),
-                    ),
+                    step.replays_graph(step.KIND_CODES["allreduce"], graphs, piecewise),
+                    self.engine.custom_allreduce_graph_fit,
                 ),
                 floor[ar],
             )

@@ -18,6 +18,7 @@ card's measured factors it is *calibrated*.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any, Literal
 
@@ -138,8 +139,19 @@ def prediction_kind(eff: Efficiency) -> PredictionKind:
 
 
 def engine_of(sc: Scenario | None) -> EngineProfile:
-    """The engine profile a scenario's steps are timed with (``sc.engine_version``)."""
-    return resolve_engine(sc.engine_version if sc is not None else DEFAULT_ENGINE)[0]
+    """The engine profile a scenario's steps are timed with (``sc.engine_version``), its custom all-reduce
+    off where that version's default or the scenario (``disable_custom_all_reduce``) turns it off."""
+    if sc is None:
+        return resolve_engine(DEFAULT_ENGINE)[0]
+    return _engine_at(sc.engine_version, sc.disable_custom_all_reduce)
+
+
+@functools.lru_cache(maxsize=64)
+def _engine_at(spec: str, disable_custom_all_reduce: bool) -> EngineProfile:
+    profile, version = resolve_engine(spec)
+    if profile.custom_allreduce and (disable_custom_all_reduce or not profile.custom_allreduce_at(version)):
+        return profile.model_copy(update={"custom_allreduce": False})
+    return profile
 
 
 def efficiency_for(
@@ -234,10 +246,15 @@ class Binder:
         eff, hw = self.eff, self.hw
         if code == _ALLREDUCE:
             profile = self.engine or engine_of(None)
-            in_graph = graphs and profile.custom_allreduce_graph_fit
             t = max(
                 step.allreduce_seconds(
-                    eff, op.comm_bytes, self.tp, step.Link.for_group(hw, self.tp), profile.custom_allreduce, in_graph
+                    eff,
+                    op.comm_bytes,
+                    self.tp,
+                    step.Link.for_group(hw, self.tp),
+                    profile.custom_allreduce,
+                    graphs,
+                    profile.custom_allreduce_graph_fit,
                 ),
                 float(step.kernel_floor_seconds(eff, op.kernels)),
             )

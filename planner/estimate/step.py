@@ -222,7 +222,13 @@ def custom_allreduce_applies(payload_bytes: Any, ranks: int, link: Link, engine_
 
 
 def allreduce_seconds(
-    eff: Efficiency, payload_bytes: Any, ranks: int, link: Link, engine_has_custom: bool, in_graph: Any = False
+    eff: Efficiency,
+    payload_bytes: Any,
+    ranks: int,
+    link: Link,
+    engine_has_custom: bool,
+    in_graph: Any = False,
+    custom_graph_fit: bool = True,
 ) -> Any:
     """Seconds of one all-reduce of ``payload_bytes`` over ``ranks`` GPUs (0 for one rank); ``in_graph``
     (a bool or an array like ``payload_bytes``): it is replayed inside a CUDA graph.
@@ -242,10 +248,11 @@ def allreduce_seconds(
     measured = np.minimum(payload_bytes, CUSTOM_ALLREDUCE_FIT_MAX_BYTES)
     custom = alpha + measured / (beta * scale) + (payload_bytes - measured) / ring_bytes_per_s
     ring = NCCL_LATENCY_SECONDS[link.kind] + payload_bytes / ring_bytes_per_s
+    ring = ring + np.where(in_graph, eff.nccl_graph_latency_seconds, 0.0)
     graph = CUSTOM_ALLREDUCE_GRAPH_LATENCY_SECONDS + (ranks - 1) * payload_bytes / (
         link.one_way_bytes_per_s * CUSTOM_ALLREDUCE_GRAPH_LINK_FRACTION
     )
-    custom = np.where(in_graph, np.minimum(graph, ring), custom)
+    custom = np.where(np.logical_and(in_graph, custom_graph_fit), np.minimum(graph, ring), custom)
     use_custom = custom_allreduce_applies(payload_bytes, ranks, link, engine_has_custom)
     out = np.where(use_custom, custom, ring)
     return float(out) if _ndim(out) == 0 else out

@@ -155,7 +155,8 @@ class StepOpsBatch:
                         work.tp,
                         work.link,
                         work.engine.custom_allreduce,
-                        (a["graphs"][rows] > 0) & work.engine.custom_allreduce_graph_fit,
+                        a["graphs"][rows] > 0,
+                        work.engine.custom_allreduce_graph_fit,
                     ),
                     floor[rows],
                 )
