@@ -218,8 +218,8 @@ BAD = [
     ),
     (["plan", "llama3.1-8b", "--images-per-request", "1"], "it is a text-only model (no vision_config)"),
     (
-        ["simulate", "gemma-3-4b-it", "--qps", "1", "--num-requests", "10", "--images-per-request", "1"],
-        "the simulator does not model images yet",
+        ["simulate", "gemma-3-4b-it", "--qps", "1", "--num-requests", "10", "--images-per-request", "1", "--static"],
+        "the static-batching simulation does not model images",
     ),
     (["plan", "gemma-3-4b-it", "--image-size", "896x896"], "--image-size without --images-per-request"),
     (["plan", "gemma-3-4b-it", "--images-per-request", "1", "--image-size", "big"], "expects WIDTHxHEIGHT"),

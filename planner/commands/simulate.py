@@ -193,6 +193,8 @@ _CLASS_FILE_REPLACES = {
     "output_len_std": ("--output-len-std", 0.0),
     "prefix_cache_hit_rate": ("--prefix-cache-hit-rate", 0.0),
     "num_requests": ("--num-requests", _W["num_requests"].default),
+    "images_per_request": ("--images-per-request", 0),
+    "image_size": ("--image-size", None),
 }
 
 

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
-from planner.estimate.resolve import Resolved
+from planner.estimate.resolve import Resolved, resolve
+from planner.hardware import HardwareProfile
 from planner.model.encoders import ENCODERS, VisionEncoder
 from planner.model.ops import Op, StepShape
 from planner.model.spec import ModelSpec
@@ -132,6 +134,35 @@ def encoder_rows(model: ModelSpec, sc: Scenario, shape: StepShape, batch: int) -
     imgs = images(model, sc)
     if imgs is None:
         return []
+    return image_rows(model, shape, imgs, batch * imgs.per_request)
+
+
+def image_rows(model: ModelSpec, shape: StepShape, imgs: Images, count: int) -> list[tuple[str, int, list[Op]]]:
+    """The encoder's forward over ``count`` images of ``imgs``'s size in one batch, as (group, count, ops) rows."""
     # the tower stays in the model dtype (quantized checkpoints leave it out), whatever the LLM's GEMMs run in
     vit_shape = shape.model_copy(update={"compute_dtypes": {**shape.compute_dtypes, "vision": model.dtype}})
-    return imgs.encoder.ops(vit_shape, batch * imgs.per_request, imgs.width, imgs.height)
+    return imgs.encoder.ops(vit_shape, count, imgs.width, imgs.height)
+
+
+def encoder_seconds(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    count: int,
+    efficiency: Efficiency | None = None,
+) -> float:
+    """Seconds of the vision encoder's forward over ``count`` images of ``sc``'s size, in one batch, on one rank:
+    the rows a prefill roofline adds for them (``image_rows``, eager), bound by the roofline's own ``Binder``
+    (``planner.estimate.step``), summed. The prefill roofline of a batch of one request holds exactly these rows for
+    its ``images_per_request`` images, so this is the latency estimate's ``encoder_seconds`` at batch 1 (tested).
+    The simulator charges it in the step that schedules the images' first tokens (``planner.serve.simulate``)."""
+    from planner.estimate.roofline import Binder, efficiency_for, engine_of, step_shape  # (roofline imports this)
+
+    imgs = images(model, sc)
+    if imgs is None or count <= 0:
+        return 0.0
+    res = resolve(model, hw, sc)
+    shape = step_shape(model, res, "prefill", 1, 1)  # only its TP, dtypes and weight bits reach the ViT's ops
+    binder = Binder(hw, efficiency or efficiency_for(hw, sc=sc), res.tp, engine_of(sc), shape.num_seqs, res.ep)
+    rows = image_rows(model, shape, imgs, count)
+    return sum(binder(op, False)[0] * count for _, count, ops in rows for op in ops)

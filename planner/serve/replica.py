@@ -25,6 +25,13 @@ load balancer spreads requests over the ranks; round robin here, a closed loop's
 step timed by ``StepTimeModel`` with the MoE layers' dispatch over all ranks (the others assumed as busy), and
 the replica's throughput and knee are dp times the rank's; latencies are rank 0's.
 
+With images (``--images-per-request`` / ``--image-size``, or a workload file's classes with ``images_per_request`` /
+``image_size``), ``request_images`` gives each request its images' prompt tokens (``planner.estimate.multimodal``)
+and the vision encoder's seconds per image (``planner.estimate.multimodal.encoder_seconds``, the ops and binding of
+the latency estimate's prefill roofline), and the simulator charges them in the step that schedules each image's
+first token (``planner.serve.simulate``); the memory plan counts the encoder's weights and cache. The knee is not
+computed for such a run (its full-batch run draws text-only prompts): the overload verdict is the queue's growth.
+
 ``static_vs_continuous`` runs the same requests twice, once with vLLM's continuous batching and
 once with static batches, to show what continuous batching buys on that workload.
 ``length_distribution`` turns the faces' "mean and spread" inputs into a workload length spec.
@@ -44,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
 from planner.errors import ScenarioError
+from planner.estimate import multimodal
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.roofline import PredictionKind, engine_of
@@ -181,6 +189,18 @@ class ServingResult(SimulationResult):
         "every dp-th request: its latencies and counts are rank 0's, throughput and knee dp x rank 0's. None: one "
         "engine.",
     )
+    image_tokens_per_request: float | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="With images: the prompt tokens of each request's images, mean over the requests (they are in "
+        "the prompts, the KV cache and the prefill); absent without images.",
+    )
+    encoder_seconds: float | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="With images: the vision encoder's seconds for one request's images (one pass; a preempted "
+        "request encodes them again), mean over the requests, inside its TTFT; absent without images.",
+    )
     speculative: SpeculativeEstimate | None = Field(
         None,
         exclude_if=lambda v: v is None,  # a plain dump stays what it was before speculation existed
@@ -227,14 +247,19 @@ def scheduler_config(
     )
 
 
-def planned_replica(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> tuple[MemoryPlan, SchedulerConfig]:
-    """Memory plan and scheduler limits of one replica; ScenarioError when vLLM would not start."""
-    if sc.workload.images_per_request:  # the simulated requests would lack the images' tokens and encoder time
+def planned_replica(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, images: bool = False
+) -> tuple[MemoryPlan, SchedulerConfig]:
+    """Memory plan and scheduler limits of one replica; ScenarioError when vLLM would not start.
+
+    ``images``: the caller gives the requests their images (``simulate_scenario``); the other callers (the
+    SLO search, the rate sweep, disaggregated pools) draw text-only requests and refuse a scenario with images."""
+    if sc.workload.images_per_request and not images:  # its requests would lack the images' tokens and encoder
         raise ScenarioError(
-            f"--images-per-request {sc.workload.images_per_request}: the simulator does not model images yet (their "
-            "prompt tokens and encoder time per prefill); only plan, roofline, latency and export do.",
-            hint="Drop --images-per-request here, or add the images' tokens to the prompt lengths "
-            "(python -m planner latency ... --images-per-request N reports image_tokens_per_request).",
+            f"--images-per-request {sc.workload.images_per_request}: only the one-replica simulation (simulate, "
+            "its --budget-sweep and --compare-pools) serves images; this search or layout does not model them yet.",
+            hint="Drop --images-per-request here, or simulate the replica: python -m planner simulate MODEL "
+            "--images-per-request N --image-size WxH --qps R.",
         )
     plan = plan_memory(model, hw, sc, suggest=False)
     if not plan.fits or plan.num_gpu_blocks < 1:
@@ -340,6 +365,78 @@ def replica_step_cost(
     return SpeculativeStepCost(speculative_step_model(model, hw, sc, step.eff, draft_model, target=step))
 
 
+def image_groups(sc: Scenario, workload: Workload) -> list[tuple[int, tuple[int, int] | None]]:
+    """(images per request, image size) of each request class (``workload.classes``), or of the one stream
+    (``sc.workload``: --images-per-request, --image-size). Images given both ways are refused."""
+    if not workload.classes:
+        return [(sc.workload.images_per_request, sc.workload.image_size)]
+    if sc.workload.images_per_request:
+        raise ScenarioError(
+            f"--images-per-request {sc.workload.images_per_request} beside request classes: each class gives its own "
+            "images.",
+            hint="Drop --images-per-request and --image-size, and set images_per_request / image_size in the classes.",
+        )
+    return [(c.images_per_request, c.image_size) for c in workload.classes]
+
+
+def scenario_with_images(sc: Scenario, groups: list[tuple[int, tuple[int, int] | None]]) -> Scenario:
+    """``sc`` as the memory plan must see it when request classes carry images (``groups``: ``image_groups``): the
+    most images of any class (and that class's size), so the encoder's weights and cache are counted; ``sc`` itself
+    when it has its images already (one stream) or no request has any."""
+    most = max(groups, key=lambda g: g[0])
+    if sc.workload.images_per_request or not most[0]:
+        return sc
+    shape = sc.workload.model_copy(update={"images_per_request": most[0], "image_size": most[1]})
+    return sc.model_copy(update={"workload": shape})
+
+
+def request_images(
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    groups: list[tuple[int, tuple[int, int] | None]],
+    requests: RequestSet,
+    efficiency: Efficiency | None = None,
+) -> RequestSet:
+    """``requests`` with their images: each request's count, its images' tokens added to its prompt
+    (``multimodal.images``: tokens per image from the encoder's config and the image size) and the encoder's
+    seconds per image (``multimodal.encoder_seconds`` of the request's images in one batch, over their count: a
+    request's images cost what the latency estimate's ``encoder_seconds`` says at batch 1). Unchanged without
+    images; refused with the reason where the model cannot take them (a text-only model, a --tp that does not
+    divide the ViT's heads, no --image-size for a dynamic-resolution encoder). ``groups``: (images, size) of each
+    request class, or of the one stream (``image_groups``)."""
+    if not any(n for n, _ in groups):
+        return requests
+    count, tokens, seconds = [], [], []
+    for n, size in groups:
+        shape = sc.workload.model_copy(update={"images_per_request": n, "image_size": size})
+        at = sc.model_copy(update={"workload": shape})
+        imgs = multimodal.images(model, at)  # None for a class without images; else them, or the refusal
+        count.append(n)
+        tokens.append(imgs.tokens_per_image if imgs else 1)
+        seconds.append(multimodal.encoder_seconds(model, hw, at, n, efficiency) / n if imgs else 0.0)
+    group = np.zeros(len(requests), dtype=np.int64) if requests.class_id is None else requests.class_id
+    images = np.asarray(count, dtype=np.int64)[group]
+    per_image = np.asarray(tokens, dtype=np.int64)[group]
+    return replace(
+        requests,
+        input_tokens=requests.input_tokens + images * per_image,
+        images=images,
+        image_tokens=per_image,
+        image_seconds=np.asarray(seconds, dtype=np.float64)[group],
+    )
+
+
+def image_fields(requests: RequestSet) -> dict[str, float]:
+    """ServingResult's image fields: the mean image tokens and encoder seconds per request (none without images)."""
+    if requests.images is None or requests.image_tokens is None or requests.image_seconds is None:
+        return {}
+    return {
+        "image_tokens_per_request": float(np.mean(requests.images * requests.image_tokens)),
+        "encoder_seconds": float(np.mean(requests.images * requests.image_seconds)),
+    }
+
+
 def mean_decode_batch(run: EngineRun) -> int:
     """Decoding requests per step, time-weighted over the steps that decode, rounded (at least 1)."""
     decoding = run.decode_seqs > 0
@@ -389,15 +486,20 @@ def simulate_scenario(
     With ``sc.speculative`` the steps are speculative (``SpeculativeStepCost``; ``draft_model`` is the
     draft's spec for method draft) and ``speculative`` carries the estimate at the run's mean batch.
     """
-    plan, scheduler = planned_replica(model, hw, sc)
+    groups = image_groups(sc, workload)
+    sc = scenario_with_images(sc, groups)
+    plan, scheduler = planned_replica(model, hw, sc, images=True)
     if mode != "continuous":
         scheduler = scheduler.model_copy(update={"mode": mode})
     step = replica_step_cost(model, hw, sc, efficiency, draft_model, step_model)
     dp = sc.data_parallel_size
-    run = run_engine(dp_rank_requests(generate_requests(workload), dp), scheduler, step)
+    requests = dp_rank_requests(request_images(model, hw, sc, groups, generate_requests(workload), step.eff), dp)
+    run = run_engine(requests, scheduler, step)
     result = label_result(
         summarize(run, step_cost_model=type(step).__name__), step, model, hw, sc, scheduler, plan.reason
     )
+    if requests.images is not None:
+        result = result.model_copy(update=image_fields(requests))
     if dp > 1:
         result = dp_replica_result(result, dp)
     if isinstance(step, SpeculativeStepCost):
@@ -405,6 +507,11 @@ def simulate_scenario(
     offered = offered_rate_per_s(workload, run)
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
+    if requests.images is not None:  # the knee's full-batch run draws text-only prompts: judge by the queue alone
+        overloaded, reason = overload_verdict(offered, None, queue_growth(run))
+        return result.model_copy(
+            update={"offered_requests_per_s": offered, "overloaded": overloaded, "overload_reason": reason}
+        )
     knee = kept_saturation(model, hw, sc, workload, scheduler, step, draft_model).requests_per_s
     if knee is not None and dp > 1:
         knee *= dp  # every DP rank carries its share at the rank's knee
@@ -442,6 +549,9 @@ def dp_rank_requests(requests: RequestSet, dp: int) -> RequestSet:
         class_id=cut(requests.class_id),
         priority=cut(requests.priority),
         shared_prefix_tokens=cut(requests.shared_prefix_tokens),
+        images=cut(requests.images),
+        image_tokens=cut(requests.image_tokens),
+        image_seconds=cut(requests.image_seconds),
     )
 
 

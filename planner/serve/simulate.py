@@ -41,6 +41,19 @@ happens only on admission, completion and preemption: the step loop (``_Continuo
 clock in locals and calls a named phase (preemption, prefill scheduling, finishing, advancing prefills)
 only in a step that has that work.
 
+Images (``RequestSet.images``, set by ``planner.serve.replica.request_images``): a request's images sit at the start
+of its prompt, image i on prompt tokens [i x t, (i + 1) x t) (t: its tokens per image, part of ``input_tokens``), and
+the vision encoder runs for an image in the step whose chunk reaches the image's first token, its seconds
+(``image_seconds``) added to that step. This is vLLM V1's rule (``Scheduler._try_schedule_encoder_inputs``,
+``vllm/v1/core/sched/scheduler.py``: an encoder input is scheduled when its placeholder tokens overlap the step's
+[num_computed_tokens, num_computed_tokens + num_new_tokens) and it is not already in the encoder cache; the model
+runner encodes it before that step's forward), and a preempted request's encoder outputs are freed with its KV
+(``encoder_cache_manager.free(preempted_req)``, num_computed_tokens = 0), so its re-prefill encodes them again.
+Left out: the encoder budget (``max_num_encoder_input_tokens``, by default max_num_batched_tokens) cutting a chunk
+before an image that would overflow it, which binds only when a step's images hold more tokens than the step's
+token budget; the engine steps are timed as the encoder's seconds plus the language model's (the encoder runs
+first on the same GPU). Static batching does not take images.
+
 Metrics are those of ``vllm bench serve`` (``vllm/benchmarks/serve.py``): TTFT = first token time
 - arrival (queueing included); TPOT = (E2E - TTFT) / (output_tokens - 1) per request with more
 than one output token; ITL = every gap between consecutive tokens of a request, pooled;
@@ -499,9 +512,44 @@ def rejections(
     return rejected, tuple(reasons)
 
 
+class _EncoderStep:
+    """A step cost plus the vision encoder's seconds of the images the step schedules: the engine sets ``due``
+    when it schedules the step's prefill chunks (``_Engine._encode``); the step's time is the language model's
+    (``inner``) plus ``due``, which is then spent. ``speculation`` is the inner cost's."""
+
+    __slots__ = ("due", "inner", "speculation")
+
+    def __init__(self, inner: StepCost) -> None:
+        self.inner, self.due, self.speculation = inner, 0.0, decode_speculation(inner)
+
+    def step_seconds(
+        self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int
+    ) -> float:
+        due, self.due = self.due, 0.0
+        return due + self.inner.step_seconds(
+            prefill_tokens=prefill_tokens,
+            prefill_attention_pairs=prefill_attention_pairs,
+            decode_seqs=decode_seqs,
+            decode_kv_tokens=decode_kv_tokens,
+        )
+
+
 def run_engine(requests: RequestSet, scheduler: SchedulerConfig, step_cost: StepCost) -> EngineRun:
     """Run the engine over ``requests`` until every one has finished or been refused."""
     cached = request_cached_tokens(requests, scheduler.block_size_tokens)
+    if requests.images is not None:
+        if scheduler.mode == "static":
+            raise ScenarioError(
+                "the static-batching simulation does not model images.",
+                hint="Simulate continuous batching (drop --static), or drop the images.",
+            )
+        if cached.any():
+            raise ScenarioError(
+                "requests with images and prefix-cache hits are not modelled (the cached tokens would hold the "
+                "images' and skip their encoder).",
+                hint="Drop --prefix-cache-hit-rate (or the images).",
+            )
+        step_cost = _EncoderStep(step_cost)
     speculation = decode_speculation(step_cost)
     rejected, reasons = rejections(requests, scheduler, cached, speculation.num_speculative_tokens)
     if scheduler.mode == "static" and speculation != PLAIN_DECODING:
@@ -646,8 +694,12 @@ class _Engine:
         "bs",
         "cached",
         "chunked",
+        "encoder",
         "finish_t",
         "first_t",
+        "image_seconds",
+        "image_tokens",
+        "images",
         "itl_extra",
         "itl_gaps",
         "max_seqs",
@@ -687,6 +739,25 @@ class _Engine:
             self.waiting = _PriorityWaiting(requests.priority.tolist())
         self.arrivals = _Arrivals(requests, rejected.tolist(), self.waiting)
         self.t = self.arrivals.start_s
+        self.encoder = step_cost if isinstance(step_cost, _EncoderStep) else None
+        if self.encoder is not None:
+            assert requests.images is not None and requests.image_tokens is not None
+            assert requests.image_seconds is not None
+            self.images: list[int] = requests.images.tolist()
+            self.image_tokens: list[int] = requests.image_tokens.tolist()
+            self.image_seconds: list[float] = requests.image_seconds.tolist()
+
+    def _encode(self, chunks: list[tuple[int, int, int]]) -> None:
+        """The encoder's seconds for this step's chunks (request, tokens computed before, its tokens): image i of
+        t tokens starts at token i x t and is encoded in the chunk that holds that token (module docstring)."""
+        assert self.encoder is not None
+        due, images, tokens, seconds = 0.0, self.images, self.image_tokens, self.image_seconds
+        for rid, start, c in chunks:
+            n = images[rid]
+            if n:
+                t = tokens[rid]
+                due += (min(n, -(-(start + c) // t)) - min(n, -(-start // t))) * seconds[rid]
+        self.encoder.due = due
 
     def _finish(self, rid: int) -> None:
         """``rid`` leaves now (closed loop: the next request arrives in its place)."""
@@ -958,6 +1029,8 @@ class _Continuous(_Engine):
         for _, start, c in chunks:
             prefill_tokens += c
             pairs += c * (start + (c + 1) * 0.5)  # causal pairs of c tokens after start cached ones
+        if self.encoder is not None:
+            self._encode(chunks)
         return n_run, prefill_tokens, pairs, chunks
 
     def _continue_prefill(self, budget: int, reserve: int) -> tuple[int, int, int] | None:

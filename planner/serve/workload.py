@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.errors import ConfigError, ScenarioError
-from planner.scenario import MAX_TOKENS
+from planner.scenario import MAX_IMAGE_SIDE, MAX_IMAGES_PER_REQUEST, MAX_TOKENS
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 
@@ -246,6 +246,63 @@ class RequestClass(BaseModel):
     shared_prefix: SharedPrefix | None = Field(
         None, description="System prompt(s) every request of the class starts with; None: no shared prefix."
     )
+    images_per_request: int = Field(
+        0,
+        ge=0,
+        le=MAX_IMAGES_PER_REQUEST,
+        exclude_if=lambda v: v == 0,
+        description=f"Images each request of the class carries, 0 to {MAX_IMAGES_PER_REQUEST} (as "
+        "--images-per-request): their tokens join the prompt and the vision encoder runs in the step that schedules "
+        "them.",
+    )
+    image_size: tuple[int, int] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description=f"Width and height of the class's images in pixels, 1 to {MAX_IMAGE_SIDE:,} each, as 'WxH' or "
+        "[W, H] (as --image-size); default the encoder's native size.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_size_text(cls, data: object) -> object:
+        """``image_size: 896x896`` (a workload file's way to write it) -> (896, 896)."""
+        if not isinstance(data, dict):
+            return data
+        size = data.get("image_size")
+        if isinstance(size, int) and not isinstance(size, bool):  # YAML reads 0x10 as a hexadecimal number
+            raise ScenarioError(
+                f"image_size {size}: expected WIDTHxHEIGHT in pixels (YAML reads an unquoted 0x... as a number).",
+                hint="For example image_size: 896x896, or quote it: image_size: '0x10'.",
+            )
+        if not isinstance(size, str):
+            return data
+        width, sep, height = size.lower().partition("x")
+        if not sep or not width.strip().isdigit() or not height.strip().isdigit():
+            raise ScenarioError(
+                f"image_size {size[:40]!r}: expected WIDTHxHEIGHT in pixels.", hint="For example image_size: 896x896."
+            )
+        return {**data, "image_size": (int(width), int(height))}
+
+    @model_validator(mode="after")
+    def _check_images(self) -> RequestClass:
+        if self.image_size is not None and not all(1 <= side <= MAX_IMAGE_SIDE for side in self.image_size):
+            w, h = self.image_size
+            raise ScenarioError(
+                f"class {self.name}: image_size {w}x{h}: each side must be 1 to {MAX_IMAGE_SIDE:,} pixels.",
+                hint="Give the images' width and height in pixels, e.g. image_size: 896x896.",
+            )
+        if self.image_size is not None and not self.images_per_request:
+            raise ScenarioError(
+                f"class {self.name}: image_size without images_per_request: its requests carry no images.",
+                hint="Add images_per_request: N (N >= 1), or drop image_size.",
+            )
+        if self.images_per_request and self.shared_prefix is not None:
+            raise ScenarioError(
+                f"class {self.name}: images with a shared_prefix are not modelled (the prefix cache would hold the "
+                "images' tokens and skip their encoder, which the simulator does not follow).",
+                hint="Drop the class's shared_prefix (or its images), or put the images in a class of their own.",
+            )
+        return self
 
 
 class Workload(BaseModel):
@@ -353,6 +410,12 @@ class RequestSet:
     priority: np.ndarray | None = None
     shared_prefix_tokens: np.ndarray | None = None
     class_names: tuple[str, ...] = ()
+    #: With images (set by ``planner.serve.replica.request_images``, which knows the model's encoder): each
+    #: request's image count, the prompt tokens of each of its images (``input_tokens`` includes them; the images
+    #: sit at the prompt's start) and the vision encoder's seconds per image; None without images.
+    images: np.ndarray | None = None
+    image_tokens: np.ndarray | None = None
+    image_seconds: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.input_tokens)
