@@ -251,3 +251,27 @@ def test_searches_that_draw_text_only_requests_refuse_images():
 
     with pytest.raises(ScenarioError, match="only the one-replica simulation"):
         planned_replica(spec_of(GEMMA), get_profile("h100-sxm"), scenario(1))
+
+
+def test_the_table_says_what_the_images_cost(capsys):
+    code, out, err = _cli(
+        capsys,
+        [
+            "simulate",
+            "gemma-3-4b-it",
+            "--gpu",
+            "h100-sxm",
+            "--qps",
+            "1",
+            "--num-requests",
+            "10",
+            "--images-per-request",
+            "2",
+        ],
+    )
+    assert code == 0, err
+    assert "images (mean per request)" in out and "512 prompt tokens, vision encoder" in out
+    code, out, _ = _cli(
+        capsys, ["simulate", "gemma-3-4b-it", "--gpu", "h100-sxm", "--qps", "1", "--num-requests", "10"]
+    )
+    assert code == 0 and "images (mean per request)" not in out

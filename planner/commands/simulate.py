@@ -399,6 +399,19 @@ def _class_table(res: ServingResult) -> Any:
     return table(headers, rows, title="per request class", right=(1, 2, 3, 4, 5, 6))
 
 
+def _image_rows(res: ServingResult) -> list[tuple[str, str]]:
+    """A row saying what the requests' images cost (none without images)."""
+    if res.encoder_seconds is None or res.image_tokens_per_request is None:
+        return []
+    return [
+        (
+            "images (mean per request)",
+            f"{res.image_tokens_per_request:,.0f} prompt tokens, vision encoder {fmt_seconds(res.encoder_seconds)} "
+            "(inside TTFT; no knee computed)",
+        )
+    ]
+
+
 def render_table(r: dict[str, Any]) -> str:
     res = ServingResult.model_validate({k: v for k, v in r.items() if k in ServingResult.model_fields})
     kind = kind_text(res.step_time_kind)
@@ -447,6 +460,7 @@ def render_table(r: dict[str, Any]) -> str:
             ("preemptions (recompute)", f"{res.preemptions:,} ({fmt_int(res.recomputed_tokens)} tokens recomputed)"),
             ("engine steps", f"{res.num_steps:,}"),
             *_speculative_rows(res),
+            *_image_rows(res),
             ("KV cache", f"{sched.num_gpu_blocks:,} blocks of {sched.block_size_tokens} tokens"),
             (
                 "limits",
