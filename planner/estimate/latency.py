@@ -405,6 +405,33 @@ _ScalarRow = tuple[
 ]
 
 
+#: ``StepTimeModel._scalar_prefix``'s row: flops over features 0-2 and its coefficients of features 3 and 4,
+#: the same for bytes, the window in (pairs, KV tokens) or None, a GEMM-like row's (GEMM rows over features 0-2,
+#: their coefficients of 3 and 4, grouped derate, peak) or None, peak x compute fraction, bandwidth x memory
+#: fraction, kernel floor, layer count.
+_RowPrefix = tuple[
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    tuple[float, float] | None,
+    tuple[float, float, float, float, float] | None,
+    float,
+    float,
+    float,
+    float,
+]
+
+
+#: ``StepTimeModel._decode_batch``: table, batch run, graphs, token-row kernel and launch seconds, attention
+#: prefix (or None) and launch seconds, host seconds.
+_DecodeBatch = tuple["OpTable", float, bool, float, float, list[_RowPrefix] | None, float, float]
+#: ``StepTimeModel._rows_by_tokens``: token-row kernel and launch seconds, attention prefix (or None) and launches.
+_TokenRows = tuple[float, float, list[_RowPrefix] | None, float]
+
+
 class OpTable:
     """Every op of one stage's step as rows linear in the step features (one TP rank).
 
@@ -608,6 +635,27 @@ def same_ops_in_both_stages(model: ModelSpec, res) -> bool:
     return sigs[0] == sigs[1]
 
 
+class DecodeSteps(dict):
+    """``StepTimeModel.decode_steps``: decode-only step seconds of one batch size, by tokens attended in all,
+    each computed on first use (``_decode_scalar`` of the batch at context kv / batch) and kept."""
+
+    __slots__ = ("batch", "model")
+
+    def __init__(self, model: StepTimeModel, batch: int):
+        super().__init__()
+        self.model, self.batch = model, batch
+
+    def __missing__(self, kv: int) -> float:
+        model = self.model
+        if model.decode_steps_kept >= model.DECODE_STEPS_KEPT:
+            for steps in model._decode_steps.values():
+                steps.clear()
+            model.decode_steps_kept = 0
+        model.decode_steps_kept += 1
+        seconds = self[kv] = model._decode_scalar(float(self.batch), kv / self.batch)
+        return seconds
+
+
 class StepTimeModel:
     """Seconds of one engine step with any mix of prefill chunks and decodes (for the simulator).
 
@@ -628,6 +676,9 @@ class StepTimeModel:
     state of pp batches in flight, not vLLM V1's unbalanced batch queue (vllm-project/vllm#41682), and
     one long prompt's successive chunks are costed one whole pass each (vLLM overlaps them).
     """
+
+    #: Decode steps ``decode_steps`` keeps over all batches (then it starts again): ~100 bytes each.
+    DECODE_STEPS_KEPT = 1 << 20
 
     def __init__(
         self,
@@ -652,9 +703,13 @@ class StepTimeModel:
         if self.pp > 1:
             self._pipeline_setup(model, hw, sc, res)
         self._fixed: dict[int, dict[str, np.ndarray]] = {}
-        self._memo: dict[tuple, tuple[float, float]] = {}  # (kernel, launch) seconds of token rows
+        self._memo: dict[tuple, _TokenRows] = {}  # _rows_by_tokens's
         self._steady: dict[tuple, tuple] = {}
         self._scalar: dict[tuple, list[_ScalarRow] | None] = {}
+        self._decode_steps: dict[int, DecodeSteps] = {}  # decode_steps's, by batch
+        self.decode_steps_kept = 0  # entries in all of them
+        self._decode_batches: dict[tuple[int, float], _DecodeBatch] = {}  # _decode_batch's
+        self._attention_tables: dict[tuple[int, bool, bool], tuple[OpTable, list[_ScalarRow] | None]] = {}
 
     def gpu_seconds(
         self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None, piecewise: bool = False
@@ -742,28 +797,57 @@ class StepTimeModel:
 
     def _scalar_seconds(self, rows: list[_ScalarRow], f: tuple[float, ...]) -> tuple[float, float]:
         """``gpu_seconds`` of one step in plain floats: the same expressions as ``OpTable.evaluate``
-        and ``step.bound_seconds``, row by row (a simulation calls this for every step)."""
+        and ``step.bound_seconds``, row by row (a simulation calls this for every step), in two stages:
+        ``_scalar_prefix`` of the features a simulation's steps repeat (one, tokens, sequences), then
+        ``_scalar_kernels`` of the attention features (pairs, KV tokens)."""
+        prefix, launches = self._scalar_prefix(rows, f[0], f[1], f[2])
+        return self._scalar_kernels(prefix, f[3], f[4]), launches
+
+    def _scalar_prefix(self, rows: list[_ScalarRow], f0: float, f1: float, f2: float) -> tuple[list[_RowPrefix], float]:
+        """Each row's terms of features 0-2 (its flops, bytes and GEMM rows summed over them in the order
+        ``_scalar_seconds`` adds them, its window in pairs and KV tokens, its floor and divisors), and the
+        rows' launch seconds, which depend on no feature."""
         eff, bw = self.eff, self.hw.known_hbm_bandwidth_bytes_per_s("a step time")
-        f0, f1, f2, f3, f4 = f
         per_seq = eff.attention_seconds_per_seq
-        kernels = launches = 0.0
+        out: list[_RowPrefix] = []
+        launches = 0.0
         for cf, cb, cm, w, gemm_like, grouped, compute, memory, peak, count, floor, launch, attn in rows:
-            flops = cf[0] * f0 + cf[1] * f1 + cf[2] * f2 + cf[3] * f3 + cf[4] * f4
-            nbytes = cb[0] * f0 + cb[1] * f1 + cb[2] * f2 + cb[3] * f3 + cb[4] * f4
-            if w is not None:  # a sliding layer: a sequence attends at most its window
-                d_pairs = min(f3, f1 * w) - f3
-                d_kv = min(f4, f2 * w) - f4
-                flops += cf[3] * d_pairs + cf[4] * d_kv
-                nbytes += cb[3] * d_pairs + cb[4] * d_kv
-            if gemm_like:
-                m = max(cm[0] * f0 + cm[1] * f1 + cm[2] * f2 + cm[3] * f3 + cm[4] * f4, 1.0)
-                compute = step.gemm_fraction(eff, m) * grouped
-            if per_seq and attn:
-                floor = floor + f2 * per_seq
-            t = max(flops / (peak * compute), nbytes / (bw * memory), floor)
-            kernels += t * count
+            out.append(
+                (
+                    cf[0] * f0 + cf[1] * f1 + cf[2] * f2,
+                    cf[3],
+                    cf[4],
+                    cb[0] * f0 + cb[1] * f1 + cb[2] * f2,
+                    cb[3],
+                    cb[4],
+                    None if w is None else (f1 * w, f2 * w),  # a sliding layer: a sequence attends at most w
+                    (cm[0] * f0 + cm[1] * f1 + cm[2] * f2, cm[3], cm[4], grouped, peak) if gemm_like else None,
+                    peak * compute,
+                    bw * memory,
+                    floor + f2 * per_seq if per_seq and attn else floor,
+                    count,
+                )
+            )
             launches += launch * count
-        return kernels, launches
+        return out, launches
+
+    def _scalar_kernels(self, prefix: list[_RowPrefix], f3: float, f4: float) -> float:
+        """Kernel seconds of rows ``_scalar_prefix`` began, at attention features ``f3`` (pairs), ``f4`` (KV)."""
+        kernels = 0.0
+        for pf, c3, c4, pb, b3, b4, window, gemm, divisor, memory, floor, count in prefix:
+            flops = pf + c3 * f3 + c4 * f4
+            nbytes = pb + b3 * f3 + b4 * f4
+            if window is not None:
+                d_pairs = min(f3, window[0]) - f3
+                d_kv = min(f4, window[1]) - f4
+                flops += c3 * d_pairs + c4 * d_kv
+                nbytes += b3 * d_pairs + b4 * d_kv
+            if gemm is not None:
+                pm, m3, m4, grouped, peak = gemm
+                divisor = peak * (step.gemm_fraction(self.eff, max(pm + m3 * f3 + m4 * f4, 1.0)) * grouped)
+            t = max(flops / divisor, nbytes / memory, floor)
+            kernels += t * count
+        return kernels
 
     def _fixed_for(self, table: OpTable) -> dict[str, np.ndarray]:
         hit = self._fixed.get(id(table))
@@ -815,27 +899,67 @@ class StepTimeModel:
         out = step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling)
         return float(out) if np.ndim(out) == 0 else out
 
+    def decode_steps(self, decode_seqs: int) -> DecodeSteps:
+        """The pure-decode steps of ``decode_seqs`` sequences by the tokens they attend in all: ``steps[kv]`` is
+        ``step_seconds(prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=decode_seqs,
+        decode_kv_tokens=kv)`` (which reads it here), each computed once. A simulation's steady state repeats
+        them (the 100,000-request benchmark: 78,735 distinct of 712,237 decode steps), and its decode runs
+        index the batch's mapping directly."""
+        steps = self._decode_steps.get(decode_seqs)
+        if steps is None:
+            steps = self._decode_steps[decode_seqs] = DecodeSteps(self, decode_seqs)
+        return steps
+
     def _decode_scalar(self, batch: float, context: float) -> float:
-        """``decode_seconds`` of one step: token rows memoized by batch, attention rows per call."""
+        """``decode_seconds`` of one step: what does not depend on the context once per batch
+        (``_decode_batch``), attention rows per call."""
         if self.pp > 1:
             return self._pipelined_decode(batch, context)
-        kernels, launches = self._decode_gpu(self.decode_table, batch, context)
+        line = self._decode_batches.get((id(self.decode_table), batch)) or self._decode_batch(self.decode_table, batch)
+        kernels, launches = self._decode_line_gpu(line, context)
         gpu = step.gpu_step_seconds(kernels, launches)
-        return float(step.combine_step(gpu, float(step.host_seconds(self.eff, batch)), self.engine.async_scheduling))
+        return float(step.combine_step(gpu, line[-1], self.engine.async_scheduling))
 
     def _decode_gpu(self, table: OpTable, batch: float, context: float) -> tuple[float, float]:
         """(kernel, launch) seconds of ``table``'s rows on one pure-decode step (the graph-padded batch)."""
+        return self._decode_line_gpu(
+            self._decode_batches.get((id(table), batch)) or self._decode_batch(table, batch), context
+        )
+
+    def _decode_line_gpu(self, line: _DecodeBatch, context: float) -> tuple[float, float]:
+        """``_decode_gpu`` from the batch's ``_decode_batch``."""
+        table, run, graphs, token_kernels, token_launches, prefix, attention_launches, _ = line
+        x = run * context
+        if prefix is None:
+            k1, l1 = self._attention_part(table, (1.0, run, run, x, x), graphs, False)
+            return token_kernels + k1, token_launches + l1
+        return token_kernels + self._scalar_kernels(prefix, x, x), token_launches + attention_launches
+
+    def _decode_batch(self, table: OpTable, batch: float) -> _DecodeBatch:
+        """What a pure-decode step of ``batch`` sequences on ``table`` costs whatever its context, kept: the table,
+        the batch it runs at (graph-padded) and whether it replays a graph, the kernel and launch seconds of
+        its token rows, its attention rows' ``_scalar_prefix`` (None: they take the array path) and launch
+        seconds, and the step's host seconds."""
         cap = self.engine.max_cuda_graph_batch
         graphs = bool(self.graphs and batch <= cap)
         run = float(step.graph_padded_batch(batch, cap)) if graphs else batch
-        key = (id(table), run, run, graphs)
-        token_part = self._memo.get(key)
-        if token_part is None:
-            f0 = np.asarray([1.0, run, run, 0.0, 0.0])
-            k0, l0 = self.gpu_seconds(table, f0, graphs, rows=table.token_rows)
-            token_part = self._memo[key] = (float(k0), float(l0))
-        k1, l1 = self._attention_part(table, (1.0, run, run, run * context, run * context), graphs, False)
-        return token_part[0] + k1, token_part[1] + l1
+        k0, l0 = self.gpu_seconds(table, np.asarray([1.0, run, run, 0.0, 0.0]), graphs, rows=table.token_rows)
+        rows = self._attention_rows(table, graphs, False)[1]
+        prefix, launches = (None, 0.0) if rows is None else self._scalar_prefix(rows, 1.0, run, run)
+        if len(self._decode_batches) >= self.DECODE_STEPS_KEPT:
+            self._decode_batches.clear()
+        host = float(step.host_seconds(self.eff, batch))
+        line = self._decode_batches[(id(table), batch)] = (
+            table,
+            run,
+            graphs,
+            float(k0),
+            float(l0),
+            prefix,
+            launches,
+            host,
+        )
+        return line
 
     # ------------------------------------------------------------------ pipeline parallelism (pp > 1)
 
@@ -880,16 +1004,19 @@ class StepTimeModel:
     def _piecewise(self, tokens: float) -> bool:
         return step.piecewise_graphs(self.engine.cuda_graph_mode, self.graphs, tokens, self.engine.max_cuda_graph_batch)
 
-    def _rows_by_tokens(self, table: OpTable, tokens: float, seqs: float, graphs: bool) -> tuple[float, float]:
-        """(kernel, launch) seconds of the rows that depend only on the step's tokens and sequences
-        (GEMMs, norms, MoE, all-reduce, lm_head: everything but attention), memoized: a simulation
-        repeats them."""
+    def _rows_by_tokens(self, table: OpTable, tokens: float, seqs: float, graphs: bool) -> _TokenRows:
+        """What the step's tokens and sequences alone fix, memoized (a simulation repeats them): the kernel
+        and launch seconds of the rows that depend on nothing else (GEMMs, norms, MoE, all-reduce, lm_head:
+        everything but attention), and the attention rows' ``_scalar_prefix`` (None: the array path) and
+        launch seconds. ``graphs``: the step replays piecewise graphs."""
         key = (id(table), tokens, seqs, graphs)
         hit = self._memo.get(key)
         if hit is None:
             f = np.asarray([1.0, tokens, seqs, 0.0, 0.0])
             k, l_ = self.gpu_seconds(table, f, False, rows=table.token_rows, piecewise=graphs)
-            hit = self._memo[key] = (float(k), float(l_))
+            rows = self._attention_rows(table, False, graphs)[1]
+            prefix, launches = (None, 0.0) if rows is None else self._scalar_prefix(rows, 1.0, tokens, seqs)
+            hit = self._memo[key] = (float(k), float(l_), prefix, launches)
             if len(self._memo) > 200_000:
                 self._memo.clear()
         return hit
@@ -901,18 +1028,28 @@ class StepTimeModel:
         the step's tokens fit the largest captured size; attention is launched eagerly.
         """
         piecewise = self._piecewise(float(f[1]))
-        k0, l0 = self._rows_by_tokens(table, float(f[1]), float(f[2]), piecewise)
-        k1, l1 = self._attention_part(
-            table, f if isinstance(f, tuple) else tuple(float(x) for x in f), False, piecewise
-        )
-        return k0 + k1, l0 + l1
+        k0, l0, prefix, l1 = self._rows_by_tokens(table, float(f[1]), float(f[2]), piecewise)
+        if prefix is None:
+            k1, l1 = self._attention_part(
+                table, f if isinstance(f, tuple) else tuple(float(x) for x in f), False, piecewise
+            )
+            return k0 + k1, l0 + l1
+        return k0 + self._scalar_kernels(prefix, float(f[3]), float(f[4])), l0 + l1
+
+    def _attention_rows(self, table: OpTable, graphs: bool, piecewise: bool) -> tuple[OpTable, list[_ScalarRow] | None]:
+        """The table's attention rows (``OpTable.subset``) and their ``_scalar_rows``, kept per graph mode."""
+        key = (id(table), graphs, piecewise)
+        hit = self._attention_tables.get(key)
+        if hit is None:
+            sub = table.subset(table.attention_rows)
+            hit = self._attention_tables[key] = (sub, self._scalar_rows(sub, graphs, piecewise))
+        return hit
 
     def _attention_part(
         self, table: OpTable, f: tuple[float, ...], graphs: bool, piecewise: bool
     ) -> tuple[float, float]:
         """(kernel, launch) seconds of the table's attention rows for one step's features ``f``."""
-        sub = table.subset(table.attention_rows)
-        rows = self._scalar_rows(sub, graphs, piecewise)
+        sub, rows = self._attention_rows(table, graphs, piecewise)
         if rows is None:
             k, l_ = self.gpu_seconds(sub, np.asarray(f), graphs, piecewise=piecewise)
             return float(k), float(l_)
@@ -933,7 +1070,7 @@ class StepTimeModel:
         if prefill_tokens + decode_seqs <= 0:
             return 0.0
         if prefill_tokens == 0:
-            return self._decode_scalar(float(decode_seqs), decode_kv_tokens / decode_seqs)
+            return self.decode_steps(decode_seqs)[decode_kv_tokens]
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
         if self.pp > 1:

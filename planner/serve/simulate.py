@@ -158,6 +158,37 @@ class DecodeSpeculation(BaseModel):
 PLAIN_DECODING = DecodeSpeculation(num_speculative_tokens=0, tokens_per_step=1.0)
 
 
+class DecodeStepsByKV(Protocol):
+    """Seconds of the decode-only steps of one batch size, by the tokens they attend in all (``decode_steps_of``)."""
+
+    def __getitem__(self, kv: int, /) -> float: ...
+
+
+def decode_steps_of(step_cost: StepCost) -> Callable[[int], DecodeStepsByKV]:
+    """``steps = decode_steps_of(cost)(decode_seqs)``; ``steps[kv]``: seconds of a decode-only step of that many
+    requests attending kv tokens in all. The step cost's own ``decode_steps`` where it has one
+    (``StepTimeModel``'s: what its ``step_seconds`` returns for that mix, kept), else its ``step_seconds``."""
+    own = getattr(step_cost, "decode_steps", None)
+    if own is not None:
+        return own
+    return lambda decode_seqs: _StepSecondsByKV(step_cost, decode_seqs)
+
+
+class _StepSecondsByKV:
+    """``step_cost.step_seconds`` of decode-only steps of one batch, by kv (called each time: a step cost
+    may count its calls, as the SLO search's recorder does)."""
+
+    __slots__ = ("decode_seqs", "step_seconds")
+
+    def __init__(self, step_cost: StepCost, decode_seqs: int) -> None:
+        self.step_seconds, self.decode_seqs = step_cost.step_seconds, decode_seqs
+
+    def __getitem__(self, kv: int) -> float:
+        return self.step_seconds(
+            prefill_tokens=0, prefill_attention_pairs=0.0, decode_seqs=self.decode_seqs, decode_kv_tokens=kv
+        )
+
+
 def decode_speculation(step_cost: StepCost) -> DecodeSpeculation:
     """The speculation a step cost prices (its ``speculation`` attribute), else ``PLAIN_DECODING``."""
     speculation = getattr(step_cost, "speculation", None)
@@ -515,12 +546,14 @@ def rejections(
 class _EncoderStep:
     """A step cost plus the vision encoder's seconds of the images the step schedules: the engine sets ``due``
     when it schedules the step's prefill chunks (``_Engine._encode``); the step's time is the language model's
-    (``inner``) plus ``due``, which is then spent. ``speculation`` is the inner cost's."""
+    (``inner``) plus ``due``, which is then spent. ``speculation`` is the inner cost's, and so are ``decode_steps``
+    (``decode_steps_of``): a decode-only step schedules no chunk, so nothing is due in it."""
 
-    __slots__ = ("due", "inner", "speculation")
+    __slots__ = ("decode_steps", "due", "inner", "speculation")
 
     def __init__(self, inner: StepCost) -> None:
         self.inner, self.due, self.speculation = inner, 0.0, decode_speculation(inner)
+        self.decode_steps = decode_steps_of(inner)
 
     def step_seconds(
         self, *, prefill_tokens: int, prefill_attention_pairs: float, decode_seqs: int, decode_kv_tokens: int
@@ -806,6 +839,8 @@ class _Continuous(_Engine):
         "c0",
         "c0_sum",
         "comp",
+        "decode_runs",
+        "decode_steps",
         "decoding",
         "finish_at",
         "gen",
@@ -822,6 +857,9 @@ class _Continuous(_Engine):
         "used",
     )
     mode = "continuous"
+    #: Take runs of plain decode-only steps in ``_decode_run`` (False: every step through the general loop;
+    #: tests/test_simulate_decode_runs.py compares the two).
+    DECODE_RUNS: ClassVar[bool] = True
 
     def __init__(self, requests, scheduler, step_cost, cached, rejected) -> None:
         super().__init__(requests, scheduler, step_cost, cached, rejected)
@@ -832,6 +870,8 @@ class _Continuous(_Engine):
         if not self.mixed:
             self.rec.itl_weight = array("q")  # a decode gap may span prefill-only steps (``_decode_gaps``)
         self.step_seconds = step_cost.step_seconds
+        self.decode_steps = decode_steps_of(step_cost)
+        self.decode_runs = self.DECODE_RUNS and self.speculation == PLAIN_DECODING
         self.grows: dict[tuple[int, int], list[int]] = {}  # new blocks by c0 mod bs, per slot window
         self.last_tok = [math.nan] * n
         self.ntok = self.prompt[:]
@@ -865,6 +905,13 @@ class _Continuous(_Engine):
                     return
                 self.t = t = arrivals.next_time_s  # idle until the next arrival
                 continue
+            if self.decode_runs and n_dec and self.prefilling < 0 and not waiting and (mixed or not self.stalls):
+                steps, s = self._decode_run(s)
+                t = self.t
+                g_prev, g_now, g_next = floor(e * (s - 1)), floor(e * s), floor(e * (s + 1))
+                if steps:
+                    continue  # an arrival is due, or a request left: back to the top
+                # else the next step preempts: the general path below takes it
             if not mixed and (self.prefilling >= 0 or waiting) and self._prefill_only_step(g_prev, g_now):
                 t = self.t
                 continue  # a prefill-only step: the decodes did not advance, so the step index s stays
@@ -905,6 +952,53 @@ class _Continuous(_Engine):
                 self._advance_prefills(chunks, reserve, g_next)
             s += 1
             g_prev, g_now, g_next = g_now, g_next, floor(e * (s + 1))
+
+    def _decode_run(self, s: int) -> tuple[int, int]:
+        """Plain decode-only steps from step ``s`` on (no request waiting or in prefill, one token per
+        decoding request and step), the general loop's arithmetic in fewer operations: during step s a
+        decoding request holds cdiv(c0 + s + 1) blocks, so it needs a new one when (c0 + s) mod bs = 0
+        (``phase_count[-s % bs]`` of them), and the step attends c0_sum + n_dec x (s + 1) tokens. Stops after
+        a step that ends at or after the next arrival, or whose finishing requests leave none decoding or
+        bring one in (closed loop), and before a step that needs more blocks than are free (the general
+        loop preempts). Returns (steps taken, the next step index); ``self.t`` and ``self.used`` follow.
+        """
+        arrivals, decoding, waiting, finish_at = self.arrivals, self.decoding, self.waiting, self.finish_at
+        bs, phase_count, total_blocks, decode_steps = self.bs, self.phase_count, self.total_blocks, self.decode_steps
+        times, state = self.rec.times.append, self.rec.state.append
+        itl = None if self.mixed else self._unmixed_itl_weight().append  # unmixed: no stall pending here
+        t, used, start = self.t, self.used, s
+        n_dec = len(decoding)
+        kv, seconds = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec)
+        while True:
+            need = phase_count[-s % bs]
+            if used + need > total_blocks:
+                break  # the general loop preempts
+            used += need
+            dt = seconds[kv]
+            times(t)
+            times(dt)
+            state(n_dec)
+            state(0)
+            state(used)
+            state(0)
+            state(n_dec)
+            t += dt
+            if itl is not None:
+                itl(n_dec)
+            if s in finish_at:
+                self.t, self.used = t, used
+                self._finish_decodes(finish_at.pop(s), s + 1)
+                used, n_dec, s = self.used, len(decoding), s + 1
+                if not n_dec or waiting:
+                    return s - start, s
+                kv, seconds = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec)
+            else:
+                s += 1
+                kv += n_dec
+            if t >= arrivals.next_time_s:
+                break
+        self.t, self.used = t, used
+        return s - start, s
 
     # ---- scheduling one step ------------------------------------------------------------------
 
