@@ -92,7 +92,10 @@ def test_ttft_with_images_exceeds_text_only_by_about_the_encoder_at_low_load():
     # alone on the replica, a request's TTFT is the batch-1 estimate's (its prefill is one step)
     assert one.ttft_seconds.p50 == pytest.approx(lat1.ttft_seconds, rel=0.02)
     assert four.ttft_seconds.p50 - text.ttft_seconds.p50 > 3.5 * lat1.encoder_seconds
-    assert not one.overloaded and one.saturation_requests_per_s is None  # no knee for image prompts
+    assert not one.overloaded
+    # the knee's full-batch run carries the same images: their tokens and encoder lower it
+    assert text.saturation_requests_per_s and one.saturation_requests_per_s and four.saturation_requests_per_s
+    assert text.saturation_requests_per_s > one.saturation_requests_per_s > four.saturation_requests_per_s
 
 
 def test_no_images_leaves_the_text_only_run_as_it_was():
@@ -188,6 +191,7 @@ def test_a_class_with_images_in_a_workload_file(capsys, tmp_path):
     chat, photos = data["classes"]
     assert photos["ttft_seconds"]["p50"] > chat["ttft_seconds"]["p50"]
     assert data["image_tokens_per_request"] == pytest.approx(512 * 10 / 30)  # a third of the requests, 2 x 256
+    assert data.get("saturation_requests_per_s") is None  # a class mix's full-batch run keeps no classes
     spec, hw = spec_of(GEMMA), get_profile("h100-sxm")
     assert data["encoder_seconds"] == pytest.approx(multimodal.encoder_seconds(spec, hw, scenario(2), 2) / 3)
     from planner.estimate.memory import plan_memory

@@ -407,7 +407,7 @@ def _image_rows(res: ServingResult) -> list[tuple[str, str]]:
         (
             "images (mean per request)",
             f"{res.image_tokens_per_request:,.0f} prompt tokens, vision encoder {fmt_seconds(res.encoder_seconds)} "
-            "(inside TTFT; no knee computed)",
+            "(inside TTFT)",
         )
     ]
 

@@ -29,8 +29,10 @@ With images (``--images-per-request`` / ``--image-size``, or a workload file's c
 ``image_size``), ``request_images`` gives each request its images' prompt tokens (``planner.estimate.multimodal``)
 and the vision encoder's seconds per image (``planner.estimate.multimodal.encoder_seconds``, the ops and binding of
 the latency estimate's prefill roofline), and the simulator charges them in the step that schedules each image's
-first token (``planner.serve.simulate``); the memory plan counts the encoder's weights and cache. The knee is not
-computed for such a run (its full-batch run draws text-only prompts): the overload verdict is the queue's growth.
+first token (``planner.serve.simulate``); the memory plan counts the encoder's weights and cache. The knee's
+full-batch run gives its requests the same images (``planner.serve.saturation``, ``prepare``), for one stream; for
+request classes with images it is not computed (that run keeps no classes), and the overload verdict is the
+queue's growth.
 
 ``static_vs_continuous`` runs the same requests twice, once with vLLM's continuous batching and
 once with static batches, to show what continuous batching buys on that workload.
@@ -65,6 +67,7 @@ from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
 from planner.scenario import Scenario
 from planner.serve.saturation import (
+    Prepare,
     Saturation,
     carry_load_options,
     offered_rate_per_s,
@@ -507,12 +510,18 @@ def simulate_scenario(
     offered = offered_rate_per_s(workload, run)
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
-    if requests.images is not None:  # the knee's full-batch run draws text-only prompts: judge by the queue alone
-        overloaded, reason = overload_verdict(offered, None, queue_growth(run))
+    if requests.images is not None and workload.classes:  # a class mix's full-batch run keeps no classes to give
+        overloaded, reason = overload_verdict(offered, None, queue_growth(run))  # images to: judge by the queue
         return result.model_copy(
             update={"offered_requests_per_s": offered, "overloaded": overloaded, "overload_reason": reason}
         )
-    knee = kept_saturation(model, hw, sc, workload, scheduler, step, draft_model).requests_per_s
+    prepare = None
+    if requests.images is not None:  # one stream: every full-batch request carries the same images
+
+        def prepare(drawn: RequestSet) -> RequestSet:
+            return request_images(model, hw, sc, groups, drawn, step.eff)
+
+    knee = kept_saturation(model, hw, sc, workload, scheduler, step, draft_model, prepare).requests_per_s
     if knee is not None and dp > 1:
         knee *= dp  # every DP rank carries its share at the rank's knee
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
@@ -586,8 +595,11 @@ def kept_saturation(
     scheduler: SchedulerConfig,
     step: StepTimeModel | SpeculativeStepCost,
     draft_model: ModelSpec | None = None,
+    prepare: Prepare = None,
 ) -> Saturation:
     """``replica_saturation`` of this replica, computed once per workload shape and kept (``KNEES_KEPT``).
+    ``prepare`` gives the full-batch requests their images (``request_images``; the scenario, part of the key,
+    says which).
 
     The knee does not depend on the request rate or the request count: ``workload_lengths`` draws its
     requests at 1 req/s, ``SATURATION_WAVES x max_num_seqs`` of them, whatever the workload's arrivals (but a
@@ -608,7 +620,7 @@ def kept_saturation(
         if kept is not None:
             _KNEES.move_to_end(key)
             return kept
-    knee = replica_saturation(workload, scheduler, step)
+    knee = replica_saturation(workload, scheduler, step, prepare)
     with _KNEES_LOCK:
         _KNEES[key] = knee
         while len(_KNEES) > KNEES_KEPT:

@@ -26,6 +26,11 @@ Why not a bisection of Poisson runs: whether a run of a few hundred Poisson requ
 (95% of its arrivals served after warm-up) swung by +-20% between neighbouring rates (8B H100 512/128:
 served/offered 0.95 at 0.8 K, 1.20 at 0.9 K), a noisier answer than the one full-batch run.
 
+With images (``prepare``: ``planner.serve.replica.request_images`` for one stream of requests that all carry the
+same images), the full-batch run's requests get their images as the served ones do: their tokens in the prompts
+(and in ``B``'s mean prompt) and the vision encoder in the step that reaches them; the closed form counts the
+tokens but not the encoder.
+
 A rate is **overloaded** (``overload_verdict``) when it exceeds the knee, or when the run itself shows
 the queue growing: over the second half of the arrivals fewer than ``KEEP_UP_FRACTION`` (95%) of the
 requests that arrived completed, and more were waiting at the last arrival than at the half-way
@@ -35,6 +40,8 @@ arrival. Short runs may not show the growth; the rate test does not depend on th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -123,6 +130,10 @@ def capacity_estimate(
     return (batch / cycle if cycle > 0 else math.inf), cycle
 
 
+#: What gives a full-batch run's requests their images (``planner.serve.replica.request_images``), or None.
+Prepare = Callable[[RequestSet], RequestSet] | None
+
+
 def saturated_run(
     inputs: np.ndarray,
     outputs: np.ndarray,
@@ -131,6 +142,7 @@ def saturated_run(
     hit_rate: float = 0.0,
     in_flight: int | None = None,
     waves: int = SATURATION_WAVES,
+    prepare: Prepare = None,
 ) -> tuple[float, float, int]:
     """(requests/s, seconds a request spends in the engine, requests in flight) of a replica kept full.
 
@@ -138,15 +150,32 @@ def saturated_run(
     queue), each replaced as it finishes, for ``waves`` times that many requests (drawn in order from
     ``inputs`` / ``outputs``). The first wave starts all at once and its prefills pile up, so the rate
     counts the requests finished from the end of that wave to the last arrival, while every slot is
-    still refilled.
+    still refilled. ``prepare`` gives the requests their images (module docstring).
     """
+    drawn = RequestSet(None, inputs, outputs, None, hit_rate)
+    if prepare is not None:
+        drawn = prepare(drawn)
     if in_flight is None:
-        in_flight = full_batch_requests(scheduler, float(np.mean(inputs)), float(np.mean(outputs)))
+        in_flight = full_batch_requests(scheduler, float(np.mean(drawn.input_tokens)), float(np.mean(outputs)))
     conc = max(1, in_flight)
     count = min(len(inputs), waves * conc)
     if count < 2 * conc:  # too few requests for two waves: one wave, counted whole
         conc = max(1, count // 2)
-    run = run_engine(RequestSet(None, inputs[:count], outputs[:count], conc, hit_rate), scheduler, step)
+    head = slice(None, count)
+
+    def cut(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[head]
+
+    requests = replace(
+        drawn,
+        input_tokens=drawn.input_tokens[head],
+        output_tokens=outputs[head],
+        concurrency=conc,
+        images=cut(drawn.images),
+        image_tokens=cut(drawn.image_tokens),
+        image_seconds=cut(drawn.image_seconds),
+    )
+    run = run_engine(requests, scheduler, step)
     done = ~np.isnan(run.finish_time_s)
     if not done.any():
         return 0.0, 0.0, conc
@@ -165,13 +194,15 @@ def measure_saturation(
     scheduler: SchedulerConfig,
     step: StepCost,
     hit_rate: float = 0.0,
+    prepare: Prepare = None,
 ) -> Saturation:
     """The knee of a replica for requests drawn in order from ``inputs`` / ``outputs`` (module docstring):
-    the closed-form estimate, then one full-batch simulation."""
-    mean_in, mean_out = float(np.mean(inputs)), float(np.mean(outputs))
+    the closed-form estimate, then one full-batch simulation (``prepare``: the requests' images, or None)."""
+    prompts = inputs if prepare is None else prepare(RequestSet(None, inputs, outputs, None, hit_rate)).input_tokens
+    mean_in, mean_out = float(np.mean(prompts)), float(np.mean(outputs))
     batch = full_batch_requests(scheduler, mean_in, mean_out)
     estimate, _ = capacity_estimate(scheduler, step, mean_in, mean_out, hit_rate)
-    rate, engine, conc = saturated_run(inputs, outputs, scheduler, step, hit_rate, in_flight=batch)
+    rate, engine, conc = saturated_run(inputs, outputs, scheduler, step, hit_rate, in_flight=batch, prepare=prepare)
     return Saturation(
         requests_per_s=rate if rate > 0 else None,
         estimate_requests_per_s=estimate if 0 < estimate < math.inf else None,
@@ -216,11 +247,14 @@ def hit_rate_of(workload: Workload, count: int) -> float:
     return 0.0 if shared is None else float(shared.sum() / drawn.input_tokens.sum())
 
 
-def replica_saturation(workload: Workload, scheduler: SchedulerConfig, step: StepCost) -> Saturation:
-    """The knee of one replica with these limits and step times for ``workload``'s shape."""
+def replica_saturation(
+    workload: Workload, scheduler: SchedulerConfig, step: StepCost, prepare: Prepare = None
+) -> Saturation:
+    """The knee of one replica with these limits and step times for ``workload``'s shape (``prepare``: what gives
+    its requests their images, for one stream of them)."""
     count = SATURATION_WAVES * scheduler.max_num_seqs
     inputs, outputs = workload_lengths(workload, count)
-    return measure_saturation(inputs, outputs, scheduler, step, hit_rate_of(workload, count))
+    return measure_saturation(inputs, outputs, scheduler, step, hit_rate_of(workload, count), prepare)
 
 
 # ------------------------------------------------------------------------------------------------
