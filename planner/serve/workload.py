@@ -542,7 +542,8 @@ MAX_WORKLOAD_FILE_BYTES = 1 << 20
 def load_workload_file(path: str | Path) -> Workload:
     """A mixed workload from a YAML or JSON file: ``{"classes": [...], "seed": N}``, each class as
     ``RequestClass`` names its fields (``name``, ``request_rate_per_s``, ``num_requests``, ``input_tokens``,
-    ``output_tokens`` as length distributions, ``priority``, ``shared_prefix: {tokens, prompts}``).
+    ``output_tokens`` as length distributions, ``priority``, ``shared_prefix: {tokens, prompts}``, and
+    ``images_per_request`` / ``image_size: WxH`` for a class whose requests carry images).
 
     Example (YAML)::
 
@@ -552,6 +553,7 @@ def load_workload_file(path: str | Path) -> Workload:
              shared_prefix: {tokens: 800, prompts: 4}}
           - {name: docs, request_rate_per_s: 0.5, num_requests: 100, priority: 1,
              input_tokens: {kind: uniform, low_tokens: 4000, high_tokens: 12000}}
+          - {name: photos, request_rate_per_s: 1, num_requests: 200, images_per_request: 2, image_size: 1280x720}
 
     Raises ScenarioError naming the file and the field for anything it cannot use.
     """
