@@ -60,3 +60,15 @@ def test_disabling_custom_allreduce_slows_a_legacy_graph_decode() -> None:
     t_off = roofline(model, hw, Scenario(**base, disable_custom_all_reduce=True), "decode", 64, 512).total_seconds
     # 160 all-reduces a step, each ~77 us more in NCCL inside the graph
     assert t_off - t_on == pytest.approx(160 * 77e-6, rel=0.5)
+
+
+def test_a_branch_measured_before_the_default_changed_runs_nccl() -> None:
+    """vllm#2542 measured on 2024-01-22, before custom all-reduce (vllm#2192) shipped in 0.3.0; the record says so
+    (custom_all_reduce: false) and the scenario turns it off although 0.3.0's default has it on."""
+    records = [
+        r for r in static_batch.load_records() if r.thread == "vllm-project/vllm#2542" and r.not_in_release is None
+    ]
+    assert records and all(r.custom_all_reduce is False for r in records)
+    e = static_batch.express(records[0])
+    assert e.sc.disable_custom_all_reduce and not engine_of(e.sc).custom_allreduce
+    assert resolve_engine(e.sc.engine_version)[0].custom_allreduce_at("0.3.0")

@@ -80,6 +80,11 @@ class StaticBatchRecord(BaseModel):
         description="Why the measured engine is not a release the planner profiles (a PR's unmerged kernel config, "
         "code a later PR replaced); None: it is."
     )
+    custom_all_reduce: bool | None = Field(
+        None,
+        description="Whether the measured build ran vLLM's custom all-reduce where the version's default does not "
+        "say it (a PR branch measured before the change of default reached it); None: the version's default.",
+    )
     command: str = Field(description="The benchmark command as printed.")
     batch: int = Field(ge=1, description="Prompts in the batch (--batch-size).")
     input_len: int = Field(ge=1, description="Prompt tokens per request (--input-len).")
@@ -172,6 +177,7 @@ def scenario_for(record: StaticBatchRecord, model: ModelSpec, hw: HardwareProfil
         max_num_seqs=max(record.batch, 1),
         enable_chunked_prefill=True,
         engine_version=f"vllm@{record.vllm_version}",
+        disable_custom_all_reduce=record.custom_all_reduce is False,
     )
 
 
