@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -428,8 +429,9 @@ _RowPrefix = tuple[
 #: ``StepTimeModel._decode_batch``: table, batch run, graphs, token-row kernel and launch seconds, attention
 #: prefix (or None) and launch seconds, host seconds.
 _DecodeBatch = tuple["OpTable", float, bool, float, float, list[_RowPrefix] | None, float, float]
-#: ``StepTimeModel._rows_by_tokens``: token-row kernel and launch seconds, attention prefix (or None) and launches.
-_TokenRows = tuple[float, float, list[_RowPrefix] | None, float]
+#: ``StepTimeModel._rows_by_tokens``: piecewise graphs, token-row kernel and launch seconds, attention prefix (or
+#: None) and launch seconds.
+_TokenRows = tuple[bool, float, float, list[_RowPrefix] | None, float]
 
 
 class OpTable:
@@ -639,11 +641,12 @@ class DecodeSteps(dict):
     """``StepTimeModel.decode_steps``: decode-only step seconds of one batch size, by tokens attended in all,
     each computed on first use (``_decode_scalar`` of the batch at context kv / batch) and kept."""
 
-    __slots__ = ("batch", "model")
+    __slots__ = ("batch", "line", "model")
 
     def __init__(self, model: StepTimeModel, batch: int):
         super().__init__()
         self.model, self.batch = model, batch
+        self.line = None if model.pp > 1 else model._decode_line(float(batch))  # pp > 1: _decode_scalar each time
 
     def __missing__(self, kv: int) -> float:
         model = self.model
@@ -652,8 +655,25 @@ class DecodeSteps(dict):
                 steps.clear()
             model.decode_steps_kept = 0
         model.decode_steps_kept += 1
-        seconds = self[kv] = model._decode_scalar(float(self.batch), kv / self.batch)
+        context = kv / self.batch
+        line = self.line
+        seconds = (
+            model._decode_scalar(float(self.batch), context) if line is None else model._decode_seconds(line, context)
+        )
+        self[kv] = seconds
         return seconds
+
+
+class DecodeGrid(NamedTuple):
+    """``StepTimeModel.decode_grid``: pure-decode points and what they cost before a card enters."""
+
+    key: tuple
+    """The op table's id, graph mode, largest captured graph and pp it was made for (``decode_on`` checks it)."""
+    batch: np.ndarray
+    context: np.ndarray
+    rows: tuple | None
+    """(index of each point's batch among the distinct padded batches, (features, graph flags, ``evaluate``) of
+    the token rows at the distinct batches, the same of the attention rows at the points); None with pp > 1."""
 
 
 class StepTimeModel:
@@ -693,7 +713,7 @@ class StepTimeModel:
         self.hw, self.sc = hw, sc
         self.engine = engine_of(sc)
         self.graphs = sc.engine == "cuda-graphs"
-        res = resolve(model, hw, sc)
+        res = self.res = resolve(model, hw, sc)
         self.tp = res.tp
         self.link = step.Link.for_group(hw, res.tp)
         self.ep, self.ep_link = res.ep, step.Link.for_group(hw, res.ep)  # the expert dispatch's group
@@ -712,15 +732,22 @@ class StepTimeModel:
         self._attention_tables: dict[tuple[int, bool, bool], tuple[OpTable, list[_ScalarRow] | None]] = {}
 
     def gpu_seconds(
-        self, table: OpTable, f: np.ndarray, graphs, rows: np.ndarray | None = None, piecewise: bool = False
+        self,
+        table: OpTable,
+        f: np.ndarray,
+        graphs,
+        rows: np.ndarray | None = None,
+        piecewise: bool = False,
+        quantities: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[float | np.ndarray, float | np.ndarray]:
         """(kernel seconds, launch seconds): sums over the table's rows (or the subset ``rows``) of each
         op's bound time and launch cost x layers; numbers for features ``f`` of shape (5,), arrays (N,)
-        for (5, N)."""
+        for (5, N). ``quantities``: that table's (or subset's) ``evaluate(f)``, when the caller has it (it
+        depends on no card: ``decode_grid``); it is read, never written."""
         eff = self.eff
         if rows is not None:
             table = table.subset(rows)
-        flops, nbytes, m, comm = table.evaluate(f)
+        flops, nbytes, m, comm = table.evaluate(f) if quantities is None else quantities
         col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
         kind, fixed = col(table.kind), self._fixed_for(table)
         # Terms that do not depend on the step's features are computed once per (table, graph mode).
@@ -850,9 +877,16 @@ class StepTimeModel:
         return kernels
 
     def _fixed_for(self, table: OpTable) -> dict[str, np.ndarray]:
+        """``_fixed_fractions`` of ``table``, kept; a subset's are its whole table's at its rows (elementwise,
+        so the same numbers), and a model's subsets share one computation."""
         hit = self._fixed.get(id(table))
         if hit is None:
-            hit = self._fixed[id(table)] = self._fixed_fractions(table)
+            if table.parent is None:
+                hit = self._fixed_fractions(table)
+            else:
+                whole, rows = table.parent
+                hit = {k: v[rows] for k, v in self._fixed_for(whole).items()}
+            self._fixed[id(table)] = hit
         return hit
 
     def _fixed_fractions(self, table: OpTable) -> dict[str, np.ndarray]:
@@ -876,12 +910,18 @@ class StepTimeModel:
             context
         ) == 0:
             return self._decode_scalar(float(batch), float(context))
+        out = self.decode_on(self.decode_grid(batch, context))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def decode_grid(self, batch, context) -> DecodeGrid:
+        """What ``decode_seconds`` over arrays ``batch`` x ``context`` computes before any card enters: the
+        graph-padded batches, the step features and each op row's FLOPs, bytes, GEMM rows and payload
+        (``OpTable.evaluate``). Every ``StepTimeModel`` on the same op tables, engine and graph mode (the
+        sweep's cards of one model, TP and dtype) can cost it with ``decode_on``."""
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
-        if self.pp > 1:  # the pipeline's micro-batches: one point at a time
-            flat = [
-                self._decode_scalar(float(b), float(c)) for b, c in zip(batch.ravel(), context.ravel(), strict=True)
-            ]
-            return np.asarray(flat, float).reshape(batch.shape)
+        key = (id(self.decode_table), self.graphs, self.engine.max_cuda_graph_batch, self.pp)
+        if self.pp > 1:  # the pipeline's micro-batches: one point at a time (``decode_on``)
+            return DecodeGrid(key, batch, context, None)
         cap = self.engine.max_cuda_graph_batch
         graphs = np.logical_and(self.graphs, batch <= cap)
         run = np.where(graphs, step.graph_padded_batch(batch, cap), batch)
@@ -890,14 +930,29 @@ class StepTimeModel:
         unique, inverse = np.unique(run, return_inverse=True)
         u_graphs = np.logical_and(self.graphs, unique <= cap)  # padded sizes keep the graph flag
         zeros = np.zeros_like(unique)
-        k0, l0 = self.gpu_seconds(
-            table, np.stack([np.ones_like(unique), unique, unique, zeros, zeros]), u_graphs, rows=table.token_rows
-        )
-        f = np.stack([np.ones_like(run), run, run, run * context, run * context])
-        k1, l1 = self.gpu_seconds(table, f, graphs, rows=table.attention_rows)
+        f0 = np.stack([np.ones_like(unique), unique, unique, zeros, zeros])
+        f1 = np.stack([np.ones_like(run), run, run, run * context, run * context])
+        q0 = table.subset(table.token_rows).evaluate(f0)
+        q1 = table.subset(table.attention_rows).evaluate(f1)
+        return DecodeGrid(key, batch, context, (inverse, (f0, u_graphs, q0), (f1, graphs, q1)))
+
+    def decode_on(self, grid: DecodeGrid) -> np.ndarray:
+        """``decode_seconds`` of the points of ``grid`` (``decode_grid``, of this model or one sharing its op
+        tables, engine and graph mode) on this model's card."""
+        if grid.key != (id(self.decode_table), self.graphs, self.engine.max_cuda_graph_batch, self.pp):
+            raise ValueError("decode_on: the grid was made for other op tables, engine or graph mode")
+        batch, context = grid.batch, grid.context
+        if grid.rows is None:
+            flat = [
+                self._decode_scalar(float(b), float(c)) for b, c in zip(batch.ravel(), context.ravel(), strict=True)
+            ]
+            return np.asarray(flat, float).reshape(batch.shape)
+        inverse, (f0, u_graphs, q0), (f1, graphs, q1) = grid.rows
+        table = self.decode_table
+        k0, l0 = self.gpu_seconds(table, f0, u_graphs, rows=table.token_rows, quantities=q0)
+        k1, l1 = self.gpu_seconds(table, f1, graphs, rows=table.attention_rows, quantities=q1)
         gpu = step.gpu_step_seconds(np.asarray(k0)[inverse] + k1, np.asarray(l0)[inverse] + l1)
-        out = step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling)
-        return float(out) if np.ndim(out) == 0 else out
+        return step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling)
 
     def decode_steps(self, decode_seqs: int) -> DecodeSteps:
         """The pure-decode steps of ``decode_seqs`` sequences by the tokens they attend in all: ``steps[kv]`` is
@@ -915,7 +970,14 @@ class StepTimeModel:
         (``_decode_batch``), attention rows per call."""
         if self.pp > 1:
             return self._pipelined_decode(batch, context)
-        line = self._decode_batches.get((id(self.decode_table), batch)) or self._decode_batch(self.decode_table, batch)
+        return self._decode_seconds(self._decode_line(batch), context)
+
+    def _decode_line(self, batch: float) -> _DecodeBatch:
+        """``_decode_batch`` of the decode table (pp 1), kept."""
+        return self._decode_batches.get((id(self.decode_table), batch)) or self._decode_batch(self.decode_table, batch)
+
+    def _decode_seconds(self, line: _DecodeBatch, context: float) -> float:
+        """``_decode_scalar`` from the batch's ``_decode_line``."""
         kernels, launches = self._decode_line_gpu(line, context)
         gpu = step.gpu_step_seconds(kernels, launches)
         return float(step.combine_step(gpu, line[-1], self.engine.async_scheduling))
@@ -1004,19 +1066,20 @@ class StepTimeModel:
     def _piecewise(self, tokens: float) -> bool:
         return step.piecewise_graphs(self.engine.cuda_graph_mode, self.graphs, tokens, self.engine.max_cuda_graph_batch)
 
-    def _rows_by_tokens(self, table: OpTable, tokens: float, seqs: float, graphs: bool) -> _TokenRows:
-        """What the step's tokens and sequences alone fix, memoized (a simulation repeats them): the kernel
-        and launch seconds of the rows that depend on nothing else (GEMMs, norms, MoE, all-reduce, lm_head:
-        everything but attention), and the attention rows' ``_scalar_prefix`` (None: the array path) and
-        launch seconds. ``graphs``: the step replays piecewise graphs."""
-        key = (id(table), tokens, seqs, graphs)
+    def _rows_by_tokens(self, table: OpTable, tokens: float, seqs: float) -> _TokenRows:
+        """What the step's tokens and sequences alone fix, memoized (a simulation repeats them): whether it
+        replays piecewise graphs, the kernel and launch seconds of the rows that depend on nothing else (GEMMs,
+        norms, MoE, all-reduce, lm_head: everything but attention), and the attention rows' ``_scalar_prefix``
+        (None: the array path) and launch seconds."""
+        key = (id(table), tokens, seqs)
         hit = self._memo.get(key)
         if hit is None:
+            piecewise = self._piecewise(tokens)
             f = np.asarray([1.0, tokens, seqs, 0.0, 0.0])
-            k, l_ = self.gpu_seconds(table, f, False, rows=table.token_rows, piecewise=graphs)
-            rows = self._attention_rows(table, False, graphs)[1]
+            k, l_ = self.gpu_seconds(table, f, False, rows=table.token_rows, piecewise=piecewise)
+            rows = self._attention_rows(table, False, piecewise)[1]
             prefix, launches = (None, 0.0) if rows is None else self._scalar_prefix(rows, 1.0, tokens, seqs)
-            hit = self._memo[key] = (float(k), float(l_), prefix, launches)
+            hit = self._memo[key] = (piecewise, float(k), float(l_), prefix, launches)
             if len(self._memo) > 200_000:
                 self._memo.clear()
         return hit
@@ -1027,8 +1090,7 @@ class StepTimeModel:
         Engines with piecewise CUDA graphs (vLLM V1) replay everything but attention as graphs when
         the step's tokens fit the largest captured size; attention is launched eagerly.
         """
-        piecewise = self._piecewise(float(f[1]))
-        k0, l0, prefix, l1 = self._rows_by_tokens(table, float(f[1]), float(f[2]), piecewise)
+        piecewise, k0, l0, prefix, l1 = self._rows_by_tokens(table, float(f[1]), float(f[2]))
         if prefix is None:
             k1, l1 = self._attention_part(
                 table, f if isinstance(f, tuple) else tuple(float(x) for x in f), False, piecewise

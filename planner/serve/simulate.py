@@ -69,7 +69,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -147,6 +147,8 @@ class DecodeSpeculation(BaseModel):
 
     def first_step_at(self, tokens: int) -> int:
         """The smallest step x with G(x) >= ``tokens`` (the inverse of ``position``, exact on its floats)."""
+        if self.tokens_per_step == 1.0:  # plain decoding: G(x) = x
+            return tokens
         x = math.ceil(tokens / self.tokens_per_step)
         while self.position(x) < tokens:
             x += 1
@@ -596,16 +598,20 @@ def run_engine(requests: RequestSet, scheduler: SchedulerConfig, step_cost: Step
 
 
 class _Recorder:
-    """Each step's timing and the engine state at its start, in two compact arrays (no Python object per
-    step): ``times`` holds (start, seconds) and ``state`` (running, waiting, used blocks, prefill tokens,
-    decoding requests) for every step, in that order; ``itl_weight`` per step, or None when it is
-    the decoding requests (continuous batching: every decode token's gap is its step)."""
+    """Each step's timing and the engine state at its start, in compact arrays (no Python object per step):
+    ``starts``, ``seconds`` and ``used`` (KV blocks) for every step; ``stretches`` (steps, running, waiting,
+    prefill tokens, decoding requests) for each stretch of consecutive steps that share those four, in step
+    order (one step, or the steps of a decode run between two finishes: ``_Continuous._decode_run``);
+    ``itl_weight`` per step, or None when it is the decoding requests (continuous batching: every decode
+    token's gap is its step)."""
 
-    __slots__ = ("itl_weight", "state", "step", "times")
+    __slots__ = ("itl_weight", "seconds", "starts", "step", "stretches", "used")
 
     def __init__(self, step_cost: StepCost) -> None:
-        self.times = array("d")
-        self.state = array("q")
+        self.starts = array("d")
+        self.seconds = array("d")
+        self.used = array("q")
+        self.stretches = array("q")
         self.itl_weight: array | None = None
         self.step = self._timer(step_cost)
 
@@ -613,7 +619,8 @@ class _Recorder:
         """``step(now, running, waiting, used, prefill, pairs, decode, kv)``: time one step of that mix
         (``StepCost.step_seconds``'s arguments), record it, return when it ends (``arrays`` refuses a
         step time that is not finite and >= 0)."""
-        step_seconds, times, state = step_cost.step_seconds, self.times.extend, self.state.extend  # not hot
+        step_seconds, starts, seconds = step_cost.step_seconds, self.starts.append, self.seconds.append  # not hot
+        used_blocks, stretches = self.used.append, self.stretches.extend
 
         def step(
             now: float, running: int, waiting: int, used: int, prefill: int, pairs: float, decode: int, kv: int
@@ -621,35 +628,35 @@ class _Recorder:
             dt = step_seconds(
                 prefill_tokens=prefill, prefill_attention_pairs=pairs, decode_seqs=decode, decode_kv_tokens=kv
             )
-            times((now, dt))
-            state((running, waiting, used, prefill, decode))
+            starts(now)
+            seconds(dt)
+            used_blocks(used)
+            stretches((1, running, waiting, prefill, decode))
             return now + dt
 
         return step
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The per-step arrays of ``EngineRun``."""
-        times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, 2) if self.times else np.zeros((0, 2))
-        state = np.frombuffer(self.state, dtype=np.int64).reshape(-1, 5) if self.state else np.zeros((0, 5), np.int64)
-        column = lambda a, i: np.ascontiguousarray(a[:, i])  # noqa: E731 (a copy: the buffers are not kept)
-        seconds, decode = column(times, 1), column(state, 4)
+        copy = lambda a, dtype: np.array(np.frombuffer(a, dtype=dtype) if a else [], dtype)  # noqa: E731 (a copy)
+        seconds = copy(self.seconds, np.float64)
+        stretches = copy(self.stretches, np.int64).reshape(-1, 5)
+        running, waiting, prefill, decode = (np.repeat(stretches[:, i], stretches[:, 0]) for i in range(1, 5))
+        assert len(running) == len(seconds), "every step is in one stretch"
         bad = ~((seconds >= 0.0) & (seconds < math.inf))  # NaN fails both
         if bad.any():  # checked once at the end, not in the loop: a bad step time cannot stall the run
             first = int(np.argmax(bad))
-            raise _bad_step(float(seconds[first]), int(state[first, 3]), int(decode[first]))
+            raise _bad_step(float(seconds[first]), int(prefill[first]), int(decode[first]))
         itl = self.itl_weight
-        itl_weight = (
-            decode.copy() if itl is None else np.array(np.frombuffer(itl, dtype=np.int64) if itl else [], np.int64)
-        )
         return dict(
-            step_start_s=column(times, 0),
+            step_start_s=copy(self.starts, np.float64),
             step_seconds=seconds,
-            running=column(state, 0),
-            waiting=column(state, 1),
-            used_blocks=column(state, 2),
-            prefill_tokens=column(state, 3),
+            running=running,
+            waiting=waiting,
+            used_blocks=copy(self.used, np.int64),
+            prefill_tokens=prefill,
             decode_seqs=decode,
-            itl_weight=itl_weight,
+            itl_weight=decode.copy() if itl is None else copy(itl, np.int64),
         )
 
 
@@ -820,6 +827,23 @@ class _Engine:
         )
 
 
+class _RunFixed(NamedTuple):
+    """What ``_Continuous._decode_run`` reads of its engine and never rebinds, in one tuple."""
+
+    decoding: dict[int, None]
+    waiting: deque[int] | _PriorityWaiting
+    finish_at: dict[int, list[int]]
+    bs: int
+    phase_count: list[int]
+    total_blocks: int
+    decode_steps: Callable[[int], DecodeStepsByKV]
+    starts: Callable[[float], None]
+    seconds: Callable[[float], None]
+    used: Callable[[int], None]
+    stretches: Callable[[tuple[int, int, int, int, int]], None]
+    itl: Callable[[int], None] | None
+
+
 class _Continuous(_Engine):
     """One vLLM V1 continuous-batching run, step by step (the rules: module docstring).
 
@@ -851,6 +875,7 @@ class _Continuous(_Engine):
         "ntok",
         "phase_count",
         "prefilling",
+        "run_fixed",
         "speculation",
         "stalls",
         "step_seconds",
@@ -885,13 +910,28 @@ class _Continuous(_Engine):
         self.c0_sum = 0
         self.used = 0
         self.prefilling = -1
+        self.run_fixed = _RunFixed(  # what ``_decode_run`` reads and never rebinds
+            self.decoding,
+            self.waiting,
+            self.finish_at,
+            self.bs,
+            self.phase_count,
+            self.total_blocks,
+            self.decode_steps,
+            self.rec.starts.append,
+            self.rec.seconds.append,
+            self.rec.used.append,
+            self.rec.stretches.extend,
+            None if self.mixed else self._unmixed_itl_weight().append,  # unmixed: no stall is pending in a run
+        )
 
     def run(self) -> None:
         """Step until every request has finished or been refused. One pass: queue arrivals; give the decodes
         their blocks (preempting if need be); schedule prefill chunks; time the step; advance requests."""
         arrivals, decoding, waiting, finish_at = self.arrivals, self.decoding, self.waiting, self.finish_at
         bs, phase_count, token_budget, total_blocks = self.bs, self.phase_count, self.token_budget, self.total_blocks
-        step_seconds, times, state = self.step_seconds, self.rec.times.append, self.rec.state.append
+        step_seconds, starts, seconds = self.step_seconds, self.rec.starts.append, self.rec.seconds.append
+        used_blocks, stretches = self.rec.used.append, self.rec.stretches.extend
         verified = self.speculation.verified_tokens  # tokens per decoding request and step (plain: 1)
         e, floor = self.speculation.tokens_per_step, math.floor  # G(x) = floor(E x), ``DecodeSpeculation.position``
         t, s, mixed = self.t, 0, self.mixed
@@ -908,7 +948,7 @@ class _Continuous(_Engine):
             if self.decode_runs and n_dec and self.prefilling < 0 and not waiting and (mixed or not self.stalls):
                 steps, s = self._decode_run(s)
                 t = self.t
-                g_prev, g_now, g_next = floor(e * (s - 1)), floor(e * s), floor(e * (s + 1))
+                g_prev, g_now, g_next = s - 1, s, s + 1  # plain decoding: G(x) = x
                 if steps:
                     continue  # an arrival is due, or a request left: back to the top
                 # else the next step preempts: the general path below takes it
@@ -919,8 +959,11 @@ class _Continuous(_Engine):
             hold_prev, hold_now = g_prev + verified, g_now + verified
             reserve = verified - (g_next - g_now)  # lookahead slots a request finishing its prefill now takes
             need, preempted = 0, False  # one block per decoding request whose new slots cross a block start
-            for j in range(hold_prev, hold_now):
-                need += phase_count[-j % bs]
+            if hold_now - hold_prev == 1:
+                need = phase_count[-hold_prev % bs]
+            else:
+                for j in range(hold_prev, hold_now):
+                    need += phase_count[-j % bs]
             if self.used + need > total_blocks:
                 n_dec, preempted = self._preempt_for_decodes(hold_prev, hold_now, g_now), True
             else:
@@ -936,13 +979,10 @@ class _Continuous(_Engine):
             dt = step_seconds(
                 prefill_tokens=prefill_tokens, prefill_attention_pairs=pairs, decode_seqs=n_dec, decode_kv_tokens=kv
             )
-            times(t)  # one append per value: cheaper than extend((...)), which builds a tuple
-            times(dt)
-            state(n_run)
-            state(len(waiting))
-            state(self.used)
-            state(prefill_tokens)
-            state(n_dec)
+            starts(t)
+            seconds(dt)
+            used_blocks(self.used)
+            stretches((1, n_run, len(waiting), prefill_tokens, n_dec))
             self.t = t = t + dt
             if not mixed:
                 self._decode_gaps(n_dec, t)
@@ -957,46 +997,44 @@ class _Continuous(_Engine):
         """Plain decode-only steps from step ``s`` on (no request waiting or in prefill, one token per
         decoding request and step), the general loop's arithmetic in fewer operations: during step s a
         decoding request holds cdiv(c0 + s + 1) blocks, so it needs a new one when (c0 + s) mod bs = 0
-        (``phase_count[-s % bs]`` of them), and the step attends c0_sum + n_dec x (s + 1) tokens. Stops after
-        a step that ends at or after the next arrival, or whose finishing requests leave none decoding or
-        bring one in (closed loop), and before a step that needs more blocks than are free (the general
-        loop preempts). Returns (steps taken, the next step index); ``self.t`` and ``self.used`` follow.
+        (``phase_count[-s % bs]`` of them), and the step attends c0_sum + n_dec x (s + 1) tokens; the steps
+        between two finishes are one stretch of the record. Stops after a step that ends at or after the next
+        arrival, or whose finishing requests leave none decoding or bring one in (closed loop), and before a
+        step that needs more blocks than are free (the general loop preempts). Returns (steps taken, the
+        next step index); ``self.t`` and ``self.used`` follow.
         """
-        arrivals, decoding, waiting, finish_at = self.arrivals, self.decoding, self.waiting, self.finish_at
-        bs, phase_count, total_blocks, decode_steps = self.bs, self.phase_count, self.total_blocks, self.decode_steps
-        times, state = self.rec.times.append, self.rec.state.append
-        itl = None if self.mixed else self._unmixed_itl_weight().append  # unmixed: no stall pending here
-        t, used, start = self.t, self.used, s
+        decoding, waiting, finish_at, bs, phase_count, total_blocks, decode_steps, *_ = self.run_fixed  # the engine's
+        *_, starts, seconds_, used_blocks, stretches, itl = self.run_fixed  # and the record's appenders
+        t, used, start, next_arrival = self.t, self.used, s, self.arrivals.next_time_s
         n_dec = len(decoding)
-        kv, seconds = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec)
+        kv, seconds, first = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec), s
         while True:
             need = phase_count[-s % bs]
             if used + need > total_blocks:
                 break  # the general loop preempts
             used += need
             dt = seconds[kv]
-            times(t)
-            times(dt)
-            state(n_dec)
-            state(0)
-            state(used)
-            state(0)
-            state(n_dec)
+            starts(t)
+            seconds_(dt)
+            used_blocks(used)
             t += dt
             if itl is not None:
                 itl(n_dec)
             if s in finish_at:
+                stretches((s + 1 - first, n_dec, 0, 0, n_dec))
                 self.t, self.used = t, used
                 self._finish_decodes(finish_at.pop(s), s + 1)
                 used, n_dec, s = self.used, len(decoding), s + 1
                 if not n_dec or waiting:
                     return s - start, s
-                kv, seconds = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec)
+                kv, seconds, first = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec), s
             else:
                 s += 1
                 kv += n_dec
-            if t >= arrivals.next_time_s:
+            if t >= next_arrival:
                 break
+        if s > first:
+            stretches((s - first, n_dec, 0, 0, n_dec))
         self.t, self.used = t, used
         return s - start, s
 
