@@ -522,6 +522,8 @@ class OpTable:
         self.attention_rows = np.nonzero(attends)[0]
         self.token_rows = np.nonzero(~attends)[0]
         self._subsets: dict[bytes, OpTable] = {}
+        #: For a ``subset``: the table it was cut from and its rows there (None for a whole table).
+        self.parent: tuple[OpTable, np.ndarray] | None = None
 
     def _finish(self) -> None:
         """Derived arrays (call after the rows or coefficients change)."""
@@ -550,6 +552,7 @@ class OpTable:
             hit.lora = [(where[i], slots, per, E, k) for i, slots, per, E, k in self.lora if i in where]
             hit._finish()
             hit._subsets = {}
+            hit.parent = (self, rows)
             self._subsets[key] = hit
         return hit
 
@@ -563,13 +566,11 @@ class OpTable:
 
     def peaks(self, hw: HardwareProfile) -> np.ndarray:
         """Peak FLOP/s of each row's math dtype on ``hw`` (after the card's dtype fallback)."""
-        return np.asarray(
-            [
-                hw.peak_flops_per_s[hw.compute_dtype_for(d) or hw.compute_dtype_for("bf16") or "fp32"]
-                for d in self.compute_dtypes
-            ],
-            float,
-        )
+        peak = {
+            d: hw.peak_flops_per_s[hw.compute_dtype_for(d) or hw.compute_dtype_for("bf16") or "fp32"]
+            for d in set(self.compute_dtypes)
+        }
+        return np.asarray([peak[d] for d in self.compute_dtypes], float)
 
     def evaluate(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(flops, bytes, GEMM rows, all-reduce bytes) of every row for features ``f`` (5,) or (5, N)."""

@@ -84,23 +84,24 @@ def sweep(
                 except PlannerError:
                     continue
                 tables = op_tables(model, res)
-                tpot = np.stack(
-                    [
-                        StepTimeModel(
-                            model, hw, sc.model_copy(update={"gpu": hw.id}), efficiency_for(hw, sc=sc), tables=tables
-                        ).decode_seconds(B, C)
-                        for hw in gpus
-                    ]
-                )
+                steps = [
+                    StepTimeModel(
+                        model, hw, sc.model_copy(update={"gpu": hw.id}), efficiency_for(hw, sc=sc), tables=tables
+                    )
+                    for hw in gpus
+                ]
+                # the points' op rows are the same on every card (one table): evaluated once, bound per card
+                grid = steps[0].decode_grid(B, C)
+                tpot = np.stack([s.decode_on(grid) for s in steps])
                 weights = max(stage_weight_bytes(model, res))
                 budget = np.asarray(
                     [
                         math.ceil(hw.memory_bytes * res.gpu_memory_utilization)
                         - weights
                         - non_torch_bytes(sc)
-                        - activation_peak_bytes(model, resolve(model, hw, sc))
+                        - activation_peak_bytes(model, s.res)  # resolve(model, hw, sc): the card's defaults
                         - cuda_graph_bytes(model, sc, model.num_layers)
-                        for hw in gpus
+                        for hw, s in zip(gpus, steps, strict=True)
                     ],
                     float,
                 )[:, None]
