@@ -1209,12 +1209,18 @@ class _Continuous(_Engine):
 
     def _finish_decodes(self, done: list[int], hold_now: int) -> None:
         """Decoding requests whose last token came in this step leave, freeing cdiv(c0 + hold_now) blocks each."""
-        bs, out = self.bs, self.out
+        bs, out, gen, c0, decoding, phase_count = self.bs, self.out, self.gen, self.c0, self.decoding, self.phase_count
+        freed = left = 0
         for rid in done:
-            c = self._stop_decoding(rid)
-            self.used -= -(-(c + hold_now) // bs)
-            self.gen[rid] = out[rid]
+            c = c0[rid]  # ``_stop_decoding``, its sums kept for the end
+            del decoding[rid]
+            phase_count[c % bs] -= 1
+            left += c
+            freed += -(-(c + hold_now) // bs)
+            gen[rid] = out[rid]
             self._finish(rid)
+        self.c0_sum -= left
+        self.used -= freed
 
     def _advance_prefills(self, chunks: list[tuple[int, int, int]], reserve: int, g_next: int) -> None:
         """Each chunk of the step: a request still in (re)prefill stays so; one whose prefill is done emits a
