@@ -8,6 +8,8 @@ the invariants the serving-accuracy issue names.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from planner.estimate import step
 from planner.estimate.latency import StepTimeModel
 from planner.estimate.roofline import roofline
 from planner.estimate.sweep import sweep
-from planner.hardware import get_profile
+from planner.hardware import get_profile, load_profiles
 from planner.scenario import Scenario
 from planner.verify.public_records import catalog_model
 from planner.verify.public_records_predict import StepOps, StepOpsBatch
@@ -67,6 +69,36 @@ def test_the_sweep_is_the_step_model():
         sc = Scenario(gpu=hw.id, tp=int(result.tp[i]))
         ref = roofline(model, hw, sc, "decode", int(result.batch[i]), int(result.context_len[i])).total_seconds
         assert result.tpot_seconds[i] == pytest.approx(ref, rel=1e-9)
+
+
+def test_the_sweep_is_each_cards_step_model_to_the_last_bit():
+    """The sweep evaluates each (model, TP, dtype)'s op rows once and binds them on every card
+    (``StepTimeModel.decode_grid`` / ``decode_on``): every card's slice equals that card's own
+    ``StepTimeModel.decode_seconds`` over the grid, and random points equal it over a random handful of
+    points, bit for bit. (Each handful keeps batches 1 and 600 beside the point: numpy sums one point's
+    op rows in pairwise order, several points' row by row, so a lone point may differ in the last bits,
+    which the rel=1e-9 tests above allow.)"""
+    names = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "google/gemma-2-9b", "deepseek-ai/DeepSeek-V2-Lite"]
+    models = {n: catalog_model(n) for n in names}
+    gpus = [hw for hw in load_profiles().values() if hw.kind == "gpu"]
+    batches, contexts = [1, 3, 7, 64, 300, 600], [512, 3000, 9000]
+    result = sweep(models, gpus, [1, 2, 8], ["auto", "fp8"], batches, contexts)
+    B, C = (a.ravel() for a in np.meshgrid(np.asarray(batches, float), np.asarray(contexts, float), indexing="ij"))
+    n, rng = len(B), random.Random(0)
+
+    def card_model(i: int) -> StepTimeModel:
+        hw = get_profile(result.gpu[i])
+        sc = Scenario(gpu=hw.id, tp=int(result.tp[i]), weight_dtype=result.weight_dtype[i])
+        return StepTimeModel(models[result.model[i]], hw, sc)
+
+    for start in rng.sample(range(0, len(result), n), 40):
+        got = result.tpot_seconds[start : start + n]
+        assert got.tobytes() == card_model(start).decode_seconds(B, C).tobytes(), (result.gpu[start], start)
+    for i in rng.sample(range(len(result)), 200):
+        k = rng.sample(range(n), 3)
+        batch = np.r_[result.batch[i], 1.0, 600.0, B[k]]
+        context = np.r_[result.context_len[i], C[k][0], C[k][1], C[k]]
+        assert card_model(i).decode_seconds(batch, context)[0] == result.tpot_seconds[i], i
 
 
 def test_tp2_over_nvlink_decodes_70b_faster_than_tp1_at_batch_1():

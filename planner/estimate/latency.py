@@ -524,6 +524,7 @@ class OpTable:
         self._subsets: dict[bytes, OpTable] = {}
         #: For a ``subset``: the table it was cut from and its rows there (None for a whole table).
         self.parent: tuple[OpTable, np.ndarray] | None = None
+        self._fractions: dict[int, tuple[Efficiency, dict[str, np.ndarray]]] = {}  # fractions', by id(eff)
 
     def _finish(self) -> None:
         """Derived arrays (call after the rows or coefficients change)."""
@@ -553,6 +554,7 @@ class OpTable:
             hit._finish()
             hit._subsets = {}
             hit.parent = (self, rows)
+            hit._fractions = {}
             self._subsets[key] = hit
         return hit
 
@@ -563,6 +565,26 @@ class OpTable:
         hit.count = np.asarray(stage_op_counts(self.layer_ids, layers, first, last), float)
         hit._subsets = {}
         return hit
+
+    def fractions(self, eff: Efficiency) -> dict[str, np.ndarray]:
+        """Each row's factors under ``eff`` that depend on no step and no card: non-GEMM compute fraction,
+        memory fraction and grouped-GEMM derate (``step.op_fractions`` with the GEMM rows' M left open), kept
+        per efficiency (every card of a sweep that shares one computes them once); a subset's are its whole
+        table's at its rows (elementwise: the same numbers)."""
+        hit = self._fractions.get(id(eff))
+        if hit is None or hit[0] is not eff:
+            if self.parent is not None:
+                whole, rows = self.parent
+                value = {k: v[rows] for k, v in whole.fractions(eff).items()}
+            else:
+                compute, memory = step.op_fractions(eff, self.kind, np.full(self.n, float(step.MAX_GEMM_ROWS)))
+                value = {
+                    "compute": np.asarray(compute, float),
+                    "memory": np.asarray(memory, float) * np.ones(self.n),
+                    "grouped": np.where(self.kind == step.KIND_CODES["grouped_gemm"], eff.grouped_gemm_fraction, 1.0),
+                }
+            hit = self._fractions[id(eff)] = (eff, value)
+        return hit[1]
 
     def peaks(self, hw: HardwareProfile) -> np.ndarray:
         """Peak FLOP/s of each row's math dtype on ``hw`` (after the card's dtype fallback)."""
@@ -675,6 +697,8 @@ class DecodeGrid(NamedTuple):
     rows: tuple | None
     """(index of each point's batch among the distinct padded batches, (features, graph flags, ``evaluate``) of
     the token rows at the distinct batches, the same of the attention rows at the points); None with pp > 1."""
+    terms: dict[int, tuple]
+    """``decode_on``'s ``efficiency_terms`` of the token and attention rows, by id of the efficiency."""
 
 
 class StepTimeModel:
@@ -740,33 +764,29 @@ class StepTimeModel:
         rows: np.ndarray | None = None,
         piecewise: bool = False,
         quantities: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+        terms: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[float | np.ndarray, float | np.ndarray]:
         """(kernel seconds, launch seconds): sums over the table's rows (or the subset ``rows``) of each
         op's bound time and launch cost x layers; numbers for features ``f`` of shape (5,), arrays (N,)
         for (5, N). ``quantities``: that table's (or subset's) ``evaluate(f)``, when the caller has it (it
-        depends on no card: ``decode_grid``); it is read, never written."""
+        depends on no card: ``decode_grid``); ``terms``: its ``efficiency_terms`` under this model's
+        efficiency, likewise. Both are read, never written."""
         eff = self.eff
         if rows is not None:
             table = table.subset(rows)
         flops, nbytes, m, comm = table.evaluate(f) if quantities is None else quantities
         col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
-        kind, fixed = col(table.kind), self._fixed_for(table)
-        # Terms that do not depend on the step's features are computed once per (table, graph mode).
-        key = (id(table), graphs if np.ndim(graphs) == 0 else None, piecewise, np.ndim(f))
-        steady = self._steady.get(key) if key[1] is not None else None
-        if steady is None:
-            launch = step.launch_seconds(eff, col(table.kernels), step.replays_graph(kind, graphs, piecewise))
-            steady = (launch, step.kernel_floor_seconds(eff, col(table.kernels)), bool(table.gemm_like.any()))
-            if key[1] is not None:
-                self._steady[key] = steady
-        launch, floor, any_gemm = steady
-        f_compute = col(fixed["compute"])
-        if any_gemm:
-            f_compute = np.where(col(table.gemm_like), step.gemm_fraction(eff, m) * col(fixed["grouped"]), f_compute)
-        if eff.attention_seconds_per_seq:
-            floor = floor + step.attention_floor_seconds(eff, kind, col(table.kernels), f[2])
+        launch, floor, f_compute, f_memory = (
+            self.efficiency_terms(table, f, graphs, piecewise, m) if terms is None else terms
+        )
         t, _, _ = step.bound_seconds(
-            flops, nbytes, f_compute, col(fixed["memory"]), col(fixed["peak"]), self.hw.hbm_bandwidth_bytes_per_s, floor
+            flops,
+            nbytes,
+            f_compute,
+            f_memory,
+            col(self._fixed_for(table)["peak"]),
+            self.hw.hbm_bandwidth_bytes_per_s,
+            floor,
         )
         ar = table.allreduce_rows
         if len(ar):
@@ -787,6 +807,32 @@ class StepTimeModel:
             t[a2a] = np.maximum(step.alltoall_seconds(eff, comm[a2a], self.ep, self.ep_link), floor[a2a])
         count = col(table.count)
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)
+
+    def efficiency_terms(
+        self, table: OpTable, f: np.ndarray, graphs, piecewise: bool, m: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``gpu_seconds``' terms of ``table`` (a subset's rows) at features ``f`` with GEMM rows ``m`` that
+        depend on the efficiency but on no card's peaks, bandwidth or links: each row's launch seconds, its
+        floor (kernels and, for attention, sequences), its compute fraction (a GEMM's at its rows) and its
+        memory fraction."""
+        eff = self.eff
+        col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
+        kind, fixed = col(table.kind), table.fractions(eff)
+        # Terms that do not depend on the step's features are computed once per (table, graph mode).
+        key = (id(table), graphs if np.ndim(graphs) == 0 else None, piecewise, np.ndim(f))
+        steady = self._steady.get(key) if key[1] is not None else None
+        if steady is None:
+            launch = step.launch_seconds(eff, col(table.kernels), step.replays_graph(kind, graphs, piecewise))
+            steady = (launch, step.kernel_floor_seconds(eff, col(table.kernels)), bool(table.gemm_like.any()))
+            if key[1] is not None:
+                self._steady[key] = steady
+        launch, floor, any_gemm = steady
+        f_compute = col(fixed["compute"])
+        if any_gemm:
+            f_compute = np.where(col(table.gemm_like), step.gemm_fraction(eff, m) * col(fixed["grouped"]), f_compute)
+        if eff.attention_seconds_per_seq:
+            floor = floor + step.attention_floor_seconds(eff, kind, col(table.kernels), f[2])
+        return launch, floor, f_compute, col(fixed["memory"])
 
     def _scalar_rows(self, table: OpTable, graphs: bool, piecewise: bool) -> list[_ScalarRow] | None:
         """Per-row constants of ``table`` for ``_scalar_seconds`` (None when a row needs the array path:
@@ -878,29 +924,18 @@ class StepTimeModel:
         return kernels
 
     def _fixed_for(self, table: OpTable) -> dict[str, np.ndarray]:
-        """``_fixed_fractions`` of ``table``, kept; a subset's are its whole table's at its rows (elementwise,
-        so the same numbers), and a model's subsets share one computation."""
+        """Per-row factors that do not depend on the step, kept: ``OpTable.fractions`` under this model's
+        efficiency and the peak FLOP/s of each row's math dtype on its card (a subset's: its whole table's at
+        its rows, elementwise, so the same numbers)."""
         hit = self._fixed.get(id(table))
         if hit is None:
             if table.parent is None:
-                hit = self._fixed_fractions(table)
+                peak = table.peaks(self.hw)
             else:
                 whole, rows = table.parent
-                hit = {k: v[rows] for k, v in self._fixed_for(whole).items()}
-            self._fixed[id(table)] = hit
+                peak = self._fixed_for(whole)["peak"][rows]
+            hit = self._fixed[id(table)] = {**table.fractions(self.eff), "peak": peak}
         return hit
-
-    def _fixed_fractions(self, table: OpTable) -> dict[str, np.ndarray]:
-        """Per-row factors that do not depend on the step: memory fraction, non-GEMM compute fraction,
-        the grouped-GEMM derate and the peak (``step.op_fractions`` with the GEMM rows' M left open)."""
-        compute, memory = step.op_fractions(self.eff, table.kind, np.full(table.n, float(step.MAX_GEMM_ROWS)))
-        grouped = np.where(table.kind == step.KIND_CODES["grouped_gemm"], self.eff.grouped_gemm_fraction, 1.0)
-        return {
-            "compute": np.asarray(compute, float),
-            "memory": np.asarray(memory, float) * np.ones(table.n),
-            "grouped": grouped,
-            "peak": table.peaks(self.hw),
-        }
 
     def decode_seconds(self, batch, context) -> np.ndarray | float:
         """Wall time of pure-decode steps at ``batch`` sequences of ``context`` tokens (1-d arrays allowed).
@@ -922,7 +957,7 @@ class StepTimeModel:
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         key = (id(self.decode_table), self.graphs, self.engine.max_cuda_graph_batch, self.pp)
         if self.pp > 1:  # the pipeline's micro-batches: one point at a time (``decode_on``)
-            return DecodeGrid(key, batch, context, None)
+            return DecodeGrid(key, batch, context, None, {})
         cap = self.engine.max_cuda_graph_batch
         graphs = np.logical_and(self.graphs, batch <= cap)
         run = np.where(graphs, step.graph_padded_batch(batch, cap), batch)
@@ -935,7 +970,7 @@ class StepTimeModel:
         f1 = np.stack([np.ones_like(run), run, run, run * context, run * context])
         q0 = table.subset(table.token_rows).evaluate(f0)
         q1 = table.subset(table.attention_rows).evaluate(f1)
-        return DecodeGrid(key, batch, context, (inverse, (f0, u_graphs, q0), (f1, graphs, q1)))
+        return DecodeGrid(key, batch, context, (inverse, (f0, u_graphs, q0), (f1, graphs, q1)), {})
 
     def decode_on(self, grid: DecodeGrid) -> np.ndarray:
         """``decode_seconds`` of the points of ``grid`` (``decode_grid``, of this model or one sharing its op
@@ -950,8 +985,16 @@ class StepTimeModel:
             return np.asarray(flat, float).reshape(batch.shape)
         inverse, (f0, u_graphs, q0), (f1, graphs, q1) = grid.rows
         table = self.decode_table
-        k0, l0 = self.gpu_seconds(table, f0, u_graphs, rows=table.token_rows, quantities=q0)
-        k1, l1 = self.gpu_seconds(table, f1, graphs, rows=table.attention_rows, quantities=q1)
+        tokens, attention = table.subset(table.token_rows), table.subset(table.attention_rows)
+        hit = grid.terms.get(id(self.eff))  # cards of one efficiency share its terms
+        if hit is None or hit[0] is not self.eff:
+            hit = grid.terms[id(self.eff)] = (
+                self.eff,
+                self.efficiency_terms(tokens, f0, u_graphs, False, q0[2]),
+                self.efficiency_terms(attention, f1, graphs, False, q1[2]),
+            )
+        k0, l0 = self.gpu_seconds(tokens, f0, u_graphs, quantities=q0, terms=hit[1])
+        k1, l1 = self.gpu_seconds(attention, f1, graphs, quantities=q1, terms=hit[2])
         gpu = step.gpu_step_seconds(np.asarray(k0)[inverse] + k1, np.asarray(l0)[inverse] + l1)
         return step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling)
 
