@@ -73,8 +73,10 @@ def sweep(
     B, C = np.meshgrid(np.asarray(batches, float), np.asarray(contexts, float), indexing="ij")
     B, C = B.ravel(), C.ravel()
     n_shape = len(B)
-    labels: dict[str, list[tuple[str, int]]] = {"model": [], "gpu": [], "weight_dtype": []}
-    parts: dict[str, list] = {k: [] for k in SweepResult.__dataclass_fields__ if k not in labels}
+    # label and TP columns as (value, repeats) runs, expanded once at the end (object arrays are slow to fill);
+    # every slice repeats the (batch, context) grid, so those columns are one tile of it
+    labels: dict[str, list[tuple[str | int, int]]] = {"model": [], "gpu": [], "weight_dtype": [], "tp": []}
+    parts: dict[str, list] = {"tpot_seconds": [], "fits": []}
     for name, model in models.items():
         for tp in tps:
             for dtype in weight_dtypes:
@@ -107,22 +109,21 @@ def sweep(
                 )[:, None]
                 fits = B[None, :] * _kv_per_sequence(model, tp, res.kv_bytes_per_element, C)[None, :] <= budget
                 G = len(gpus)
-                # label columns as (value, repeats) runs, expanded once at the end (object arrays are slow to fill)
                 labels["model"].append((name, G * n_shape))
                 labels["gpu"] += [(hw.id, n_shape) for hw in gpus]
                 labels["weight_dtype"].append((dtype, G * n_shape))
-                parts["tp"].append(np.full(G * n_shape, tp))
-                parts["batch"].append(np.tile(B, G))
-                parts["context_len"].append(np.tile(C, G))
+                labels["tp"].append((tp, G * n_shape))
                 parts["tpot_seconds"].append(tpot.ravel())
-                parts["throughput_tokens_per_s"].append((B[None, :] / tpot).ravel())
                 parts["fits"].append(fits.ravel())
     if not parts["tpot_seconds"]:
         raise PlannerError(
             "the sweep has no valid (model, TP, dtype) combination.", hint="Check that TP divides the heads."
         )
     columns = {k: np.concatenate(v) for k, v in parts.items()}
+    slices = len(columns["tpot_seconds"]) // n_shape
+    columns["batch"], columns["context_len"] = np.tile(B, slices), np.tile(C, slices)
+    columns["throughput_tokens_per_s"] = columns["batch"] / columns["tpot_seconds"]
     for k, runs in labels.items():
         values, repeats = zip(*runs)
-        columns[k] = np.repeat(np.asarray(values, dtype=object), repeats)
+        columns[k] = np.repeat(np.asarray(values, dtype=int if k == "tp" else object), repeats)
     return SweepResult(**columns)
