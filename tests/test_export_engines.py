@@ -287,7 +287,7 @@ def test_sglang_pools_and_router_of_a_disaggregated_export(link, backend):
     )
     assert "--tp-size 4" in prefill and "--tp-size 8" in decode
     assert "python -m sglang_router.launch_router \\\n  --pd-disaggregation" in router
-    assert router.count("--prefill ") == 2 and router.count(":30000\" 8998") == 2 and router.count("--decode ") == 1
+    assert router.count("--prefill ") == 2 and router.count(':30000" 8998') == 2 and router.count("--decode ") == 1
     assert '"http://$PREFILL_2:30000" 8998' in router and '"http://$DECODE_1:30000"' in router
     assert "Not checked by a parser" in router
 
