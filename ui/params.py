@@ -246,6 +246,7 @@ PARAMS: tuple[Param, ...] = (
     _field("dp", "data_parallel_size", _int(1, MAX_PARALLEL)),
     _field("a2a", "all2all_backend", _one_of(lambda: ALL2ALL_BACKENDS)),
     _field("imbalance", "expert_load_imbalance", _imbalance),
+    _field("nccl", "disable_custom_all_reduce", _bool),
     _field("weights", "weight_dtype", _one_of(lambda: WEIGHT_DTYPES)),
     Param(
         "mixed",

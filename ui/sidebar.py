@@ -165,6 +165,12 @@ def _parallelism_inputs(note: str) -> None:
         help="--num-nodes: " + _help("nodes"),
         persist_state=keep,
     )
+    st.toggle(
+        "NCCL all-reduce only",
+        key="nccl",
+        help="--disable-custom-all-reduce: " + _help("nccl"),
+        persist_state=keep,
+    )
     ep = st.toggle(
         "Expert parallel",
         key="ep",
