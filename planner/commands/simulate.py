@@ -275,6 +275,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     whole = {key: max(1, round(getattr(args, key))) for key in ("input_len", "output_len")}
     sc = scenario_from_args(argparse.Namespace(**{**vars(args), **whole}))
     hw = hardware_from_args(args)
+    draft = load_draft_model(args)
     result = simulate_scenario(
         spec,
         hw,
@@ -282,12 +283,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         workload,
         efficiency_from_args(args, hw),
         mode="static" if args.static else "continuous",
-        draft_model=load_draft_model(args),
+        draft_model=draft,
     )
     out = {"model": spec.name, "gpu_id": hw.id, **to_jsonable(result)}
     layout = disagg_layout_from_args(args)
     if layout is not None:
-        comparison = compare_layouts(spec, hw, sc, workload, layout, efficiency_from_args(args, hw))
+        comparison = compare_layouts(spec, hw, sc, workload, layout, efficiency_from_args(args, hw), draft)
         out["disaggregated"] = to_jsonable(comparison)
     if args.compare_pools:
         if not workload.classes:

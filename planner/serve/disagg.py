@@ -13,7 +13,9 @@ token). So per request:
 requests round robin (prefill only: one output token), each request's KV transfer starts when its prefill
 ends, and the decode instances take the arrivals that result, round robin, with the prompt's whole blocks
 cached (the last partial block is recomputed, as vLLM schedules a transferred request). Both pools follow the
-scenario (card, engine, limits) at their own TP.
+scenario (card, engine, limits, PP, expert parallelism) at their own TP; with data_parallel_size > 1 each
+instance is that many DP engines, each taking its share of the pool's round robin. With speculative decoding the
+decode pool speculates and the prefill pool does not (it computes the prompt and one token).
 
 Link bandwidth (``KV_LINKS``), per GPU and one way: ``nvlink`` the card's NVLink at the NCCL ring efficiency
 (0.82, nccl-tests#212, as the all-reduce uses); ``rdma`` the card's per-GPU network (``inter_node_bandwidth``)
@@ -129,7 +131,9 @@ class DisaggResult(BaseModel):
     model_config = _SPEC
     kind: Literal["simulated"] = Field("simulated", description="What these numbers are.")
     layout: DisaggLayout = Field(description="The pools simulated.")
-    gpus: int = Field(description="GPUs of both pools (x prefill TP + y decode TP), a count.")
+    gpus: int = Field(
+        description="GPUs of both pools ((x prefill TP + y decode TP) x the scenario's PP x its DP), a count."
+    )
     ttft_seconds: LatencyStats | None = Field(description="Arrival to the decode instance's first token, seconds.")
     tpot_seconds: LatencyStats | None = Field(description="Time per output token after the first, seconds.")
     itl_seconds: LatencyStats | None = Field(description="Gaps between consecutive tokens, pooled, seconds.")
@@ -169,9 +173,16 @@ def simulate_disaggregated(
     workload: Workload,
     layout: DisaggLayout,
     efficiency: Efficiency | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> DisaggResult:
     """Serve ``workload`` on ``layout``'s two pools (module docstring); raises ScenarioError when a pool does
-    not start or the arrivals are closed-loop (a disaggregated router is modelled for open-loop traffic)."""
+    not start or the arrivals are closed-loop (a disaggregated router is modelled for open-loop traffic).
+
+    With ``sc.speculative`` the decode pool speculates (``draft_model``: the draft's spec, method draft, as
+    ``simulate_scenario`` takes it); the prefill pool does not (it emits one token, the one the proxy drops).
+    With ``sc.data_parallel_size`` > 1 every instance of either pool is that many DP engines of its TP (vLLM's
+    attention DP, experts shared over them), each with its own scheduler and KV cache: the router's round
+    robin goes over every engine of the pool."""
     if isinstance(workload.arrivals, ConcurrencyArrivals) and not workload.classes:
         raise ScenarioError(
             "disaggregated serving is simulated for open-loop arrivals (a rate or a trace), not a closed loop.",
@@ -182,7 +193,9 @@ def simulate_disaggregated(
     plan_p, sched_p = planned_replica(model, hw, sc_p)
     plan_d, sched_d = planned_replica(model, hw, sc_d)
     step_p = replica_step_cost(model, hw, sc_p, efficiency)
-    step_d = replica_step_cost(model, hw, sc_d, efficiency)
+    step_d = replica_step_cost(model, hw, sc_d, efficiency, draft_model)
+    dp = sc.data_parallel_size
+    prefill_engines, decode_engines = layout.prefill_instances * dp, layout.decode_instances * dp
     reqs = generate_requests(workload)
     n = len(reqs)
     assert reqs.arrival_time_s is not None  # open loop: checked above
@@ -192,8 +205,8 @@ def simulate_disaggregated(
 
     # Prefill pool: round robin; each request prefills and emits the token the proxy drops.
     prefill_done = np.full(n, np.nan)
-    for i in range(layout.prefill_instances):
-        idx = np.arange(i, n, layout.prefill_instances)
+    for i in range(prefill_engines):
+        idx = np.arange(i, n, prefill_engines)
         mine = _subset(reqs, idx, arrival[idx], np.ones(len(idx), dtype=np.int64), np.zeros(len(idx), dtype=np.int64))
         run = run_engine(mine, sched_p, step_p)
         prefill_done[idx] = run.first_token_time_s
@@ -211,8 +224,8 @@ def simulate_disaggregated(
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
     itl_values, itl_weights = [], []
-    for j in range(layout.decode_instances):
-        idx = order[j :: layout.decode_instances]
+    for j in range(decode_engines):
+        idx = order[j::decode_engines]
         if not len(idx):
             continue
         mine = _subset(reqs, idx, ready[idx], reqs.output_tokens[idx], prompt[idx])
@@ -234,7 +247,7 @@ def simulate_disaggregated(
     sent = ~np.isnan(prefill_done)
     return DisaggResult(
         layout=layout,
-        gpus=layout.gpus * sc.pp,
+        gpus=layout.gpus * sc.pp * dp,
         ttft_seconds=latency_stats(ttft),
         tpot_seconds=latency_stats(tpot),
         itl_seconds=itl,
@@ -257,7 +270,7 @@ class LayoutComparison(BaseModel):
 
     model_config = _SPEC
     disaggregated: DisaggResult = Field(description="The xPyD layout.")
-    aggregated_replicas: int = Field(description="Aggregated replicas on the same GPUs (GPUs / (tp x pp)).")
+    aggregated_replicas: int = Field(description="Aggregated replicas on the same GPUs (GPUs / (tp x pp x dp)).")
     aggregated_ttft_seconds: LatencyStats | None = Field(description="TTFT of one aggregated replica at 1/R the load.")
     aggregated_tpot_seconds: LatencyStats | None = Field(description="TPOT of one aggregated replica at 1/R the load.")
     aggregated_overloaded: bool | None = Field(description="An aggregated replica is past its sustainable rate.")
@@ -269,7 +282,8 @@ def _verdict(
 ) -> str:
     """Which layout has the lower P99 TPOT and P99 TTFT, by how much, and where the disaggregated TTFT goes."""
     p99 = lambda stats: stats.p99 if stats is not None else None  # noqa: E731
-    parts = [f"{dis.layout.label} on {dis.gpus} GPUs against {replicas} aggregated TP{sc.tp} replicas"]
+    dp = f" DP{sc.data_parallel_size}" if sc.data_parallel_size > 1 else ""
+    parts = [f"{dis.layout.label} on {dis.gpus} GPUs against {replicas} aggregated TP{sc.tp}{dp} replicas"]
     for metric, d, a in (
         ("TPOT", p99(dis.tpot_seconds), p99(agg_tpot)),
         ("TTFT", p99(dis.ttft_seconds), p99(agg_ttft)),
@@ -300,11 +314,13 @@ def compare_layouts(
     workload: Workload,
     layout: DisaggLayout,
     efficiency: Efficiency | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> LayoutComparison:
-    """``layout`` against aggregated replicas of ``sc`` on the same GPUs, the load split round robin."""
-    dis = simulate_disaggregated(model, hw, sc, workload, layout, efficiency)
-    replicas = max(1, dis.gpus // (sc.tp * sc.pp))
-    agg = simulate_scenario(model, hw, sc, round_robin_share(workload, replicas), efficiency)
+    """``layout`` against aggregated replicas of ``sc`` on the same GPUs, the load split round robin
+    (``draft_model``: the draft's spec for speculative method draft, for the decode pool and the replicas)."""
+    dis = simulate_disaggregated(model, hw, sc, workload, layout, efficiency, draft_model)
+    replicas = max(1, dis.gpus // sc.gpus_per_replica)
+    agg = simulate_scenario(model, hw, sc, round_robin_share(workload, replicas), efficiency, draft_model=draft_model)
     verdict = _verdict(dis, agg.ttft_seconds, agg.tpot_seconds, replicas, sc)
     return LayoutComparison(
         disaggregated=dis,
