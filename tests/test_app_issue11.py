@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import streamlit as st
@@ -26,10 +27,11 @@ from planner.model.sources import load_config
 from planner.scenario import Scenario
 from planner.serve.disagg import DisaggLayout, compare_layouts
 from planner.serve.replica import length_distribution
+from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo
 from planner.serve.workload import PoissonArrivals, Workload
 from ui.errors import describe, plain
 from ui.format import fmt_bytes, fmt_gib, fmt_seconds
-from ui.params import ALL2ALL_BACKENDS, sidebar_updates
+from ui.params import ALL2ALL_BACKENDS, PARAMS, sidebar_updates
 from ui.sidebar import ALL2ALL_LABELS, PARALLELISM_BOX
 from ui.state import scenario_from
 
@@ -38,7 +40,8 @@ APP = str(ROOT / "app.py")
 TIMEOUT_S = 120
 LLAMA_70B = "meta-llama/Llama-3.1-70B"
 QWEN_MOE = "Qwen/Qwen3-30B-A3B"  # 48 layers, 128 routed experts
-PARALLEL_KEYS = ("pp", "nodes", "ep", "dp", "a2a", "imbalance")
+PARALLEL_KEYS = ("pp", "nodes", "ep", "dp", "a2a", "imbalance", "nccl")
+SIDEBAR_KEYS = tuple(p.key for p in PARAMS)
 
 
 def spec_of(name: str):
@@ -444,4 +447,123 @@ def test_a_bad_disaggregated_layout_shows_the_cores_message_and_the_page_goes_on
             spec_of("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm"), Scenario(), page_workload(), layout
         )
     assert [e.value for e in at.error] == [f"Disaggregated prefill/decode: {describe(err.value)}"]
+    assert any(s.value.startswith("Cheapest deployment") for s in at.subheader)
+
+
+# ------------------------------------------------------------------------------ Simulate: the search keeps the layout
+
+
+def page_search(model: str, sc: Scenario, tps=(1, 2, 4, 8)):
+    """The Simulate page's default search (P99 TTFT <= 1 s, P99 TPOT <= 50 ms at 10 req/s, H100, the sidebar's
+    weights and KV precision) with the sidebar's layout, as the core runs it."""
+    space = CandidateSpace(
+        gpus=("h100-sxm",),
+        tp=tuple(tps),
+        pp=(sc.pp,),
+        data_parallel_size=(sc.data_parallel_size,),
+        enable_expert_parallel=sc.enable_expert_parallel,
+        weight_dtypes=(sc.weight_dtype,),
+        kv_cache_dtypes=(sc.kv_cache_dtype,),
+        base=sc,
+    )
+    return plan_slo(spec_of(model), SLO.of(p99_ttft=1.0, p99_tpot=0.05), page_workload(), space, SearchSettings())
+
+
+def candidates(at: AppTest):
+    return next(d.value for d in at.dataframe if "replica" in d.value.columns)
+
+
+def link_query_of(at: AppTest) -> dict[str, str]:
+    (button,) = at.get("link_button")
+    assert button.proto.url.startswith("./export?")
+    return dict(parse_qsl(urlsplit(button.proto.url).query))
+
+
+def test_the_search_keeps_the_sidebars_expert_parallel_layout_and_differs_from_plain_tp() -> None:
+    at = fresh("views/simulate.py", {"model": QWEN_MOE, "tp": "2", "ep": "1"})
+    assert not at.error, [e.value for e in at.error]
+    ep = page_search(QWEN_MOE, Scenario(tp=2, enable_expert_parallel=True))
+    plain_tp = page_search(QWEN_MOE, Scenario(tp=2))
+    table = candidates(at)
+    assert list(table["replica"]) == [c.label for c in ep.candidates] != [c.label for c in plain_tp.candidates]
+    assert list(table["status"]) == [c.status for c in ep.candidates]
+    assert all(c.scenario.enable_expert_parallel for c in ep.candidates)
+    best, tp_best = ep.recommendation, plain_tp.recommendation
+    assert best.label == "h100-sxm TP2 EP w auto kv auto" and tp_best.label == "h100-sxm TP1 w auto kv auto"
+    assert f"{best.replicas} replica(s) of {best.label}" in said(at)
+    # TP 1 with EP and no DP splits nothing: that candidate's row is the core's refusal, the search goes on
+    refused = next(c for c in ep.candidates if c.tp == 1)
+    assert refused.status == "invalid" and "--enable-expert-parallel on one GPU" in refused.reason
+    assert "Every candidate keeps the sidebar's layout (PP 1, expert parallel over TP x DP 1" in said(at)
+
+
+def test_the_export_link_carries_expert_and_data_parallelism() -> None:
+    at = fresh("views/simulate.py", {"model": QWEN_MOE, "ep": "1", "dp": "2", "imbalance": "1.5"})
+    assert not at.error, [e.value for e in at.error]
+    sc = Scenario(enable_expert_parallel=True, data_parallel_size=2, expert_load_imbalance=1.5)
+    best = page_search(QWEN_MOE, sc).recommendation
+    assert (best.tp, best.scenario.data_parallel_size, best.scenario.enable_expert_parallel) == (1, 2, True)
+    query = link_query_of(at)
+    assert {k: query.get(k) for k in ("ep", "dp", "imbalance", "tp", "gpus")} == {
+        "ep": "1",
+        "dp": "2",
+        "imbalance": "1.5",
+        "tp": None,  # TP 1, the default
+        "gpus": str(best.total_gpus),
+    }
+    export = fresh("views/export.py", query)  # the link opens the Export page with that layout, no error
+    assert not export.error, [e.value for e in export.error]
+    assert (export.session_state["ep"], export.session_state["dp"], export.session_state["imbalance"]) == (True, 2, 1.5)
+
+
+def test_a_search_whose_every_candidate_the_core_refuses_says_why_per_row() -> None:
+    at = fresh("views/simulate.py", {"model": QWEN_MOE, "tp": "2", "ep": "1"})
+    at.multiselect(key="simulate_tps").set_value([1]).run()  # EP over one GPU: vLLM splits nothing
+    assert not at.exception
+    core = page_search(QWEN_MOE, Scenario(tp=2, enable_expert_parallel=True), tps=(1,))
+    assert core.recommendation is None
+    assert any(e.value.startswith("No candidate meets") for e in at.error)
+    table = candidates(at)
+    assert list(table["status"]) == ["invalid"]
+    assert "--enable-expert-parallel on one GPU" in table["why"][0] == core.candidates[0].reason
+    assert not at.get("link_button")
+
+
+# ------------------------------------------------------------------------------ Simulate: P/D with the sidebar's layout
+
+DRAFT = "meta-llama/Llama-3.2-1B"
+
+
+def test_the_disaggregated_pools_take_the_sidebars_draft_model() -> None:
+    query = {"spec": "draft", "draft": DRAFT, "pd": "1", "pd_d": "2", "pd_link": "nvlink"}
+    at = fresh("views/simulate.py", query)
+    assert not at.error, [e.value for e in at.error]
+    sc = scenario_from({key: at.session_state[key] for key in SIDEBAR_KEYS})
+    assert sc.speculative is not None and sc.speculative.draft_model == DRAFT
+    layout = DisaggLayout(prefill_instances=1, decode_instances=2, kv_transfer_link="nvlink")
+    model, hw = spec_of("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm")
+    core = compare_layouts(model, hw, sc, page_workload(), layout, draft_model=spec_of(DRAFT))
+    plain_pools = compare_layouts(model, hw, Scenario(), page_workload(), layout)
+    table = next(d for d in at.dataframe if "layout" in d.value.columns).value
+    dis = core.disaggregated
+    assert list(table["TPOT P50"]) == [fmt_seconds(dis.tpot_seconds.p50), fmt_seconds(core.aggregated_tpot_seconds.p50)]
+    assert dis.tpot_seconds.p50 < plain_pools.disaggregated.tpot_seconds.p50  # the decode pool speculates
+    assert plain(core.verdict) in [m.value for m in at.markdown]
+    assert "The decode pool and the aggregated replicas run the sidebar's speculative decoding (draft, k = 3" in said(
+        at
+    )
+
+
+def test_the_disaggregated_pools_with_data_parallel_count_every_dp_engine() -> None:
+    at = fresh("views/simulate.py", {"model": QWEN_MOE, "ep": "1", "dp": "2", "pd": "1"})
+    assert not at.error, [e.value for e in at.error]
+    sc = Scenario(enable_expert_parallel=True, data_parallel_size=2)
+    core = compare_layouts(spec_of(QWEN_MOE), get_profile("h100-sxm"), sc, page_workload(), DisaggLayout())
+    table = next(d for d in at.dataframe if "layout" in d.value.columns).value
+    assert core.disaggregated.gpus == 4 and core.aggregated_replicas == 2  # (1 + 1) x DP 2; 4 / (TP 1 x DP 2)
+    assert list(table["layout"]) == [
+        f"disaggregated {core.disaggregated.layout.label}, 4 GPUs",
+        "aggregated: 2 replica(s)",
+    ]
+    assert "Each instance of either pool is 2 DP engines of its TP" in said(at)
     assert any(s.value.startswith("Cheapest deployment") for s in at.subheader)

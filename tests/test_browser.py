@@ -372,6 +372,47 @@ def test_issue11_placement_on_plan_and_disaggregation_on_simulate(server: str, b
     assert page.outside == []
 
 
+def test_issue11_simulate_with_expert_and_data_parallel(server: str, browser_page) -> None:
+    """A MoE model at EP over TP 1 x DP 2 from a link: the Plan page's placement (2 GPUs, half the experts each),
+    then the Simulate page: the search keeps the layout (its recommendation is TP1 DP2 EP, the Export link
+    carries ep and dp) and the disaggregated pools count every DP engine; then the pools with a draft model.
+    Screenshots of each."""
+    page = browser_page
+    page.set_viewport_size({"width": 1440, "height": 2400})
+    moe = "Qwen/Qwen3-30B-A3B"
+    page.goto(f"{server}/?model={moe}&ep=1&dp=2")
+    wait_idle(page)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "Placement: which GPU holds what" in body and "experts 0-63" in body and "experts 64-127" in body
+    shot(page, "issue11-plan-placement-ep-dp")
+
+    page.goto(f"{server}/simulate?model={moe}&ep=1&dp=2&pd=1")
+    wait_idle(page, settle_s=2.0)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "replica(s) of h100-sxm TP1 DP2 EP" in body
+    assert "Every candidate keeps the sidebar's layout (PP 1, expert parallel over TP x DP 2" in body
+    assert "against 2 aggregated TP1 DP2 replicas" in body and "2 DP engines of its TP" in body
+    export = page.get_by_role("link", name="Open the Export page with this deployment")
+    href = parse_qs(urlsplit(export.get_attribute("href")).query)
+    assert href["ep"] == ["1"] and href["dp"] == ["2"]
+    shot(page, "issue11-simulate-ep-dp")
+    page.get_by_text("Disaggregated prefill/decode", exact=True).scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-issue11-simulate-ep-dp-pools.png"))
+    page.get_by_text("Open the Export page with this deployment").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-issue11-simulate-ep-dp-search.png"))
+
+    page.goto(f"{server}/simulate?spec=draft&draft=meta-llama/Llama-3.2-1B&pd=1&pd_d=2&pd_link=nvlink")
+    wait_idle(page, settle_s=2.0)
+    assert_no_exception(page)
+    body = page.inner_text("body")
+    assert "The decode pool and the aggregated replicas run the sidebar's speculative decoding (draft" in body
+    page.get_by_text("Disaggregated prefill/decode", exact=True).scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-issue11-simulate-pools-draft.png"))
+    assert page.outside == []
+
+
 @pytest.mark.skipif(
     os.environ.get("PLANNER_SCREENSHOTS") != "1", reason="set PLANNER_SCREENSHOTS=1 to refresh the README screenshots"
 )

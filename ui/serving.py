@@ -56,11 +56,17 @@ def simulated(
 
 @st.cache_data(**SIMULATION)
 def disaggregated(
-    model: ModelSpec, hw: HardwareProfile, sc: Scenario, workload: ServedWorkload, layout: DisaggLayout
+    model: ModelSpec,
+    hw: HardwareProfile,
+    sc: Scenario,
+    workload: ServedWorkload,
+    layout: DisaggLayout,
+    draft: ModelSpec | None = None,
 ) -> LayoutComparison:
     """``layout``'s prefill and decode pools against aggregated replicas of ``sc`` on the same GPUs, serving
-    ``workload`` (``planner.serve.disagg.compare_layouts``: three simulations)."""
-    return compare_layouts(model, hw, sc, workload, layout)
+    ``workload`` (``planner.serve.disagg.compare_layouts``: three simulations; ``draft``: the draft model's spec
+    with speculative method draft, for the decode pool and the replicas)."""
+    return compare_layouts(model, hw, sc, workload, layout, draft_model=draft)
 
 
 def rate_sweep(

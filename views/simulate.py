@@ -4,6 +4,7 @@ time), and the cheapest deployment that meets latency targets at that rate."""
 import streamlit as st
 
 from planner.hardware import load_profiles
+from planner.scenario import Scenario
 from planner.serve.disagg import KV_LINKS, MAX_INSTANCES, DisaggLayout
 from planner.serve.replica import LENGTH_DISTRIBUTIONS, ServingResult, length_distribution
 from planner.serve.saturation import overload_warning
@@ -31,6 +32,7 @@ from ui.params import (
 )
 from ui.prices import price_inputs, unpriced
 from ui.serving import cheapest, disaggregated, rate_sweep, simulated
+from ui.sidebar import ALL2ALL_LABELS
 from ui.state import current_inputs, link_to
 
 KV_OPTIONS = ("auto", "fp8")
@@ -38,6 +40,14 @@ URL_INPUTS = simulate_url_inputs(LENGTH_DISTRIBUTIONS)
 PD_URL_INPUTS = disagg_url_inputs(DisaggLayout)
 LINK_LABELS = {"nvlink": "NVLink (one node)", "rdma": "RDMA", "tcp": "TCP"}
 TP_OPTIONS = (1, 2, 4, 8)
+LAYOUT_FIELDS = (
+    "num_nodes",
+    "enable_expert_parallel",
+    "data_parallel_size",
+    "all2all_backend",
+    "expert_load_imbalance",
+)
+"""The sidebar's layout beyond TP and PP, which every searched candidate keeps and the Export link carries."""
 
 
 def export_link(best: CandidateResult) -> str | None:
@@ -55,7 +65,26 @@ def export_link(best: CandidateResult) -> str | None:
             "kv_cache_dtype": sc.kv_cache_dtype,
             "max_model_len": sc.max_model_len,
             "max_num_seqs": sc.max_num_seqs,
+            **{field: getattr(sc, field) for field in LAYOUT_FIELDS},
         },
+    )
+
+
+def search_layout_note(sc: Scenario) -> str:
+    """What every searched candidate keeps from the sidebar's Parallelism section (the page picks TP)."""
+    kept = [f"PP {sc.pp}"]
+    if sc.num_nodes is not None:
+        kept.append(f"{sc.num_nodes} node(s) per replica")
+    if sc.enable_expert_parallel:
+        kept.append(f"expert parallel over TP x DP {sc.data_parallel_size}")
+        kept.append(f"expert load imbalance {sc.expert_load_imbalance:g}")
+        if sc.data_parallel_size > 1:
+            kept.append(f"all-to-all {ALL2ALL_LABELS.get(sc.all2all_backend, sc.all2all_backend)}")
+    else:
+        kept.append("no expert parallelism")
+    return (
+        f"Every candidate keeps the sidebar's layout ({', '.join(kept)}) at each TP picked here: one replica is "
+        f"TP x {sc.pp * sc.data_parallel_size} GPUs. Change it in the sidebar's **Parallelism** section."
     )
 
 
@@ -252,6 +281,25 @@ st.caption(
 # ------------------------------------------------------------------ disaggregated prefill/decode
 
 
+def pools_note(sc: Scenario) -> str:
+    """What the pools take from the sidebar beyond their TP: DP engines per instance, speculative decoding."""
+    note = ""
+    if sc.data_parallel_size > 1:
+        note += (
+            f" Each instance of either pool is {sc.data_parallel_size} DP engines of its TP (the sidebar's data "
+            "parallel), the router's round robin over every engine."
+        )
+    spec = sc.speculative
+    if spec is not None:
+        drafter = f", drafter {plain(spec.draft_model)}" if spec.draft_model else ""
+        note += (
+            f" The decode pool and the aggregated replicas run the sidebar's speculative decoding ({spec.method}, "
+            f"k = {spec.num_speculative_tokens}, a = {spec.acceptance_rate:g}{drafter}); the prefill pool does not "
+            "(it computes the prompt and one token)."
+        )
+    return note
+
+
 def disaggregation_section() -> None:
     """A prefill pool and a decode pool (xPyD) against aggregated replicas on the same GPUs, at this page's
     workload: the core's comparison (``compare_layouts``), drawn and run only while the expander is open and on."""
@@ -314,7 +362,7 @@ def disaggregation_section() -> None:
                 decode_tp=int(decode_tp),
                 kv_transfer_link=link,
             )
-            cmp = disaggregated(model, hw, sc, workload, layout)
+            cmp = disaggregated(model, hw, sc, workload, layout, inputs.draft)
         except ShownError as err:  # the rest of the page still draws
             st.error(f"Disaggregated prefill/decode: {describe(err)}", icon=":material/error:")
             return
@@ -329,6 +377,7 @@ def disaggregation_section() -> None:
             f"request, {fmt_bytes(dis.kv_transfer_bytes_per_gpu_mean)} per GPU at "
             f"{dis.kv_link_bytes_per_s / 1e9:,.1f} GB/s ({plain(dis.kv_link_source)})."
             + (" An aggregated replica is past its knee at this rate." if cmp.aggregated_overloaded else "")
+            + pools_note(sc)
         )
 
 
@@ -379,9 +428,17 @@ elif missing:
         icon=":material/money_off:",
     )
 base = sc.model_copy(update={"num_gpus": None})
+st.caption(search_layout_note(sc))
 with shown_errors("Searching deployments"):
     space = CandidateSpace(
-        gpus=tuple(gpus), tp=tuple(tps), weight_dtypes=tuple(weights), kv_cache_dtypes=tuple(kvs), base=base
+        gpus=tuple(gpus),
+        tp=tuple(tps),
+        pp=(sc.pp,),
+        data_parallel_size=(sc.data_parallel_size,),
+        enable_expert_parallel=sc.enable_expert_parallel,
+        weight_dtypes=tuple(weights),
+        kv_cache_dtypes=tuple(kvs),
+        base=base,
     )
     plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive), prices, inputs.draft)
 
