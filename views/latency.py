@@ -7,7 +7,7 @@ from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, break_even_sentence, rea
 from ui.errors import plain, shown_errors
 from ui.format import fmt_bytes, fmt_rate, fmt_seconds, kind_badge
 from ui.state import current_inputs
-from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context, serving_points
+from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context, memory_plan, serving_points
 
 st.title("Latency & throughput")
 inputs = current_inputs()
@@ -20,9 +20,20 @@ st.caption(
 )
 
 with shown_errors():
+    plan = memory_plan(model, hw, sc)
     estimate, bound = latency_at(model, hw, sc, draft)
     by_batch = latency_vs_batch(model, hw, sc, draft)
     by_context = latency_vs_context(model, hw, sc, draft)
+starts = plan.fits
+if not starts:  # one reason for every figure below, not a per-batch "does not fit" that would blame the batch
+    fix = (
+        f" At max_model_len {plan.max_model_len_that_fits:,} or less it starts." if plan.max_model_len_that_fits else ""
+    )
+    st.error(
+        f"This deployment {plain(plan.reason)}{fix} The figures below are the steps' times as if it had started; "
+        "the Plan page says what would make it start.",
+        icon=":material/block:",
+    )
 
 for result in (estimate, bound):
     with st.container(border=True):
@@ -50,7 +61,7 @@ for result in (estimate, bound):
             fmt_rate(result.throughput_tokens_per_s_per_gpu, unit=""),
             help=type(result).model_fields["throughput_tokens_per_s_per_gpu"].description,
         )
-if estimate.fits_in_kv_cache is False:
+if starts and estimate.fits_in_kv_cache is False:
     st.warning(
         f"{wl.batch_size} request(s) of {wl.input_len:,} + {wl.output_len:,} tokens do not fit the planned KV "
         "cache (see Plan): vLLM would queue or preempt some, so these figures are optimistic.",
@@ -100,7 +111,7 @@ if points:
             f"{fmt_rate(row['tokens_per_s'])} ({fmt_rate(row['tokens_per_s_per_gpu'])} per GPU) · {row['kind']}"
         )
         st.caption(point.rule)
-if not any(point.row["fits_in_kv_cache"] for point in points):
+if starts and not any(point.row["fits_in_kv_cache"] for point in points):
     st.error(
         "No batch size fits the planned KV cache, so there is no operating point. See the Plan page's suggestions."
     )

@@ -127,7 +127,14 @@ def render_table(r: dict[str, Any]) -> str:
         encoder = fmt_seconds(est.encoder_seconds)
         rows.insert(1, ("  of which the vision encoder", encoder, kind, "its ViT rows of the prefill"))
     parts: list[Any] = [table(["", "value", "kind", "note"], rows, title=title, right=(1,))]
-    if est.fits_in_kv_cache is False:
+    if est.does_not_start is not None:
+        parts.append(
+            heading(
+                f"warning: this deployment {est.does_not_start}. The figures above are the steps' times as if it "
+                "had started; the plan command says what would make it start."
+            )
+        )
+    elif est.fits_in_kv_cache is False:
         parts.append(
             heading(
                 "warning: this batch does not fit the planned KV cache (see the plan command); "

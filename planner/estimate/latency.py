@@ -102,6 +102,12 @@ class LatencyEstimate(BaseModel):
     fits_in_kv_cache: bool | None = Field(
         None, description="Whether batch x (input + output) tokens fit the planned KV cache."
     )
+    does_not_start: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The memory plan's verdict when vLLM would not start with this scenario (max_model_len or the "
+        "weights): the figures are then the steps' times as if it had; absent when it starts or was not checked.",
+    )
     speculative: SpeculativeEstimate | None = Field(
         None,
         exclude_if=lambda v: v is None,  # a plain dump stays what it was before speculation existed
@@ -199,7 +205,7 @@ def estimate_latency(
     e2e = ttft + (n_out - 1) * tpot
     replicas = sc.replicas * sc.data_parallel_size  # each DP rank serves its own batch of B
     tokens_per_s = B * n_out / e2e * replicas
-    fits = None
+    fits, does_not_start = None, None
     if check_memory:
         if memory_plan is not None and (memory_plan.resolved != res or memory_plan.gpu_name != hw.name):
             raise ScenarioError(
@@ -208,7 +214,9 @@ def estimate_latency(
                 hint="Pass the plan_memory result of the same model, card and scenario, or none.",
             )
         plan = memory_plan or plan_memory(model, hw, sc, suggest=False)
-        fits = plan.fits and plan.kv_cache_tokens >= B * (n_in + n_out)
+        # the tokens alone: whether vLLM starts at all (max_model_len, the weights) is the plan's verdict, said apart
+        fits = plan.kv_cache_tokens >= B * (n_in + n_out)
+        does_not_start = None if plan.fits else plan.reason
     images = n_in > n_text
     return LatencyEstimate(
         batch_size=B,
@@ -226,6 +234,7 @@ def estimate_latency(
         decode_bound=dec.bound,
         kind=prediction_kind(eff),
         fits_in_kv_cache=fits,
+        does_not_start=does_not_start,
         speculative=speculative,
         pipeline_bubble_fraction=None if pipeline is None else _decode_bubble(pipeline),
         pipeline=pipeline,
