@@ -39,3 +39,30 @@ def test_short_prompts_long_answers_stay_aggregated(capsys, prompt, answer):
     assert split["verdict"].startswith("aggregated wins")
     best = split["best"]
     assert best is None or best["gpus"] > plan["recommendation"]["total_gpus"]
+
+
+def test_with_data_parallel_the_split_stays_within_its_gpu_cap(capsys, monkeypatch):
+    """Each instance of an EP + DP 2 recommendation is two engines: the layouts tried count their GPUs that way and
+    stop at 1.5 x the aggregated GPUs (DISAGG_GPU_HEADROOM), as the GPUs they report do. Every split is made to
+    fail here (a refused request), so the search walks its whole list."""
+    from planner.serve import slo
+
+    real = slo.simulate_disaggregated
+
+    def failing(*args, **kwargs):
+        return real(*args, **kwargs).model_copy(update={"num_rejected": 1})
+
+    monkeypatch.setattr(slo, "simulate_disaggregated", failing)
+    argv = [
+        "slo", "Qwen/Qwen3-30B-A3B", "--gpus", "h100-sxm", "--tp", "1", "--enable-expert-parallel",
+        "--data-parallel-size", "2", "--qps", "6", "--input-len", "200", "--output-len", "2000", "--p99-tpot", "0.020",
+        "--p99-ttft", "1.5", "--max-model-len", "16384", "--requests-per-probe", "100", "--compare-disaggregated",
+        "--format", "json",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    plan = json.loads(capsys.readouterr().out)
+    split, cap = plan["disaggregated"], int(plan["recommendation"]["total_gpus"] * slo.DISAGG_GPU_HEADROOM)
+    gpus = [c["gpus"] for c in split["tried"]]
+    assert split["best"] is None and split["verdict"].startswith("aggregated wins")
+    assert len(gpus) > 1 and all(g % 2 == 0 for g in gpus)
+    assert max(gpus) <= cap, (gpus, cap)

@@ -1338,6 +1338,7 @@ def search_disaggregated(
         except ScenarioError:
             continue
     cap = math.floor(rec.total_gpus * DISAGG_GPU_HEADROOM)
+    per_tp_rank = sc.pp * sc.data_parallel_size  # each instance is pp stages x dp engines (DisaggResult.gpus)
     layouts = sorted(
         (
             DisaggLayout(
@@ -1347,7 +1348,7 @@ def search_disaggregated(
             for d in tps
             for x in range(1, cap + 1)
             for y in range(1, cap + 1)
-            if x * p + y * d <= cap
+            if (x * p + y * d) * per_tp_rank <= cap
         ),
         key=lambda lay: (lay.gpus, lay.prefill_instances + lay.decode_instances, -lay.decode_tp),
     )
