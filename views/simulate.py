@@ -46,6 +46,7 @@ LAYOUT_FIELDS = (
     "data_parallel_size",
     "all2all_backend",
     "expert_load_imbalance",
+    "disable_custom_all_reduce",
 )
 """The sidebar's layout beyond TP and PP, which every searched candidate keeps and the Export link carries."""
 

@@ -544,24 +544,8 @@ def dp_rank_requests(requests: RequestSet, dp: int) -> RequestSet:
     closed loop's concurrency divided evenly (at least 1). ``dp`` 1 returns ``requests`` itself."""
     if dp <= 1:
         return requests
-    share = slice(None, None, dp)
-
-    def cut(a: np.ndarray | None) -> np.ndarray | None:
-        return None if a is None else a[share]
-
-    return replace(
-        requests,
-        arrival_time_s=cut(requests.arrival_time_s),
-        input_tokens=requests.input_tokens[share],
-        output_tokens=requests.output_tokens[share],
-        concurrency=None if requests.concurrency is None else max(1, round(requests.concurrency / dp)),
-        class_id=cut(requests.class_id),
-        priority=cut(requests.priority),
-        shared_prefix_tokens=cut(requests.shared_prefix_tokens),
-        images=cut(requests.images),
-        image_tokens=cut(requests.image_tokens),
-        image_seconds=cut(requests.image_seconds),
-    )
+    concurrency = None if requests.concurrency is None else max(1, round(requests.concurrency / dp))
+    return replace(requests.take(slice(None, None, dp)), concurrency=concurrency)
 
 
 def dp_replica_result(result: ServingResult, dp: int) -> ServingResult:

@@ -161,20 +161,7 @@ def saturated_run(
     count = min(len(inputs), waves * conc)
     if count < 2 * conc:  # too few requests for two waves: one wave, counted whole
         conc = max(1, count // 2)
-    head = slice(None, count)
-
-    def cut(a: np.ndarray | None) -> np.ndarray | None:
-        return None if a is None else a[head]
-
-    requests = replace(
-        drawn,
-        input_tokens=drawn.input_tokens[head],
-        output_tokens=outputs[head],
-        concurrency=conc,
-        images=cut(drawn.images),
-        image_tokens=cut(drawn.image_tokens),
-        image_seconds=cut(drawn.image_seconds),
-    )
+    requests = replace(drawn.take(slice(None, count)), concurrency=conc)
     run = run_engine(requests, scheduler, step)
     done = ~np.isnan(run.finish_time_s)
     if not done.any():

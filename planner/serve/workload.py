@@ -17,7 +17,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -419,6 +420,11 @@ class RequestSet:
 
     def __len__(self) -> int:
         return len(self.input_tokens)
+
+    def take(self, index: slice) -> RequestSet:
+        """The requests at ``index`` (a slice of arrival order), every per-request array cut alike."""
+        arrays = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
+        return replace(self, **{name: a[index] for name, a in arrays.items() if isinstance(a, np.ndarray)})
 
 
 def generate_requests(workload: Workload) -> RequestSet:
