@@ -119,6 +119,11 @@ class DisaggLayout(BaseModel):
     def gpus(self) -> int:
         return self.prefill_instances * self.prefill_tp + self.decode_instances * self.decode_tp
 
+    def gpus_on(self, sc: Scenario) -> int:
+        """GPUs of both pools with ``sc``'s layout: every instance is ``sc.pp`` stages x ``sc.data_parallel_size``
+        engines of its TP."""
+        return self.gpus * sc.pp * sc.data_parallel_size
+
     @property
     def label(self) -> str:
         pools = f"{self.prefill_instances}P{self.decode_instances}D"
@@ -247,7 +252,7 @@ def simulate_disaggregated(
     sent = ~np.isnan(prefill_done)
     return DisaggResult(
         layout=layout,
-        gpus=layout.gpus * sc.pp * dp,
+        gpus=layout.gpus_on(sc),
         ttft_seconds=latency_stats(ttft),
         tpot_seconds=latency_stats(tpot),
         itl_seconds=itl,

@@ -1338,19 +1338,19 @@ def search_disaggregated(
         except ScenarioError:
             continue
     cap = math.floor(rec.total_gpus * DISAGG_GPU_HEADROOM)
-    per_tp_rank = sc.pp * sc.data_parallel_size  # each instance is pp stages x dp engines (DisaggResult.gpus)
+    splits = (
+        DisaggLayout(
+            prefill_instances=x, prefill_tp=p, decode_instances=y, decode_tp=d, kv_transfer_link=kv_transfer_link
+        )
+        for p in tps
+        for d in tps
+        for x in range(1, cap + 1)
+        for y in range(1, cap + 1)
+        if x * p + y * d <= cap
+    )
     layouts = sorted(
-        (
-            DisaggLayout(
-                prefill_instances=x, prefill_tp=p, decode_instances=y, decode_tp=d, kv_transfer_link=kv_transfer_link
-            )
-            for p in tps
-            for d in tps
-            for x in range(1, cap + 1)
-            for y in range(1, cap + 1)
-            if (x * p + y * d) * per_tp_rank <= cap
-        ),
-        key=lambda lay: (lay.gpus, lay.prefill_instances + lay.decode_instances, -lay.decode_tp),
+        (lay for lay in splits if lay.gpus_on(sc) <= cap),  # every instance is pp x dp engines of its TP
+        key=lambda lay: (lay.gpus_on(sc), lay.prefill_instances + lay.decode_instances, -lay.decode_tp),
     )
     price = (prices or {}).get(hw.id, hw.price_per_hour_usd)
     probe = (

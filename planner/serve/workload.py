@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -423,8 +423,9 @@ class RequestSet:
 
     def take(self, index: slice) -> RequestSet:
         """The requests at ``index`` (a slice of arrival order), every per-request array cut alike."""
-        arrays = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
-        return replace(self, **{name: a[index] for name, a in arrays.items() if isinstance(a, np.ndarray)})
+        values = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
+        cut: dict[str, Any] = {name: a[index] for name, a in values.items() if isinstance(a, np.ndarray)}
+        return replace(self, **cut)
 
 
 def generate_requests(workload: Workload) -> RequestSet:
