@@ -498,9 +498,21 @@ def test_gpu_check_cpu_smoke(tmp_path):
         == 0
     )
     data = json.loads((out / "report.json").read_text())
-    assert data["models"][0]["report"]["checks"] and data["calibration"]["status"] == "written"
-    assert (out / "hardware" / "cpu-calibrated.yaml").exists()
-    assert "| check | predicted | measured | error | status |" in (out / "summary.md").read_text()
+    assert data["models"][0]["report"]["checks"]
+    summary = (out / "summary.md").read_text()
+    assert "| check | predicted | measured | error | status |" in summary
+    cal = data["calibration"]
+    # Every check of a whole model is fitted here (GEMMs, layers, forwards), and a loaded CPU measures
+    # them noisily: the core may refuse a fit that worsens its own checks (CI saw 26.1% -> 30.5% once).
+    # Both outcomes are the script's job to report; which one a run gets is the CPU's, not the script's.
+    assert cal["status"] in ("written", "refused"), cal
+    written = out / "hardware" / "cpu-calibrated.yaml"
+    if cal["status"] == "written":
+        assert written.exists() and cal["file"] == str(written)
+        assert cal["median_abs_error_pct_after"] <= cal["median_abs_error_pct_before"]
+    else:
+        assert not written.exists() and cal["file"] is None
+        assert cal["reason"].startswith("the fit makes its own checks worse") and "%" in cal["reason"]
 
 
 def test_unmatched_device_gets_a_probed_profile(tiny_spec, monkeypatch):
