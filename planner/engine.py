@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -104,6 +105,12 @@ class EngineProfile(BaseModel):
         "full graphs; mixed steps launch attention eagerly."
     )
     max_cuda_graph_batch: int = Field(ge=1, le=8192, description="Largest captured decode batch, in sequences.")
+    no_full_graph_kv: tuple[str, ...] = Field(
+        (),
+        description="KV-cache kinds (planner.model.kv: 'chunked_local', ...) whose attention backend this engine "
+        "cannot capture in a full CUDA graph: a model with any such layer runs its decode steps with piecewise "
+        "graphs (every attention launched eagerly), the engine's fallback for the whole model.",
+    )
     custom_allreduce: bool = Field(
         description="A custom all-reduce takes small TP messages (< 8 MiB, NVLink or 2 ranks)."
     )
@@ -141,6 +148,16 @@ class EngineProfile(BaseModel):
     def holds(self, version: tuple[int, ...]) -> bool:
         lo = parse_version(self.min_version)
         return version >= lo and (self.max_version is None or version < parse_version(self.max_version))
+
+    def full_decode_graphs(self, kv_kinds: Iterable[str]) -> bool:
+        """Whether a pure-decode step replays one full CUDA graph for a model with layers of ``kv_kinds``: the
+        mode captures full graphs and no layer's attention backend refuses them (``no_full_graph_kv``).
+        vLLM checks every backend's support at start-up and, for one that says NEVER, sets the whole engine
+        to PIECEWISE ('CUDAGraphMode.FULL_AND_PIECEWISE is not supported with ChunkedLocalAttentionBuilder
+        backend ...; setting cudagraph_mode=PIECEWISE', vllm-project/vllm #26034)."""
+        if self.cuda_graph_mode == "piecewise":
+            return False
+        return not set(kv_kinds) & set(self.no_full_graph_kv)
 
     def mixes_batches(self, chunked_prefill: bool) -> bool:
         """Whether prefill chunks and decodes share a step with chunked prefill on or off (``mixed_batches``)."""

@@ -30,6 +30,8 @@ CASES = [  # dense GQA, MHA, MoE, MLA (prefill and decode differ), sliding windo
     ("google/gemma-2-9b", 2, "eager"),
     ("ai21labs/AI21-Jamba-1.5-Mini", 2, "cuda-graphs"),
     ("openai/gpt-oss-20b", 1, "cuda-graphs"),
+    # chunked local attention: vLLM V1 decodes it with piecewise graphs (tests/test_graph_fallback.py)
+    ("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", 2, "cuda-graphs"),
 ]
 DECODES = [(1, 128), (13, 3000), (64, 8192), (600, 1000)]
 

@@ -37,6 +37,7 @@ from planner.estimate.roofline import (
     Stage,
     efficiency_for,
     engine_of,
+    full_decode_graphs,
     layer_groups,
     model_ops,
     prediction_kind,
@@ -435,9 +436,9 @@ _RowPrefix = tuple[
 ]
 
 
-#: ``StepTimeModel._decode_batch``: table, batch run, graphs, token-row kernel and launch seconds, attention
-#: prefix (or None) and launch seconds, host seconds.
-_DecodeBatch = tuple["OpTable", float, bool, float, float, list[_RowPrefix] | None, float, float]
+#: ``StepTimeModel._decode_batch``: table, batch run, (full, piecewise) graph flags, token-row kernel and launch
+#: seconds, attention prefix (or None) and launch seconds, host seconds.
+_DecodeBatch = tuple["OpTable", float, tuple[bool, bool], float, float, list[_RowPrefix] | None, float, float]
 #: ``StepTimeModel._rows_by_tokens``: piecewise graphs, token-row kernel and launch seconds, attention prefix (or
 #: None) and launch seconds.
 _TokenRows = tuple[bool, float, float, list[_RowPrefix] | None, float]
@@ -747,6 +748,8 @@ class StepTimeModel:
         self.hw, self.sc = hw, sc
         self.engine = engine_of(sc)
         self.graphs = sc.engine == "cuda-graphs"
+        #: A pure-decode step replays one full graph (else the piecewise graphs the engine falls back to).
+        self.full_graphs = full_decode_graphs(model, self.engine)
         res = self.res = resolve(model, hw, sc)
         self.tp = res.tp
         self.link = step.Link.for_group(hw, res.tp)
@@ -771,7 +774,7 @@ class StepTimeModel:
         f: np.ndarray,
         graphs,
         rows: np.ndarray | None = None,
-        piecewise: bool = False,
+        piecewise=False,
         quantities: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
         terms: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[float | np.ndarray, float | np.ndarray]:
@@ -818,7 +821,7 @@ class StepTimeModel:
         return (t * count).sum(axis=0), (launch * count).sum(axis=0)
 
     def efficiency_terms(
-        self, table: OpTable, f: np.ndarray, graphs, piecewise: bool, m: np.ndarray
+        self, table: OpTable, f: np.ndarray, graphs, piecewise, m: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``gpu_seconds``' terms of ``table`` (a subset's rows) at features ``f`` with GEMM rows ``m`` that
         depend on the efficiency but on no card's peaks, bandwidth or links: each row's launch seconds, its
@@ -828,12 +831,13 @@ class StepTimeModel:
         col = (lambda a: a) if np.ndim(f) == 1 else (lambda a: a[:, None])
         kind, fixed = col(table.kind), table.fractions(eff)
         # Terms that do not depend on the step's features are computed once per (table, graph mode).
-        key = (id(table), graphs if np.ndim(graphs) == 0 else None, piecewise, np.ndim(f))
-        steady = self._steady.get(key) if key[1] is not None else None
+        scalar = np.ndim(graphs) == 0 and np.ndim(piecewise) == 0
+        key = (id(table), bool(graphs), bool(piecewise), np.ndim(f)) if scalar else None
+        steady = self._steady.get(key) if key is not None else None
         if steady is None:
             launch = step.launch_seconds(eff, col(table.kernels), step.replays_graph(kind, graphs, piecewise))
             steady = (launch, step.kernel_floor_seconds(eff, col(table.kernels)), bool(table.gemm_like.any()))
-            if key[1] is not None:
+            if key is not None:
                 self._steady[key] = steady
         launch, floor, any_gemm = steady
         f_compute = col(fixed["compute"])
@@ -964,7 +968,7 @@ class StepTimeModel:
         (``OpTable.evaluate``). Every ``StepTimeModel`` on the same op tables, engine and graph mode (the
         sweep's cards of one model, TP and dtype) can cost it with ``decode_on``."""
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
-        key = (id(self.decode_table), self.graphs, self.engine.max_cuda_graph_batch, self.pp)
+        key = self._grid_key()
         if self.pp > 1:  # the pipeline's micro-batches: one point at a time (``decode_on``)
             return DecodeGrid(key, batch, context, None, {})
         cap = self.engine.max_cuda_graph_batch
@@ -981,10 +985,20 @@ class StepTimeModel:
         q1 = table.subset(table.attention_rows).evaluate(f1)
         return DecodeGrid(key, batch, context, (inverse, (f0, u_graphs, q0), (f1, graphs, q1)), {})
 
+    def _grid_key(self) -> tuple:
+        """What a ``DecodeGrid`` depends on besides the card: op tables, graph modes, largest graph, pp."""
+        return (id(self.decode_table), self.graphs, self.full_graphs, self.engine.max_cuda_graph_batch, self.pp)
+
     def decode_on(self, grid: DecodeGrid) -> np.ndarray:
         """``decode_seconds`` of the points of ``grid`` (``decode_grid``, of this model or one sharing its op
         tables, engine and graph mode) on this model's card."""
-        if grid.key != (id(self.decode_table), self.graphs, self.engine.max_cuda_graph_batch, self.pp):
+        if grid.key != (
+            id(self.decode_table),
+            self.graphs,
+            self.full_graphs,
+            self.engine.max_cuda_graph_batch,
+            self.pp,
+        ):
             raise ValueError("decode_on: the grid was made for other op tables, engine or graph mode")
         batch, context = grid.batch, grid.context
         if grid.rows is None:
@@ -995,15 +1009,17 @@ class StepTimeModel:
         inverse, (f0, u_graphs, q0), (f1, graphs, q1) = grid.rows
         table = self.decode_table
         tokens, attention = table.subset(table.token_rows), table.subset(table.attention_rows)
+        full0, pw0 = step.decode_graph_flags(u_graphs, self.full_graphs)
+        full1, pw1 = step.decode_graph_flags(graphs, self.full_graphs)
         hit = grid.terms.get(id(self.eff))  # cards of one efficiency share its terms
         if hit is None or hit[0] is not self.eff:
             hit = grid.terms[id(self.eff)] = (
                 self.eff,
-                self.efficiency_terms(tokens, f0, u_graphs, False, q0[2]),
-                self.efficiency_terms(attention, f1, graphs, False, q1[2]),
+                self.efficiency_terms(tokens, f0, full0, pw0, q0[2]),
+                self.efficiency_terms(attention, f1, full1, pw1, q1[2]),
             )
-        k0, l0 = self.gpu_seconds(tokens, f0, u_graphs, quantities=q0, terms=hit[1])
-        k1, l1 = self.gpu_seconds(attention, f1, graphs, quantities=q1, terms=hit[2])
+        k0, l0 = self.gpu_seconds(tokens, f0, full0, piecewise=pw0, quantities=q0, terms=hit[1])
+        k1, l1 = self.gpu_seconds(attention, f1, full1, piecewise=pw1, quantities=q1, terms=hit[2])
         gpu = step.gpu_step_seconds(np.asarray(k0)[inverse] + k1, np.asarray(l0)[inverse] + l1)
         return step.combine_step(gpu, step.host_seconds(self.eff, batch), self.engine.async_scheduling)
 
@@ -1043,23 +1059,26 @@ class StepTimeModel:
 
     def _decode_line_gpu(self, line: _DecodeBatch, context: float) -> tuple[float, float]:
         """``_decode_gpu`` from the batch's ``_decode_batch``."""
-        table, run, graphs, token_kernels, token_launches, prefix, attention_launches, _ = line
+        table, run, (full, piecewise), token_kernels, token_launches, prefix, attention_launches, _ = line
         x = run * context
         if prefix is None:
-            k1, l1 = self._attention_part(table, (1.0, run, run, x, x), graphs, False)
+            k1, l1 = self._attention_part(table, (1.0, run, run, x, x), full, piecewise)
             return token_kernels + k1, token_launches + l1
         return token_kernels + self._scalar_kernels(prefix, x, x), token_launches + attention_launches
 
     def _decode_batch(self, table: OpTable, batch: float) -> _DecodeBatch:
         """What a pure-decode step of ``batch`` sequences on ``table`` costs whatever its context, kept: the table,
-        the batch it runs at (graph-padded) and whether it replays a graph, the kernel and launch seconds of
+        the batch it runs at (graph-padded) and its (full, piecewise) graph flags, the kernel and launch seconds of
         its token rows, its attention rows' ``_scalar_prefix`` (None: they take the array path) and launch
         seconds, and the step's host seconds."""
         cap = self.engine.max_cuda_graph_batch
         graphs = bool(self.graphs and batch <= cap)
         run = float(step.graph_padded_batch(batch, cap)) if graphs else batch
-        k0, l0 = self.gpu_seconds(table, np.asarray([1.0, run, run, 0.0, 0.0]), graphs, rows=table.token_rows)
-        rows = self._attention_rows(table, graphs, False)[1]
+        full, piecewise = step.decode_graph_flags(graphs, self.full_graphs)
+        k0, l0 = self.gpu_seconds(
+            table, np.asarray([1.0, run, run, 0.0, 0.0]), full, rows=table.token_rows, piecewise=piecewise
+        )
+        rows = self._attention_rows(table, full, piecewise)[1]
         prefix, launches = (None, 0.0) if rows is None else self._scalar_prefix(rows, 1.0, run, run)
         if len(self._decode_batches) >= self.DECODE_STEPS_KEPT:
             self._decode_batches.clear()
@@ -1067,7 +1086,7 @@ class StepTimeModel:
         line = self._decode_batches[(id(table), batch)] = (
             table,
             run,
-            graphs,
+            (full, piecewise),
             float(k0),
             float(l0),
             prefix,

@@ -272,6 +272,12 @@ def uses_graphs(sc: Scenario, engine: EngineProfile, stage: Stage, batch: int) -
     return sc.engine == "cuda-graphs" and stage == "decode" and batch <= engine.max_cuda_graph_batch
 
 
+def full_decode_graphs(model: ModelSpec, engine: EngineProfile) -> bool:
+    """Whether ``engine`` replays ``model``'s pure-decode steps as one full CUDA graph (every layer's KV kind
+    has a backend it can capture: ``EngineProfile.full_decode_graphs``)."""
+    return engine.full_decode_graphs(spec.kind for spec in model.kv_specs())
+
+
 def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_len: int) -> StepShape:
     formats = res.weight_formats
     return StepShape(
@@ -387,11 +393,15 @@ def roofline(
     bandwidth = hw.known_hbm_bandwidth_bytes_per_s("a roofline")
     eff = efficiency or efficiency_for(hw, sc=sc)
     engine = engine_of(sc)
-    graphs = uses_graphs(sc, engine, stage, batch)
-    piecewise = stage == "prefill" and step.piecewise_graphs(
-        engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, engine.max_cuda_graph_batch
+    captured = uses_graphs(sc, engine, stage, batch)
+    graphs, piecewise = step.decode_graph_flags(captured, full_decode_graphs(model, engine))
+    piecewise = piecewise or (
+        stage == "prefill"
+        and step.piecewise_graphs(
+            engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, engine.max_cuda_graph_batch
+        )
     )
-    run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if graphs else batch
+    run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if captured else batch
     shape = step_shape(model, res, stage, run_batch, seq_len)
     rows: list[OpTime] = []
     row_layers: list[tuple[int, ...] | str] = []  # each row's layers, or the model op's name

@@ -195,15 +195,17 @@ class SpeculativeStepModel:
         q = self.k + 1
         B, C = np.broadcast_arrays(np.atleast_1d(np.asarray(batch, float)), np.atleast_1d(np.asarray(context, float)))
         cap = t.engine.max_cuda_graph_batch
-        full = np.logical_and(t.graphs, B * q <= cap)
-        run = np.where(full, np.ceil(np.asarray(step.graph_padded_batch(B * q, cap), float) / q), B)
+        captured = np.logical_and(t.graphs, B * q <= cap)
+        run = np.where(captured, np.ceil(np.asarray(step.graph_padded_batch(B * q, cap), float) / q), B)
+        full, pw = step.decode_graph_flags(captured, t.full_graphs)
         if t.shared:
-            k0, l0 = t.gpu_seconds(self.verify_table, _features(run, q, C), full, rows=self.unsampled_rows)
-            k1, l1 = t.gpu_seconds(self.verify_table, _features(run, q, C, sampled=True), full, rows=self.sampled_rows)
+            f0, f1 = _features(run, q, C), _features(run, q, C, sampled=True)
+            k0, l0 = t.gpu_seconds(self.verify_table, f0, full, rows=self.unsampled_rows, piecewise=pw)
+            k1, l1 = t.gpu_seconds(self.verify_table, f1, full, rows=self.sampled_rows, piecewise=pw)
             kernels, launches = np.asarray(k0) + k1, np.asarray(l0) + l1
         else:  # MLA: (k + 1) one-token decodes per sequence, an upper bound on the attention
             seqs = run * q
-            kernels, launches = t.gpu_seconds(self.verify_table, _features(seqs, 1, C), full)
+            kernels, launches = t.gpu_seconds(self.verify_table, _features(seqs, 1, C), full, piecewise=pw)
         return np.asarray(step.gpu_step_seconds(np.asarray(kernels, float), np.asarray(launches, float)), float)
 
     def draft_gpu_seconds(self, batch, context) -> np.ndarray:
@@ -213,16 +215,17 @@ class SpeculativeStepModel:
             return np.zeros_like(B)
         drafter = self.draft if self.draft is not None else self.target
         cap = drafter.engine.max_cuda_graph_batch
-        graphs = np.logical_and(drafter.graphs, cap >= B)
-        run = np.where(graphs, np.asarray(step.graph_padded_batch(B, cap), float), B)
+        captured = np.logical_and(drafter.graphs, cap >= B)
+        run = np.where(captured, np.asarray(step.graph_padded_batch(B, cap), float), B)
+        graphs, pw = step.decode_graph_flags(captured, drafter.full_graphs)
         f = _features(run, 1, C)
         table = drafter.decode_table
         if self.draft is not None:
-            kernels, launches = drafter.gpu_seconds(table, f, graphs)
+            kernels, launches = drafter.gpu_seconds(table, f, graphs, piecewise=pw)
         else:
             layers = table.count[self.head_layer_rows[0]]
-            k0, l0 = drafter.gpu_seconds(table, f, graphs, rows=self.head_layer_rows)
-            k1, l1 = drafter.gpu_seconds(table, f, graphs, rows=self.head_model_rows)
+            k0, l0 = drafter.gpu_seconds(table, f, graphs, rows=self.head_layer_rows, piecewise=pw)
+            k1, l1 = drafter.gpu_seconds(table, f, graphs, rows=self.head_model_rows, piecewise=pw)
             kernels, launches = np.asarray(k0) / layers + k1, np.asarray(l0) / layers + l1
         one_pass = step.gpu_step_seconds(np.asarray(kernels, float), np.asarray(launches, float))
         return self.k * np.asarray(one_pass, float)

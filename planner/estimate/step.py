@@ -309,6 +309,13 @@ def piecewise_graphs(cuda_graph_mode: str, graphs_on: bool, tokens: float, max_g
     return graphs_on and cuda_graph_mode in ("full_and_piecewise", "piecewise") and tokens <= max_graph_batch
 
 
+def decode_graph_flags(graphs: Any, full_graphs: bool) -> tuple[Any, Any]:
+    """(full, piecewise) graph flags of a pure-decode step that fits a captured size where ``graphs`` holds:
+    one full graph when the engine captures the whole model (``EngineProfile.full_decode_graphs``), else the
+    piecewise graphs it falls back to (attention launched eagerly, the rest replayed)."""
+    return (graphs, False) if full_graphs else (False, graphs)
+
+
 def replays_graph(kind_code: Any, full: Any, piecewise: Any) -> Any:
     """Whether an op runs inside a replayed CUDA graph: every op of a full-graph (pure decode) step; every op
     but attention, which piecewise graphs leave out, of a piecewise step."""

@@ -24,6 +24,11 @@ class KVSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    kind: str = Field(
+        description="The layer's kind ('full_attention', 'chunked_local', 'mamba', ...), each subclass's tag; "
+        "not its KV-cache group (group_key), which vLLM may promote (chunked local to full attention)."
+    )
+
     def page_size_bytes(self, block_size: int) -> int:
         """Bytes of one block of ``block_size`` tokens in this layer."""
         raise NotImplementedError

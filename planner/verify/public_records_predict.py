@@ -35,6 +35,7 @@ from planner.estimate.roofline import (
     Stage,
     bind,
     engine_of,
+    full_decode_graphs,
     layer_groups,
     model_ops,
     step_shape,
@@ -70,11 +71,18 @@ class StepOps:
     def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, stage: Stage, batch: int, seq_len: int):
         res = resolve(model, hw, sc)
         self.engine = engine_of(sc)
-        self.graphs = uses_graphs(sc, self.engine, stage, batch)
-        self.piecewise = stage == "prefill" and step.piecewise_graphs(
-            self.engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, self.engine.max_cuda_graph_batch
+        captured = uses_graphs(sc, self.engine, stage, batch)
+        self.graphs, piecewise = step.decode_graph_flags(captured, full_decode_graphs(model, self.engine))
+        self.piecewise = piecewise or (
+            stage == "prefill"
+            and step.piecewise_graphs(
+                self.engine.cuda_graph_mode,
+                sc.engine == "cuda-graphs",
+                batch * seq_len,
+                self.engine.max_cuda_graph_batch,
+            )
         )
-        run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if self.graphs else batch
+        run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if captured else batch
         shape = step_shape(model, res, stage, run_batch, seq_len)
         self.hw, self.tp, self.batch, self.run_batch = hw, res.tp, batch, run_batch
         self.link = step.Link.for_group(hw, res.tp)
