@@ -157,7 +157,7 @@ class EngineProfile(BaseModel):
         backend ...; setting cudagraph_mode=PIECEWISE', vllm-project/vllm #26034)."""
         if self.cuda_graph_mode == "piecewise":
             return False
-        return not set(kv_kinds) & set(self.no_full_graph_kv)
+        return not any(kind in self.no_full_graph_kv for kind in kv_kinds)
 
     def mixes_batches(self, chunked_prefill: bool) -> bool:
         """Whether prefill chunks and decodes share a step with chunked prefill on or off (``mixed_batches``)."""

@@ -275,7 +275,7 @@ def uses_graphs(sc: Scenario, engine: EngineProfile, stage: Stage, batch: int) -
 def full_decode_graphs(model: ModelSpec, engine: EngineProfile) -> bool:
     """Whether ``engine`` replays ``model``'s pure-decode steps as one full CUDA graph (every layer's KV kind
     has a backend it can capture: ``EngineProfile.full_decode_graphs``)."""
-    return engine.full_decode_graphs(spec.kind for spec in model.kv_specs())
+    return engine.full_decode_graphs(model.kv_kinds)
 
 
 def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_len: int) -> StepShape:

@@ -174,6 +174,14 @@ class ModelSpec(BaseModel):
             memo[key] = tuple(self._kv_specs(tp, kv_bytes_per_element))
         return list(memo[key])
 
+    @property
+    def kv_kinds(self) -> frozenset[str]:
+        """The layers' cache kinds (``KVSpec.kind``: 'full_attention', 'chunked_local', 'mamba', ...), kept."""
+        memo = derived(self)
+        if "kv_kinds" not in memo:
+            memo["kv_kinds"] = frozenset(spec.kind for spec in self.kv_specs())
+        return memo["kv_kinds"]
+
     def _kv_specs(self, tp: int, kv_bytes_per_element: float) -> list[KVSpec]:
         state_bytes = dtype_bytes(self.dtype)
         made: dict[int, KVSpec] = {}  # identical layers share one mixer object
