@@ -22,9 +22,9 @@ offloading connector) are printed apart and never fitted.
 ``reference/serving_corpus.json`` that ``planner.verify.serving_corpus`` can express, one simulation
 per published run with each profile's current fitted factors: count, median, P90 and signed median
 error per engine family and metric, the same split by load kind (burst / concurrency / rate), the
-unexpressed records by reason, the expert-parallel runs alone (``CorpusPrediction.expert_parallel``), then one JSON
-line. All runs take ~12 s on 2 cores; ``--stride N``
-keeps every N-th run (file order) for a faster check.
+unexpressed records by reason, the expert-parallel runs alone (``CorpusPrediction.expert_parallel``), the
+runs published on two cards with both throughput ratios (``serving_corpus.card_pairs``), then one JSON
+line. All runs take ~12 s on 2 cores; ``--stride N`` keeps every N-th run (file order) for a faster check.
 
 ``--fit-corpus``: ``CORPUS_GRID`` over the vllm-v1, sglang and trtllm profiles' kernel factors (each
 point simulates every corpus run of those profiles once), per profile the in-sample point and the
@@ -210,6 +210,18 @@ def corpus_report(stride: int) -> dict:
             f"  {p.model[:40]:40s} {p.gpu[:16]:16s} {p.metric:24s} measured {p.measured:10.2f} "
             f"predicted {p.predicted if p.predicted is not None else float('nan'):10.2f}  {p.how[:60]}"
         )
+    records = serving_corpus.load_all()
+    pairs = serving_corpus.card_pairs(preds, records)
+    print(
+        f"\nthe same run on two cards (output tok/s, second card / first): {len(pairs)} pairs; median |predicted "
+        f"ratio / measured ratio - 1| "
+        f"{statistics.median(abs(p.ratio_error) for p in pairs) * 100 if pairs else float('nan'):.1f}%"
+    )
+    for p in sorted(pairs, key=lambda p: (p.family, p.model, p.workload)):
+        print(
+            f"  {p.family:14s} {p.model[:36]:36s} {p.workload[:34]:34s} {p.gpu_a[:9]} -> {p.gpu_b[:9]}  "
+            f"measured x{p.measured_ratio:5.2f}  predicted x{p.predicted_ratio:5.2f}  {p.ratio_error:+6.0%}"
+        )
     reasons = serving_corpus.reason_counts(unexpressed)
     print("\nunexpressed by reason:")
     for kind, n in reasons.items():
@@ -230,6 +242,10 @@ def corpus_report(stride: int) -> dict:
         "table": [s.model_dump() for s in summaries],
         "expert_parallel_records": len(ep_preds),
         "expert_parallel_table": [s.model_dump() for s in ep_summaries],
+        "card_pairs": len(pairs),
+        "card_pairs_median_ratio_error_pct": round(statistics.median(abs(p.ratio_error) for p in pairs) * 100, 1)
+        if pairs
+        else None,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

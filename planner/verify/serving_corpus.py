@@ -651,6 +651,71 @@ def summarize(predictions: list[CorpusPrediction], by_load: bool = False) -> lis
     return out
 
 
+class CardPair(BaseModel):
+    """One published run measured on two cards (everything else equal): how much faster the second card was, as
+    measured and as predicted. The planner's cards differ only by their datasheets, so where one publisher's
+    pages disagree on that ratio across engines and models, no card-level model fits them all."""
+
+    model_config = _SPEC
+
+    family: str = Field(description="Engine profile that timed the runs.")
+    model: str = Field(description="Model as published.")
+    workload: str = Field(description="The runs' workload and load, in words.")
+    metric: str = Field(description="The metric compared (a throughput: higher is faster).")
+    gpu_a: str = Field(description="The first card, as published.")
+    gpu_b: str = Field(description="The second card, as published.")
+    measured_ratio: float = Field(description="Measured value on gpu_b / on gpu_a.")
+    predicted_ratio: float = Field(description="Predicted value on gpu_b / on gpu_a.")
+
+    @property
+    def ratio_error(self) -> float:
+        """predicted ratio / measured ratio - 1 (positive: the planner expects gpu_b to gain more than it did)."""
+        return self.predicted_ratio / self.measured_ratio - 1.0
+
+
+#: What must be equal for two records to be one run on two cards: ``run_key`` without the card, the page it was
+#: published on, and the measured mean lengths (the requested ones are in ``workload``).
+_SAME_RUN_BUT_CARD = ("model", "n_gpus", "tp", "pp", "ep_dp", "quant", "engine_flags", "workload")
+
+
+def card_pairs(
+    predictions: list[CorpusPrediction],
+    records: list[ServingRecord],
+    metric: str = "output_throughput_tok_s",
+) -> list[CardPair]:
+    """Every pair of predicted records of ``metric`` that are one run (``_SAME_RUN_BUT_CARD``, the load and the
+    engine family equal) on two different cards, ordered by card name within the pair."""
+    by_place = {(r.file, r.index): r for r in records}
+    groups: dict[tuple, list[tuple[ServingRecord, CorpusPrediction]]] = {}
+    for p in predictions:
+        record = by_place.get((p.file, p.index))
+        if p.metric != metric or record is None or not p.predicted or not p.measured:
+            continue
+        load = (record.request_rate, record.max_concurrency, record.num_prompts)
+        key = (p.family, *(getattr(record, f) for f in _SAME_RUN_BUT_CARD), load)
+        groups.setdefault(key, []).append((record, p))
+    pairs = []
+    for members in groups.values():
+        members.sort(key=lambda rp: rp[0].gpu)
+        for i, (ra, pa) in enumerate(members):
+            for rb, pb in members[i + 1 :]:
+                if ra.gpu == rb.gpu or pa.predicted is None or pb.predicted is None:
+                    continue
+                pairs.append(
+                    CardPair(
+                        family=pa.family,
+                        model=ra.model,
+                        workload=ra.workload,
+                        metric=metric,
+                        gpu_a=ra.gpu,
+                        gpu_b=rb.gpu,
+                        measured_ratio=rb.value / ra.value,
+                        predicted_ratio=pb.predicted / pa.predicted,
+                    )
+                )
+    return pairs
+
+
 def reason_counts(unexpressed: list[Unexpressed]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for u in unexpressed:
