@@ -9,6 +9,8 @@ and the latency model all start from the same ``Resolved``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.engine import DEFAULT_ENGINE, MoeWeightLayout, resolve_engine
@@ -79,8 +81,27 @@ def kv_bytes_per_element(model: ModelSpec, kv_cache_dtype: str) -> tuple[str, fl
     return name, dtype_bytes(name)
 
 
+#: ``resolve``'s results by the identity of its three frozen inputs, each entry holding them (so no id is reused
+#: while it is kept): one what-if resolves the same scenario in its memory plan, both rooflines and the latency.
+#: Keyed on the objects, not their values: a scenario built anew (the next rerun) is resolved anew.
+_RESOLVED: OrderedDict[tuple[int, int, int], tuple[ModelSpec, HardwareProfile, Scenario, Resolved]] = OrderedDict()
+RESOLVED_KEPT = 64
+
+
 def resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
-    """Fill vLLM's defaults and check the combination (TP vs heads, lengths)."""
+    """Fill vLLM's defaults and check the combination (TP vs heads, lengths); a refusal raises every time."""
+    key = (id(model), id(hw), id(sc))
+    hit = _RESOLVED.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is sc:
+        return hit[3]
+    resolved = _resolve(model, hw, sc)
+    _RESOLVED[key] = (model, hw, sc, resolved)
+    while len(_RESOLVED) > RESOLVED_KEPT:
+        _RESOLVED.popitem(last=False)
+    return resolved
+
+
+def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
     check_parallelism(model, hw, sc)
     kv_name, kv_b = kv_bytes_per_element(model, sc.kv_cache_dtype)
     max_len = sc.max_model_len or model.max_position_embeddings
