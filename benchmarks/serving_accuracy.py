@@ -329,8 +329,13 @@ def fit_corpus(stride: int) -> dict:
     for family in CORPUS_PROFILES:
 
         def loss(preds, keep, family=family) -> float:
-            chosen = [record_loss(p) for p in preds if p.family == family and keep(p.model)]
-            return statistics.fmean(chosen) if chosen else math.inf
+            """Mean over the family's kept models of each model's mean record loss (one vote per model, as the
+            vLLM 0.15 fit's ``loss``: a model published at more loads or lengths does not outvote the others)."""
+            per_model: dict[str, list[float]] = {}
+            for p in preds:
+                if p.family == family and keep(p.model):
+                    per_model.setdefault(p.model, []).append(record_loss(p))
+            return statistics.fmean(statistics.fmean(v) for v in per_model.values()) if per_model else math.inf
 
         models = sorted({p.model for p in results[0][1] if p.family == family})
         if not models:
