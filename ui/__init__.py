@@ -68,8 +68,10 @@ The page contract
   not import the simulator); a page defines no cache of its own. Figures come from ``ui.charts`` and are
   built on every run, never cached: a cached figure would be one object shared by every session.
   A page imports no plotly; the tables it shows that are more than a list of a core result's
-  fields come from ``ui.derived`` (or ``ui.validate``), and a ``ui.derived.readable`` table is drawn with
-  ``ui.format.formatted_table`` (``st.dataframe`` with pandas' strings kept in Python: 1.3-2.5x faster to marshal).
+  fields come from ``ui.derived`` (or ``ui.validate``), and a table shown through formatters is drawn with
+  ``ui.format.formatted_table(table, formats)`` (``st.dataframe`` of ``ui.derived.readable``, pandas' strings
+  kept in Python: 1.3-2.5x faster to marshal; the element replayed from ``st.cache_data`` while the table,
+  its formatters and arguments are unchanged, so an unchanged rerun marshals no table).
 
 Modules: ``params`` (the shared inputs, their defaults, URL codecs and Scenario fields), ``sidebar`` (draws them),
 ``state`` (turns them into ``Inputs``), ``loaders`` (cached model loading), ``sweeps`` (cached core

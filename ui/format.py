@@ -6,6 +6,7 @@ needs (rates, money, counts with a unit) and the words for "what kind of number 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
@@ -13,7 +14,7 @@ import streamlit as st
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 if TYPE_CHECKING:
-    from pandas.io.formats.style import Styler
+    import pandas as pd
 
 __all__ = [
     "KIND_HELP",
@@ -88,20 +89,63 @@ def fmt_measure(value: float | None, unit: str) -> str:
     return fmt_seconds(value) if unit == "seconds" else f"{value:,.1f} {unit}"
 
 
-def formatted_table(table: Styler, **kwargs: Any) -> Any:
-    """``st.dataframe`` of a ``ui.derived.readable`` table (its numbers kept, shown through their formatters).
+def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]] | None = None, **kwargs: Any) -> None:
+    """``st.dataframe(ui.derived.readable(table, formats), **kwargs)``: the table's numbers kept, shown through
+    their formatters.
 
-    Streamlit writes a Styler's shown text into a table of strings one column at a time, and with pandas 3's
-    default pyarrow-backed strings each write copies the column: 10-18 ms a rerun for the Latency page's
-    22 x 12 table or Simulate's 4 x 13 candidates, 6-10 ms with Python-backed strings, for the same text. So the
-    app's process keeps pandas' strings in Python (``mode.string_storage``), set here before the first such
-    table; nothing below the faces uses pandas.
+    Streamlit writes a Styler's shown text into a table of strings one cell at a time: 4-10 ms a table on every
+    rerun (bench_app_rerun: Compare's 4 x 11 summary, Simulate's candidates, the Roofline page's ~40 ops). So the
+    element is drawn inside ``st.cache_data`` (``_drawn``): a rerun with the same table, the same formatters and
+    the same arguments replays the element Streamlit built the first time, and only a new table is marshalled.
+    Streamlit cannot hash functions, so the formatters enter the key by what they are (``_formats_key``: each
+    one's code and what it closes over), the functions themselves beside it unhashed.
+
+    With pandas 3's default pyarrow-backed strings each column write also copies the column (10-18 ms for the
+    Latency page's 22 x 12 table, 6-10 ms with Python-backed strings, for the same text), so the app's process
+    keeps pandas' strings in Python (``mode.string_storage``), set here before the first such table; nothing
+    below the faces uses pandas.
     """
     import pandas as pd
 
     if pd.get_option("mode.string_storage") != "python":
         pd.set_option("mode.string_storage", "python")
-    return st.dataframe(table, **kwargs)
+    formats = formats or {}
+    _drawn(table, _formats_key(formats), formats, **kwargs)
+
+
+def _formats_key(formats: dict[str, Callable[[Any], str]]) -> tuple:
+    """What decides the text a formatter dict shows: per column, the function's code (bytecode, constants, the
+    names it reads) and the values it reads from outside: what it closes over, its defaults and the globals it
+    names (a page's lambda reads the page's variables as globals: ``lambda v: f"{v * scale} {unit}"``). Two dicts
+    with equal keys format alike, as long as the functions they call do not read a changed global themselves."""
+
+    def what(fn: Callable[[Any], str]) -> tuple:
+        code = getattr(fn, "__code__", None)
+        if code is None:  # a builtin or a callable object: by identity (module-level, so it lives as long)
+            return ("object", id(fn))
+        cells = tuple(repr(c.cell_contents) for c in (getattr(fn, "__closure__", None) or ()))
+        names = getattr(fn, "__globals__", {})
+        read = tuple((n, repr(names[n])) for n in code.co_names if n in names)
+        return (
+            fn.__module__,
+            fn.__qualname__,
+            code.co_code,
+            repr(code.co_consts),
+            code.co_names,
+            cells,
+            read,
+            repr(getattr(fn, "__defaults__", None)),
+        )
+
+    return tuple(sorted((name, what(fn)) for name, fn in formats.items()))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _drawn(table: pd.DataFrame, formats_key: tuple, _formats: dict[str, Callable[[Any], str]], **kwargs: Any) -> None:
+    """``formatted_table``'s element, drawn once per distinct (table, formatters, arguments) and then replayed."""
+    from ui.derived import readable
+
+    st.dataframe(readable(table, _formats), **kwargs)
 
 
 def kind_badge(kind: str) -> None:

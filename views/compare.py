@@ -11,7 +11,7 @@ import streamlit as st
 from planner.errors import ScenarioError
 from planner.hardware import get_profile
 from ui import params
-from ui.derived import COMPARE_LABELS, fmt_requests, readable, summary_row
+from ui.derived import COMPARE_LABELS, fmt_requests, summary_row
 from ui.errors import ShownError, describe, plain
 from ui.format import (
     GiB,
@@ -265,20 +265,18 @@ for column, result in zip(st.columns(len(results), border=True), results):
 
 table = pd.DataFrame(results)
 formatted_table(
-    readable(
-        table,
-        {
-            "ttft_s": fmt_seconds,
-            "tpot_s": fmt_seconds,
-            "max_concurrency": fmt_requests,
-            "usd_per_million_tokens": fmt_usd,
-            "usd_per_gpu_hour": fmt_usd,
-            "tokens_per_s": fmt_rate,
-            "tokens_per_s_per_gpu": fmt_rate,
-            "weights_gib_per_gpu": lambda g: fmt_kv_cache(g * GiB),
-            "kv_cache_gib_per_gpu": lambda g: fmt_kv_cache(g * GiB),
-        },
-    ),
+    table,
+    {
+        "ttft_s": fmt_seconds,
+        "tpot_s": fmt_seconds,
+        "max_concurrency": fmt_requests,
+        "usd_per_million_tokens": fmt_usd,
+        "usd_per_gpu_hour": fmt_usd,
+        "tokens_per_s": fmt_rate,
+        "tokens_per_s_per_gpu": fmt_rate,
+        "weights_gib_per_gpu": lambda g: fmt_kv_cache(g * GiB),
+        "kv_cache_gib_per_gpu": lambda g: fmt_kv_cache(g * GiB),
+    },
     hide_index=True,
     key="compare_table",
     width="stretch",

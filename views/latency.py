@@ -3,9 +3,9 @@
 import streamlit as st
 
 from ui import charts
-from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, break_even_sentence, readable
+from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, break_even_sentence
 from ui.errors import plain, shown_errors
-from ui.format import fmt_bytes, fmt_rate, fmt_seconds, kind_badge
+from ui.format import fmt_bytes, fmt_rate, fmt_seconds, formatted_table, kind_badge
 from ui.state import current_inputs
 from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context, memory_plan, serving_points
 
@@ -132,9 +132,5 @@ with tab_context:
 with st.expander("The numbers behind the curves", key="latency_numbers", on_change="rerun") as numbers:
     if numbers.open:
         labels = {key: st.column_config.Column(label) for key, label in LATENCY_LABELS.items()}
-        st.dataframe(
-            readable(by_batch, LATENCY_FORMATS), hide_index=True, key="latency_batch_table", column_config=labels
-        )
-        st.dataframe(
-            readable(by_context, LATENCY_FORMATS), hide_index=True, key="latency_context_table", column_config=labels
-        )
+        formatted_table(by_batch, LATENCY_FORMATS, hide_index=True, key="latency_batch_table", column_config=labels)
+        formatted_table(by_context, LATENCY_FORMATS, hide_index=True, key="latency_context_table", column_config=labels)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ui import charts
-from ui.derived import ROOFLINE_FORMATS, ROOFLINE_LABELS, readable, roofline_table
+from ui.derived import ROOFLINE_FORMATS, ROOFLINE_LABELS, roofline_table
 from ui.errors import shown_errors
 from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, formatted_table, kind_badge
 from ui.state import current_inputs
@@ -85,7 +85,8 @@ st.caption(
 
 st.subheader("Every op")
 formatted_table(
-    readable(table, ROOFLINE_FORMATS),
+    table,
+    ROOFLINE_FORMATS,
     hide_index=True,
     key="roofline_table",
     width="stretch",

@@ -18,7 +18,6 @@ from ui.derived import (
     disagg_table,
     latency_percentiles,
     probe_note,
-    readable,
 )
 from ui.errors import ShownError, describe, plain, shown_errors
 from ui.format import fmt_bytes, fmt_rate, fmt_seconds, fmt_usd, formatted_table, kind_badge
@@ -368,7 +367,7 @@ def disaggregation_section() -> None:
             st.error(f"Disaggregated prefill/decode: {describe(err)}", icon=":material/error:")
             return
         kind_badge("simulated")
-        formatted_table(readable(disagg_table(cmp)), hide_index=True, key="simulate_pd_table")
+        formatted_table(disagg_table(cmp), hide_index=True, key="simulate_pd_table")
         st.markdown(plain(cmp.verdict))
         dis = cmp.disaggregated
         kv = dis.kv_transfer_seconds
@@ -505,7 +504,7 @@ table_tab, pareto_tab = st.tabs(
 )  # drawn while open, as above
 with table_tab:
     if table_tab.open:
-        formatted_table(readable(candidates_table(plan), CANDIDATE_FORMATS), hide_index=True, key="simulate_candidates")
+        formatted_table(candidates_table(plan), CANDIDATE_FORMATS, hide_index=True, key="simulate_candidates")
 with pareto_tab:
     if pareto_tab.open:
         st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
