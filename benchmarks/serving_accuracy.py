@@ -175,14 +175,21 @@ def shifted(preds, seconds: float) -> list:
     return [shift(p, seconds) for p in preds]
 
 
-def loss(preds, keep) -> float:
-    """The grid's objective on the kept models: each stage shifted by ``frontend_seconds``, then the mean over
-    the models of each model's mean stage ``log_error`` (one vote per model, as ``frontend_seconds``)."""
-    chosen = shifted([p for p in preds if keep(p.model)], frontend_seconds(preds, keep))
+def mean_of_model_means(errors) -> float:
+    """Mean over the models of each model's mean error; ``errors`` yields (model, error). One vote per model, as
+    the folds leave whole models out: a model measured at more rates or loads does not outvote the others.
+    inf when there is none."""
     per_model: dict[str, list[float]] = {}
-    for p in chosen:
-        per_model.setdefault(p.model, []).append(log_error(p))
-    return statistics.fmean(statistics.fmean(errs) for errs in per_model.values())
+    for model, error in errors:
+        per_model.setdefault(model, []).append(error)
+    return statistics.fmean(statistics.fmean(v) for v in per_model.values()) if per_model else math.inf
+
+
+def loss(preds, keep) -> float:
+    """The grid's objective on the kept models: each stage shifted by ``frontend_seconds``, then
+    ``mean_of_model_means`` of the stages' ``log_error``."""
+    chosen = shifted([p for p in preds if keep(p.model)], frontend_seconds(preds, keep))
+    return mean_of_model_means((p.model, log_error(p)) for p in chosen)
 
 
 def shift(p, seconds: float):
@@ -329,13 +336,8 @@ def fit_corpus(stride: int) -> dict:
     for family in CORPUS_PROFILES:
 
         def loss(preds, keep, family=family) -> float:
-            """Mean over the family's kept models of each model's mean record loss (one vote per model, as the
-            vLLM 0.15 fit's ``loss``: a model published at more loads or lengths does not outvote the others)."""
-            per_model: dict[str, list[float]] = {}
-            for p in preds:
-                if p.family == family and keep(p.model):
-                    per_model.setdefault(p.model, []).append(record_loss(p))
-            return statistics.fmean(statistics.fmean(v) for v in per_model.values()) if per_model else math.inf
+            """``mean_of_model_means`` of the family's kept records' ``record_loss``."""
+            return mean_of_model_means((p.model, record_loss(p)) for p in preds if p.family == family and keep(p.model))
 
         models = sorted({p.model for p in results[0][1] if p.family == family})
         if not models:

@@ -98,7 +98,7 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
     element is drawn inside ``st.cache_data`` (``_drawn``): a rerun with the same table, the same formatters and
     the same arguments replays the element Streamlit built the first time, and only a new table is marshalled.
     Streamlit cannot hash functions, so the formatters enter the key by what they are (``_formats_key``: each
-    one's code and what it closes over), the functions themselves beside it unhashed.
+    one's code and the values it reads from outside), the functions themselves beside it unhashed.
 
     With pandas 3's default pyarrow-backed strings each column write also copies the column (10-18 ms for the
     Latency page's 22 x 12 table, 6-10 ms with Python-backed strings, for the same text), so the app's process

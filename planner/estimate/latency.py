@@ -992,13 +992,7 @@ class StepTimeModel:
     def decode_on(self, grid: DecodeGrid) -> np.ndarray:
         """``decode_seconds`` of the points of ``grid`` (``decode_grid``, of this model or one sharing its op
         tables, engine and graph mode) on this model's card."""
-        if grid.key != (
-            id(self.decode_table),
-            self.graphs,
-            self.full_graphs,
-            self.engine.max_cuda_graph_batch,
-            self.pp,
-        ):
+        if grid.key != self._grid_key():
             raise ValueError("decode_on: the grid was made for other op tables, engine or graph mode")
         batch, context = grid.batch, grid.context
         if grid.rows is None:

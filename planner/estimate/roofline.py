@@ -278,6 +278,21 @@ def full_decode_graphs(model: ModelSpec, engine: EngineProfile) -> bool:
     return engine.full_decode_graphs(model.kv_kinds)
 
 
+def step_graphs(
+    model: ModelSpec, sc: Scenario, engine: EngineProfile, stage: Stage, batch: int, seq_len: int
+) -> tuple[bool, bool, bool]:
+    """(captured, full, piecewise) of one step: whether a pure-decode step runs at a captured (padded) size, and
+    the graph flags ``step.replays_graph`` takes: one full graph for such a decode step where the engine
+    captures the whole model, else piecewise graphs; a prefill step replays piecewise graphs where its tokens
+    fit the largest captured size (``step.piecewise_graphs``)."""
+    captured = uses_graphs(sc, engine, stage, batch)
+    full, piecewise = step.decode_graph_flags(captured, full_decode_graphs(model, engine))
+    prefill_pieces = stage == "prefill" and step.piecewise_graphs(
+        engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, engine.max_cuda_graph_batch
+    )
+    return captured, bool(full), bool(piecewise or prefill_pieces)
+
+
 def step_shape(model: ModelSpec, res: Resolved, stage: Stage, batch: int, seq_len: int) -> StepShape:
     formats = res.weight_formats
     return StepShape(
@@ -393,14 +408,7 @@ def roofline(
     bandwidth = hw.known_hbm_bandwidth_bytes_per_s("a roofline")
     eff = efficiency or efficiency_for(hw, sc=sc)
     engine = engine_of(sc)
-    captured = uses_graphs(sc, engine, stage, batch)
-    graphs, piecewise = step.decode_graph_flags(captured, full_decode_graphs(model, engine))
-    piecewise = piecewise or (
-        stage == "prefill"
-        and step.piecewise_graphs(
-            engine.cuda_graph_mode, sc.engine == "cuda-graphs", batch * seq_len, engine.max_cuda_graph_batch
-        )
-    )
+    captured, graphs, piecewise = step_graphs(model, sc, engine, stage, batch, seq_len)
     run_batch = int(step.graph_padded_batch(batch, engine.max_cuda_graph_batch)) if captured else batch
     shape = step_shape(model, res, stage, run_batch, seq_len)
     rows: list[OpTime] = []

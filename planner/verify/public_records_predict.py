@@ -35,11 +35,10 @@ from planner.estimate.roofline import (
     Stage,
     bind,
     engine_of,
-    full_decode_graphs,
     layer_groups,
     model_ops,
+    step_graphs,
     step_shape,
-    uses_graphs,
 )
 from planner.hardware import HardwareProfile
 from planner.model.ops import Op
@@ -71,17 +70,7 @@ class StepOps:
     def __init__(self, model: ModelSpec, hw: HardwareProfile, sc: Scenario, stage: Stage, batch: int, seq_len: int):
         res = resolve(model, hw, sc)
         self.engine = engine_of(sc)
-        captured = uses_graphs(sc, self.engine, stage, batch)
-        self.graphs, piecewise = step.decode_graph_flags(captured, full_decode_graphs(model, self.engine))
-        self.piecewise = piecewise or (
-            stage == "prefill"
-            and step.piecewise_graphs(
-                self.engine.cuda_graph_mode,
-                sc.engine == "cuda-graphs",
-                batch * seq_len,
-                self.engine.max_cuda_graph_batch,
-            )
-        )
+        captured, self.graphs, self.piecewise = step_graphs(model, sc, self.engine, stage, batch, seq_len)
         run_batch = int(step.graph_padded_batch(batch, self.engine.max_cuda_graph_batch)) if captured else batch
         shape = step_shape(model, res, stage, run_batch, seq_len)
         self.hw, self.tp, self.batch, self.run_batch = hw, res.tp, batch, run_batch

@@ -262,28 +262,31 @@ def record_check(record: ServingRecord) -> None:
 # ------------------------------------------------------------------------------------ runs
 
 
+#: The conditions of a published run: records equal in all of them come from one run (``run_key``).
+RUN_FIELDS = (
+    "file",
+    "source",
+    "model",
+    "gpu",
+    "n_gpus",
+    "tp",
+    "pp",
+    "ep_dp",
+    "quant",
+    "engine",
+    "engine_flags",
+    "workload",
+    "input_len",
+    "output_len",
+    "request_rate",
+    "max_concurrency",
+    "num_prompts",
+)
+
+
 def run_key(record: ServingRecord) -> tuple:
     """Records with equal keys come from one run: every condition equal, only metric and value differ."""
-    fields = (
-        "file",
-        "source",
-        "model",
-        "gpu",
-        "n_gpus",
-        "tp",
-        "pp",
-        "ep_dp",
-        "quant",
-        "engine",
-        "engine_flags",
-        "workload",
-        "input_len",
-        "output_len",
-        "request_rate",
-        "max_concurrency",
-        "num_prompts",
-    )
-    return tuple(getattr(record, f) for f in fields)
+    return tuple(getattr(record, f) for f in RUN_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -673,9 +676,12 @@ class CardPair(BaseModel):
         return self.predicted_ratio / self.measured_ratio - 1.0
 
 
-#: What must be equal for two records to be one run on two cards: ``run_key`` without the card, the page it was
-#: published on, and the measured mean lengths (the requested ones are in ``workload``).
-_SAME_RUN_BUT_CARD = ("model", "n_gpus", "tp", "pp", "ep_dp", "quant", "engine_flags", "workload")
+#: What must be equal for two records to be one run on two cards: ``RUN_FIELDS`` without the card, the page and file
+#: it was published in, the engine string (the pair's engine family is compared instead: pages state their own
+#: versions) and the measured mean lengths (the requested ones are in ``workload``).
+_SAME_RUN_BUT_CARD = tuple(
+    f for f in RUN_FIELDS if f not in ("file", "source", "gpu", "engine", "input_len", "output_len")
+)
 
 
 def card_pairs(
@@ -683,16 +689,15 @@ def card_pairs(
     records: list[ServingRecord],
     metric: str = "output_throughput_tok_s",
 ) -> list[CardPair]:
-    """Every pair of predicted records of ``metric`` that are one run (``_SAME_RUN_BUT_CARD``, the load and the
-    engine family equal) on two different cards, ordered by card name within the pair."""
+    """Every pair of predicted records of ``metric`` that are one run (``_SAME_RUN_BUT_CARD`` and the engine family
+    equal) on two different cards, ordered by card name within the pair."""
     by_place = {(r.file, r.index): r for r in records}
     groups: dict[tuple, list[tuple[ServingRecord, CorpusPrediction]]] = {}
     for p in predictions:
         record = by_place.get((p.file, p.index))
         if p.metric != metric or record is None or not p.predicted or not p.measured:
             continue
-        load = (record.request_rate, record.max_concurrency, record.num_prompts)
-        key = (p.family, *(getattr(record, f) for f in _SAME_RUN_BUT_CARD), load)
+        key = (p.family, *(getattr(record, f) for f in _SAME_RUN_BUT_CARD))
         groups.setdefault(key, []).append((record, p))
     pairs = []
     for members in groups.values():
