@@ -176,7 +176,7 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
         r"qwen2\.5-72b", "Qwen/Qwen2.5-72B", "stand-in: Qwen2.5-72B-Instruct keeps the base model's architecture"
     ),
     ModelMatch(r"glm-4\.5-air", "zai-org/GLM-4.5-Air", "-FP8 re-upload keeps GLM-4.5-Air's shapes"),
-    ModelMatch(r"glm-4\.6", None, "GLM-4.6 (355B)"),
+    ModelMatch(r"glm-4\.6", "zai-org/GLM-4.6", "-FP8 re-upload keeps GLM-4.6's shapes"),
     ModelMatch(r"deepseek-v3\.2", None, "DeepSeek-V3.2 (DeepSeek Sparse Attention; the catalog has V3 only)"),
     ModelMatch(r"ministral-3-8b", None, "Ministral-3-8B"),
 )
