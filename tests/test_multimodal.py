@@ -31,6 +31,7 @@ MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E-Instruct"
 GEMMA = "google/gemma-3-4b-it"
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 LLAVA = "llava-hf/llava-1.5-7b-hf"
+QWEN3 = "Qwen/Qwen3-VL-8B-Instruct"
 
 
 def spec_of(name: str):
@@ -113,6 +114,12 @@ TOKENS = [
     (QWEN, (1280, 720), (round(720 / 28) * 2) * (round(1280 / 28) * 2) // 4),  # 52 x 92 patches -> 1,196
     (QWEN, (10, 10), 4),  # below min_pixels: 56 x 56 -> 4 x 4 patches -> 4 tokens
     (QWEN, (8000, 8000), 16_384),  # above max_pixels: floor(8000 / 2.232 / 28) x 28 = 3,584 per side
+    # Qwen3-VL: factor 16 x 2 = 32; 720 / 32 = 22.5 rounds (half to even) to 22: 1280 x 704 -> 80 x 44 patches -> 880
+    (QWEN3, (1280, 720), (round(720 / 32) * 2) * (round(1280 / 32) * 2) // 4),
+    # above its max_pixels (4096^2): beta = 8000 / 4096, floor(4096 / 32) x 32 = 4,096 per side -> 256^2 patches
+    (QWEN3, (8000, 8000), 256 * 256 // 4),
+    # below its min_pixels (256^2): 200 x 200 is scaled by 1.28 to 256 x 256 -> 16 x 16 patches -> 64 tokens
+    (QWEN3, (200, 200), 64),
 ]
 
 
@@ -127,6 +134,21 @@ def test_tokens_per_image_by_hand(name, size, tokens):
 
 def test_qwen_max_tokens_per_image_is_max_pixels_over_28_squared():
     assert spec_of(QWEN).encoder.max_tokens_per_image == 12_845_056 // 28**2 == 16_384
+
+
+def test_qwen3_vl_max_tokens_per_image_is_max_pixels_over_32_squared():
+    assert spec_of(QWEN3).encoder.max_tokens_per_image == 16_777_216 // 32**2 == 16_384
+
+
+def test_qwen3_vl_extra_parameters_by_hand():
+    """Patch conv (with bias) and the position table, the merger (LayerNorm over h) and three deepstack mergers
+    (LayerNorm over 4h): 576,388,336 with the 27 blocks (transformers' count, tests/golden/encoder_params.json)."""
+    enc = spec_of(QWEN3).encoder
+    h, ffn, m, out = 1152, 4304, 4 * 1152, 4096
+    block = 4 * h * h + 4 * h + 2 * h * ffn + ffn + h + 4 * h
+    embed = h * 3 * 2 * 16 * 16 + h + 2304 * h
+    merger = m * m + m + m * out + out
+    assert enc.params == 27 * block + embed + (merger + 2 * h) + 3 * (merger + 2 * m) == 576_388_336
 
 
 # ----------------------------------------------------------------------------- memory

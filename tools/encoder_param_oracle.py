@@ -38,6 +38,7 @@ CONFIGS = [
     ),
     ("google/gemma-3-4b-it", "planner/model/catalog/google--gemma-3-4b-it.json"),
     ("Qwen/Qwen2.5-VL-7B-Instruct", "planner/model/catalog/Qwen--Qwen2.5-VL-7B-Instruct.json"),
+    ("Qwen/Qwen3-VL-8B-Instruct", "planner/model/catalog/Qwen--Qwen3-VL-8B-Instruct.json"),
     ("llava-hf/llava-1.5-7b-hf", "planner/model/catalog/llava-hf--llava-1.5-7b-hf.json"),
 ]
 STRIPPED_KEYS = ("quantization_config", "auto_map")

@@ -438,56 +438,46 @@ class ClipLlava(VisionEncoder):
 #: Qwen/Qwen2.5-VL-7B-Instruct's file, as quoted with the config in find_string id 57392243494).
 QWEN_MIN_PIXELS = 3136
 QWEN_MAX_PIXELS = 12_845_056
+#: Qwen3-VL preprocessor_config.json pixel bounds (size.shortest_edge 65,536 = 256^2 and size.longest_edge
+#: 16,777,216 = 4096^2, areas in pixels, as quoted in find_string ids 62450773827 and 70263102148).
+QWEN3_MIN_PIXELS = 65_536
+QWEN3_MAX_PIXELS = 16_777_216
 
 
-class Qwen25Vision(VisionEncoder):
-    """Qwen2.5-VL's ViT: 3-D patch conv, RMSNorm, SiLU-gated MLP, window attention with a few full layers,
-    and a 2 x 2 patch merger (RMSNorm + 2-layer MLP) into the LLM width.
+class QwenDynamicVision(VisionEncoder):
+    """What Qwen2.5-VL's and Qwen3-VL's ViTs share: a 3-D patch conv over the image at its own resolution
+    (transformers ``smart_resize``: each side rounded to a multiple of patch x merge, the area brought inside
+    [min_pixels, max_pixels]), patches = (H/p)(W/p), and a merge x merge patch merger into the LLM width
+    (tokens = patches / merge^2)."""
 
-    Params (transformers Qwen2_5_VisionTransformerPretrainedModel): patch conv h x C x t x p^2 (no bias),
-    ``depth`` blocks (qkv 3h^2 + 3h, proj h^2 + h, gate/up/down 3hI + 2I + h, two RMSNorms), merger ln_q h,
-    mlp (h m^2)^2 + h m^2 and h m^2 x out + out. Qwen2.5-VL-7B: 676,550,144.
-    Tokens (dynamic resolution, transformers ``smart_resize``): each side rounded to a multiple of
-    patch x merge (28), the area brought inside [min_pixels, max_pixels]; patches = (H/14)(W/14), tokens
-    = patches / merge^2. Window layers attend within (window_size / patch)^2 = 64 patches (edge windows
-    counted full); ``fullatt_block_indexes`` layers attend over the whole image.
-    """
-
-    kind: Literal["qwen2_5_vl"] = "qwen2_5_vl"
     out_hidden_size: int = Field(gt=0, description="Merger output width (= the LLM's hidden size), elements.")
     spatial_merge_size: int = Field(gt=0, description="Patches merged per side into one LLM token (2: 2 x 2 = 4).")
     temporal_patch_size: int = Field(gt=0, description="Frames per 3-D patch (2; an image is repeated to fill it).")
-    window_size: int = Field(gt=0, description="Window side for window attention, pixels (112: 8 x 8 patches).")
-    fullatt_block_indexes: tuple[int, ...] = Field(description="Layers with full attention over the image.")
     min_pixels: int = Field(QWEN_MIN_PIXELS, gt=0, description="Smallest image area after resizing, pixels.")
     max_pixels: int = Field(QWEN_MAX_PIXELS, gt=0, description="Largest image area after resizing, pixels.")
-    norm_params_per_h: ClassVar[int] = 1
-    gated_mlp: ClassVar[bool] = True
     dynamic_resolution: ClassVar[bool] = True
     other_modalities: ClassVar[tuple[str, ...]] = ("video",)
 
-    def extra_groups(self) -> list[ParamGroup]:
-        h, merged = self.hidden_size, self.hidden_size * self.spatial_merge_size**2
-        patch = ParamGroup(
-            component=COMPONENT, other=h * self.num_channels * self.temporal_patch_size * self.patch_size**2
-        )
-        merger = ParamGroup(
-            component=COMPONENT,
-            sharded_linear=merged * merged + merged * self.out_hidden_size,
-            other=h + merged + self.out_hidden_size,
-        )
-        return [patch, merger]
+    @property
+    def merged_width(self) -> int:
+        """The merger's input width: merge^2 patches side by side (4 x h)."""
+        return self.hidden_size * self.spatial_merge_size**2
+
+    @property
+    def patch_weights(self) -> int:
+        """The conv3d patch embedding's weight: h x C x t x p^2."""
+        return self.hidden_size * self.num_channels * self.temporal_patch_size * self.patch_size**2
 
     def check_image(self, width: int, height: int) -> None:
         if max(width, height) / min(width, height) > 200:
             raise ScenarioError(
-                f"--image-size {width}x{height}: Qwen2.5-VL's processor refuses an aspect ratio above 200 "
+                f"--image-size {width}x{height}: the Qwen-VL processor refuses an aspect ratio above 200 "
                 f"({max(width, height) / min(width, height):.0f}).",
                 hint="Use an image whose longer side is at most 200 times its shorter side.",
             )
 
     def resized(self, width: int, height: int) -> tuple[int, int]:
-        """(height, width) after transformers' smart_resize (factor = patch x merge = 28)."""
+        """(height, width) after transformers' smart_resize (factor = patch x merge: 28, or 32 for Qwen3-VL)."""
         factor = self.patch_size * self.spatial_merge_size
         h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
         if h_bar * w_bar > self.max_pixels:
@@ -508,13 +498,50 @@ class Qwen25Vision(VisionEncoder):
 
     @property
     def max_tokens_per_image(self) -> int:
-        """max_pixels / (patch x merge)^2: 12,845,056 / 784 = 16,384."""
+        """max_pixels / (patch x merge)^2: 12,845,056 / 784 = 16,384 (Qwen2.5-VL)."""
         return self.max_pixels // (self.patch_size * self.spatial_merge_size) ** 2
 
     @property
     def max_patches_per_image(self) -> int:
-        """max_tokens_per_image x merge^2: 65,536."""
+        """max_tokens_per_image x merge^2: 65,536 (Qwen2.5-VL)."""
         return self.max_tokens_per_image * self.spatial_merge_size**2
+
+    def merger_ops(self, shape: StepShape, name: str, tokens: int) -> list[Op]:
+        """One patch merger over ``tokens`` merged tokens: fc1 (4h -> 4h) and fc2 (4h -> the LLM width)."""
+        merged = self.merged_width
+        return [
+            _linear(shape, f"{name}.fc1", tokens, merged, merged),
+            _linear(shape, f"{name}.fc2", tokens, self.out_hidden_size, merged),
+        ]
+
+
+class Qwen25Vision(QwenDynamicVision):
+    """Qwen2.5-VL's ViT: 3-D patch conv, RMSNorm, SiLU-gated MLP, window attention with a few full layers,
+    and a 2 x 2 patch merger (RMSNorm + 2-layer MLP) into the LLM width.
+
+    Params (transformers Qwen2_5_VisionTransformerPretrainedModel): patch conv h x C x t x p^2 (no bias),
+    ``depth`` blocks (qkv 3h^2 + 3h, proj h^2 + h, gate/up/down 3hI + 2I + h, two RMSNorms), merger ln_q h,
+    mlp (h m^2)^2 + h m^2 and h m^2 x out + out. Qwen2.5-VL-7B: 676,550,144.
+    Tokens (dynamic resolution, ``QwenDynamicVision``): factor 28; Qwen2.5-VL-7B at 1280 x 720: 52 x 92 patches,
+    1,196 tokens. Window layers attend within (window_size / patch)^2 = 64 patches (edge windows
+    counted full); ``fullatt_block_indexes`` layers attend over the whole image.
+    """
+
+    kind: Literal["qwen2_5_vl"] = "qwen2_5_vl"
+    window_size: int = Field(gt=0, description="Window side for window attention, pixels (112: 8 x 8 patches).")
+    fullatt_block_indexes: tuple[int, ...] = Field(description="Layers with full attention over the image.")
+    norm_params_per_h: ClassVar[int] = 1
+    gated_mlp: ClassVar[bool] = True
+
+    def extra_groups(self) -> list[ParamGroup]:
+        h, merged = self.hidden_size, self.merged_width
+        patch = ParamGroup(component=COMPONENT, other=self.patch_weights)
+        merger = ParamGroup(
+            component=COMPONENT,
+            sharded_linear=merged * merged + merged * self.out_hidden_size,
+            other=h + merged + self.out_hidden_size,
+        )
+        return [patch, merger]
 
     def layer_plan(self) -> list[tuple[str, int, int | None]]:
         full = len(self.fullatt_block_indexes)
@@ -523,16 +550,72 @@ class Qwen25Vision(VisionEncoder):
 
     def projector_ops(self, shape: StepShape, images: int, width: int, height: int) -> list[Op]:
         patches = images * self.patches_per_image(width, height)
-        tokens, merged = patches // self.spatial_merge_size**2, self.hidden_size * self.spatial_merge_size**2
+        tokens = patches // self.spatial_merge_size**2
         k = self.num_channels * self.temporal_patch_size * self.patch_size**2
         return [
             _linear(shape, "patch_embed (conv3d)", patches, self.hidden_size, k, sharded=False),
-            _linear(shape, "merger.mlp.0", tokens, merged, merged),
-            _linear(shape, "merger.mlp.2", tokens, self.out_hidden_size, merged),
+            *self.merger_ops(shape, "merger.mlp", tokens),
         ]
 
 
-VisionEncoderSpec = Annotated[Llama4Vision | SiglipGemma3 | ClipLlava | Qwen25Vision, Field(discriminator="kind")]
+class Qwen3Vision(QwenDynamicVision):
+    """Qwen3-VL's ViT: 3-D patch conv with a bias, a learned position table bilinearly interpolated to the
+    image's grid, LayerNorm blocks with full attention and a GELU MLP, a 2 x 2 patch merger into the LLM width,
+    and "deepstack" mergers that project the hidden states of a few blocks into the LLM's first layers.
+
+    Params (transformers 5.24.0 Qwen3VLVisionModel): patch conv h x C x t x p^2 + h; pos_embed
+    num_position_embeddings x h; ``depth`` blocks (qkv 3h^2 + 3h, proj h^2 + h, fc1/fc2 2hI + I + h, two
+    LayerNorms 4h); merger: LayerNorm over h (2h), fc1 (4h)^2 + 4h, fc2 4h x out + out; one deepstack merger per
+    ``deepstack_visual_indexes`` entry, the same linears with its LayerNorm over 4h (8h). Qwen3-VL-8B:
+    576,388,336. vLLM (``qwen3_vl.py``) builds qkv/proj, fc1/fc2 and every merger's linears TP-sharded, the
+    position table as a plain embedding (whole on every rank).
+    Tokens (``QwenDynamicVision``): factor 32, pixels in [65,536, 16,777,216]; 1280 x 720 -> 1280 x 704 ->
+    80 x 44 patches -> 880 tokens. Every block attends over the whole image.
+    """
+
+    kind: Literal["qwen3_vl"] = "qwen3_vl"
+    num_position_embeddings: int = Field(gt=0, description="Rows of the learned position table (48 x 48 = 2,304).")
+    deepstack_visual_indexes: tuple[int, ...] = Field(
+        (), description="Blocks whose output a deepstack merger projects into the language model."
+    )
+    min_pixels: int = Field(QWEN3_MIN_PIXELS, gt=0, description="Smallest image area after resizing, pixels.")
+    max_pixels: int = Field(QWEN3_MAX_PIXELS, gt=0, description="Largest image area after resizing, pixels.")
+
+    def _merger(self, norm_width: int) -> ParamGroup:
+        merged = self.merged_width
+        return ParamGroup(
+            component=COMPONENT,
+            sharded_linear=merged * merged + merged * self.out_hidden_size,
+            other=2 * norm_width + merged + self.out_hidden_size,
+        )
+
+    def extra_groups(self) -> list[ParamGroup]:
+        h = self.hidden_size
+        embed = ParamGroup(component=COMPONENT, other=self.patch_weights + h + self.num_position_embeddings * h)
+        deepstack = [self._merger(self.merged_width)] * len(self.deepstack_visual_indexes)
+        return [embed, self._merger(h), *deepstack]
+
+    def projector_ops(self, shape: StepShape, images: int, width: int, height: int) -> list[Op]:
+        patches = images * self.patches_per_image(width, height)
+        tokens = patches // self.spatial_merge_size**2
+        h = self.hidden_size
+        k = self.num_channels * self.temporal_patch_size * self.patch_size**2
+        ops = [
+            _linear(shape, "patch_embed (conv3d)", patches, h, k, sharded=False),
+            # bilinear interpolation of the position table: 4 rows gathered and weighted per patch
+            elementwise(
+                shape, "pos_embed (bilinear interpolation: 4 rows read, 1 written)", patches * h, 7.0, passes=5.0
+            ),
+            *self.merger_ops(shape, "merger", tokens),
+        ]
+        for i in self.deepstack_visual_indexes:
+            ops += self.merger_ops(shape, f"deepstack_merger[{i}]", tokens)
+        return ops
+
+
+VisionEncoderSpec = Annotated[
+    Llama4Vision | SiglipGemma3 | ClipLlava | Qwen25Vision | Qwen3Vision, Field(discriminator="kind")
+]
 
 
 # --------------------------------------------------------------------------- from config.json
@@ -664,6 +747,31 @@ ENCODERS: dict[str, EncoderReader] = {
             "fullatt_block_indexes": ("fullatt_block_indexes",),
         },
         ("qwen2_5_vl", "qwen2_5_vl_vision", None),
+    ),
+    "qwen3_vl": EncoderReader(
+        Qwen3Vision,
+        {  # transformers 5.24.0 Qwen3VLVisionConfig
+            "hidden_size": 1152,
+            "depth": 27,
+            "num_heads": 16,
+            "intermediate_size": 4304,
+            "patch_size": 16,
+            "image_size": 16,
+            "in_channels": 3,
+            "out_hidden_size": 3584,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 2304,
+            "deepstack_visual_indexes": (8, 16, 24),
+        },
+        {
+            "out_hidden_size": ("out_hidden_size",),
+            "spatial_merge_size": ("spatial_merge_size",),
+            "temporal_patch_size": ("temporal_patch_size",),
+            "num_position_embeddings": ("num_position_embeddings",),
+            "deepstack_visual_indexes": ("deepstack_visual_indexes",),
+        },
+        ("qwen3_vl", "qwen3_vl_vision", None),  # the checkpoints name it qwen3_vl; the config class qwen3_vl_vision
     ),
 }
 #: Sub-config keys that hold a non-text encoder (their presence makes a config multimodal).

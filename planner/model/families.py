@@ -346,7 +346,7 @@ class Qwen2MoeFamily(Qwen2Family):
 class Qwen3Family(Qwen2Family):
     """Qwen3: explicit head_dim, q/k RMSNorm, attention_bias (default off) on q,k,v and o."""
 
-    model_types = ("qwen3",)
+    model_types = ("qwen3", "qwen3_vl", "qwen3_vl_text")  # Qwen3-VL's language model (text_config) is this decoder
     qkv_bias = o_bias = "attention_bias"
     qk_norm = True
 
