@@ -60,3 +60,17 @@ def test_the_table_is_part_of_the_key():
     first = _shown(at)
     at.session_state["values"] = [0.002, 0.5]
     assert b"2.0 ms" in _shown(at.run()) and _shown(at) != first
+
+
+def test_the_table_key_is_its_pickles_digest():
+    import pandas as pd
+
+    from ui.derived import digest
+
+    def table(t: float) -> pd.DataFrame:
+        return pd.DataFrame({"op": ["a", "b"], "t": [t, 0.5]})
+
+    assert digest(table(0.0012)) == digest(table(0.0012))  # rebuilt each rerun: one key
+    assert digest(table(0.0012)) != digest(table(0.0013))
+    assert digest(table(0.0012)) != digest(table(0.0012).rename(columns={"t": "seconds"}))
+    assert digest(lambda: 1) is None  # what does not pickle has no digest: the caller hashes it another way

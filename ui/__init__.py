@@ -65,8 +65,10 @@ The page contract
   (``ui.format.KIND_HELP``; the sidebar shows the legend).
 * One caching style: heavy or repeated core calls go through the ``st.cache_data`` helpers in
   ``ui.sweeps`` (and ``ui.serving`` for the Simulate and Diagnose pages' simulations, so the first page does
-  not import the simulator); a page defines no cache of its own. Figures come from ``ui.charts`` and are
-  built on every run, never cached: a cached figure would be one object shared by every session.
+  not import the simulator); a page defines no cache of its own. Figures come from ``ui.charts``; a figure object is
+  never cached (it would be one mutable object shared by every session): a page draws one with
+  ``ui.format.plotted(builder, *inputs, key=...)``, which replays the drawn element from ``st.cache_data`` while
+  the builder's inputs are unchanged (keyed by their pickle's digest, ``ui.derived.digest``).
   A page imports no plotly; the tables it shows that are more than a list of a core result's
   fields come from ``ui.derived`` (or ``ui.validate``), and a table shown through formatters is drawn with
   ``ui.format.formatted_table(table, formats)`` (``st.dataframe`` of ``ui.derived.readable``, pandas' strings

@@ -15,9 +15,7 @@ known-good one about 1 ms, which is what an unchanged rerun of a page costs per 
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -28,7 +26,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from planner.units import GiB
-from ui.derived import PLACEMENT_COLUMNS, placement_cells, placement_rows_per_node, plottable_ops
+from ui.derived import PLACEMENT_COLUMNS, digest, placement_cells, placement_rows_per_node, plottable_ops
 
 if TYPE_CHECKING:  # types only: the first page after a server start does not import the simulator
     import pandas as pd
@@ -65,12 +63,16 @@ _MEMO_LOCK = threading.Lock()  # Streamlit runs each session's script in its own
 
 
 def _inputs_key(name: str, args: tuple, kwargs: dict) -> bytes | None:
-    """A digest of a builder's name and inputs (their pickle: equal bytes, equal data); None if they do not pickle."""
-    try:
-        data = pickle.dumps((name, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return None
-    return hashlib.blake2b(data, digest_size=20).digest()
+    """A digest of a builder's name and inputs (``ui.derived.digest``); None if they do not pickle."""
+    return digest((name, args, kwargs))
+
+
+def inputs_key(builder: Callable[..., go.Figure], args: tuple) -> bytes | None:
+    """A digest of a builder (by its module and name) and its inputs: equal for equal inputs, None if they do not
+    pickle or the builder has no stable name (a lambda or a local function). ``ui.format.plotted`` keys the drawn
+    element on it."""
+    name = f"{builder.__module__}.{builder.__qualname__}"
+    return None if "<" in name else _inputs_key(name, args, {})
 
 
 def _figure_from(spec: dict) -> go.Figure:

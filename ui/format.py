@@ -98,7 +98,9 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
     element is drawn inside ``st.cache_data`` (``_drawn``): a rerun with the same table, the same formatters and
     the same arguments replays the element Streamlit built the first time, and only a new table is marshalled.
     Streamlit cannot hash functions, so the formatters enter the key by what they are (``_formats_key``: each
-    one's code and the values it reads from outside), the functions themselves beside it unhashed.
+    one's code and the values it reads from outside), the functions themselves beside it unhashed; the table
+    enters it by its pickle's digest (``ui.derived.digest``, ~0.08 ms), not by Streamlit's own hashing of a
+    DataFrame (~2 ms a table on every rerun).
 
     With pandas 3's default pyarrow-backed strings each column write also copies the column (10-18 ms for the
     Latency page's 22 x 12 table, 6-10 ms with Python-backed strings, for the same text), so the app's process
@@ -109,8 +111,11 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
 
     if pd.get_option("mode.string_storage") != "python":
         pd.set_option("mode.string_storage", "python")
+    from ui.derived import digest
+
     formats = formats or {}
-    _drawn(table, _formats_key(formats), formats, **kwargs)
+    key = digest(table)  # Streamlit's own hashing of a DataFrame costs ~30 times a pickle's digest
+    _drawn(table if key is None else key, _formats_key(formats), table, formats, **kwargs)
 
 
 def _formats_key(formats: dict[str, Callable[[Any], str]]) -> tuple:
@@ -140,12 +145,44 @@ def _formats_key(formats: dict[str, Callable[[Any], str]]) -> tuple:
     return tuple(sorted((name, what(fn)) for name, fn in formats.items()))
 
 
+def plotted(builder: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``st.plotly_chart(builder(*args), **kwargs)`` for a ``ui.charts`` builder: the element replayed from
+    ``st.cache_data`` while the builder's inputs and the arguments are unchanged.
+
+    On an unchanged rerun the figure would otherwise be made again from its kept copy and marshalled to JSON
+    (2-5 ms a chart). The key is ``ui.charts.inputs_key``: the builder's module and name and its inputs' pickle;
+    inputs that do not pickle, or a builder without a stable name (a lambda, a local function), draw the figure
+    directly. What is cached is the element Streamlit built, not a figure object, so no session shares a mutable
+    figure.
+    """
+    from ui import charts
+
+    key = charts.inputs_key(builder, args)
+    if key is None:
+        st.plotly_chart(builder(*args), **kwargs)
+        return
+    _plotted(key, builder, args, **kwargs)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def _drawn(table: pd.DataFrame, formats_key: tuple, _formats: dict[str, Callable[[Any], str]], **kwargs: Any) -> None:
-    """``formatted_table``'s element, drawn once per distinct (table, formatters, arguments) and then replayed."""
+def _plotted(digest: bytes, _builder: Callable[..., Any], _args: tuple, **kwargs: Any) -> None:
+    """``plotted``'s element, drawn once per distinct (builder and inputs, arguments) and then replayed."""
+    st.plotly_chart(_builder(*_args), **kwargs)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _drawn(
+    table_key: bytes | pd.DataFrame,
+    formats_key: tuple,
+    _table: pd.DataFrame,
+    _formats: dict[str, Callable[[Any], str]],
+    **kwargs: Any,
+) -> None:
+    """``formatted_table``'s element, drawn once per distinct (table, formatters, arguments) and then replayed;
+    ``table_key`` is the table's digest (``ui.derived.digest``), or the table itself when it does not pickle."""
     from ui.derived import readable
 
-    st.dataframe(readable(table, _formats), **kwargs)
+    st.dataframe(readable(_table, _formats), **kwargs)
 
 
 def kind_badge(kind: str) -> None:

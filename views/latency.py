@@ -5,7 +5,7 @@ import streamlit as st
 from ui import charts
 from ui.derived import LATENCY_FORMATS, LATENCY_LABELS, break_even_sentence
 from ui.errors import plain, shown_errors
-from ui.format import fmt_bytes, fmt_rate, fmt_seconds, formatted_table, kind_badge
+from ui.format import fmt_bytes, fmt_rate, fmt_seconds, formatted_table, kind_badge, plotted
 from ui.state import current_inputs
 from ui.sweeps import latency_at, latency_vs_batch, latency_vs_context, memory_plan, serving_points
 
@@ -87,8 +87,10 @@ if spec is not None:
     cols[2].metric("Draft per step", fmt_seconds(spec.draft_seconds), help=fields["draft_seconds"].description)
     cols[3].metric("Verify per step", fmt_seconds(spec.verify_seconds), help=fields["verify_seconds"].description)
     st.markdown(break_even_sentence(spec, wl.batch_size))
-    st.plotly_chart(
-        charts.speculative_speedup(by_batch[["batch", "kind", "speedup"]], spec.break_even_batch),
+    plotted(
+        charts.speculative_speedup,
+        by_batch[["batch", "kind", "speedup"]],
+        spec.break_even_batch,
         key="latency_speculative",
     )
     st.caption(
@@ -118,14 +120,14 @@ if starts and not any(point.row["fits_in_kv_cache"] for point in points):
 
 tab_batch, tab_context = st.tabs(["vs batch size", "vs context length"])
 with tab_batch:
-    st.plotly_chart(charts.latency_curves(by_batch, "batch", "batch size", points), key="latency_batch")
+    plotted(charts.latency_curves, by_batch, "batch", "batch size", points, key="latency_batch")
     st.caption(
         f"Prompts of {wl.input_len:,} tokens, answers of {wl.output_len:,}. Dotted: the roofline bound "
         "(no real run is faster); solid: the estimate; grey crosses: batches the KV cache cannot hold at once "
         "(vLLM would queue or preempt, so those figures are not reachable)."
     )
 with tab_context:
-    st.plotly_chart(charts.latency_curves(by_context, "input_len", "prompt tokens"), key="latency_context")
+    plotted(charts.latency_curves, by_context, "input_len", "prompt tokens", key="latency_context")
     st.caption(f"Batch {wl.batch_size}, answers of {wl.output_len:,} tokens, prompts up to max_model_len.")
 
 # drawn only while open (a rerun opens it): its two formatted tables cost more than the rest of the page

@@ -7,7 +7,7 @@ import streamlit as st
 from ui import charts
 from ui.derived import fmt_requests, kv_formula, memory_terms_table, placement_caption
 from ui.errors import shown_errors
-from ui.format import fmt_bytes, fmt_gib, fmt_int, fmt_max_model_len, kind_badge, kv_cache_metric
+from ui.format import fmt_bytes, fmt_gib, fmt_int, fmt_max_model_len, kind_badge, kv_cache_metric, plotted
 from ui.state import current_inputs
 from ui.sweeps import concurrency_vs_context, memory_plan, placement
 
@@ -63,7 +63,7 @@ cols[4].metric(
 )
 
 st.subheader("Memory per GPU")
-st.plotly_chart(charts.memory_bar(plan), key="plan_memory_bar")
+plotted(charts.memory_bar, plan, key="plan_memory_bar")
 terms = memory_terms_table(plan)
 st.dataframe(
     terms,
@@ -120,7 +120,7 @@ right.download_button(
 
 if len(layout.ranks) > 1:  # one GPU holds everything: nothing to picture
     st.subheader("Placement: which GPU holds what")
-    st.plotly_chart(charts.placement_map(layout), key="plan_placement")
+    plotted(charts.placement_map, layout, key="plan_placement")
     st.caption(placement_caption(layout))
 
 with shown_errors():
@@ -128,7 +128,7 @@ with shown_errors():
 left, right = st.columns(2)
 with left:
     st.subheader("Max concurrency vs context length")
-    st.plotly_chart(charts.concurrency_vs_context(sweep, res.max_model_len), key="plan_concurrency")
+    plotted(charts.concurrency_vs_context, sweep, res.max_model_len, key="plan_concurrency")
 with right:
     st.subheader("KV cache per token")
     kind_badge("exact")

@@ -5,7 +5,7 @@ import streamlit as st
 from ui import charts
 from ui.derived import ROOFLINE_FORMATS, ROOFLINE_LABELS, roofline_table
 from ui.errors import shown_errors
-from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, formatted_table, kind_badge
+from ui.format import fmt_bytes, fmt_flop_count, fmt_seconds, formatted_table, kind_badge, plotted
 from ui.state import current_inputs
 from ui.sweeps import roofline_stages
 
@@ -77,7 +77,7 @@ for stage in (prefill, decode):
                 f"{fmt_bytes(stage.total_bytes)} moved"
             )
 
-st.plotly_chart(charts.roofline_chart(hw, (prefill, decode), table), key="roofline_chart")
+plotted(charts.roofline_chart, hw, (prefill, decode), table, key="roofline_chart")
 st.caption(
     "Each point is one op per layer (identical layers grouped); all-reduce and the engine's step overhead "
     "move no HBM bytes and are only in the table."

@@ -20,7 +20,7 @@ from ui.derived import (
     probe_note,
 )
 from ui.errors import ShownError, describe, plain, shown_errors
-from ui.format import fmt_bytes, fmt_rate, fmt_seconds, fmt_usd, formatted_table, kind_badge
+from ui.format import fmt_bytes, fmt_rate, fmt_seconds, fmt_usd, formatted_table, kind_badge, plotted
 from ui.params import (
     WEIGHT_DTYPES,
     apply_to_sidebar,
@@ -250,7 +250,7 @@ with stats_tab:
         )
 with time_tab:
     if time_tab.open:
-        st.plotly_chart(charts.serving_timeline(result), key="simulate_timeline")
+        plotted(charts.serving_timeline, result, key="simulate_timeline")
         st.caption(
             f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
             f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} "
@@ -264,14 +264,26 @@ with shown_errors("Sweeping the request rate"):
     saturation, probes = rate_sweep(model, hw, sc, workload, slo, inputs.draft)
 left, right = st.columns(2)
 targets_by_metric = {t.metric: t.seconds for t in slo.targets} if slo else {}
-left.plotly_chart(
-    charts.latency_vs_rate(probes, "ttft_seconds", "TTFT (queueing included)", targets_by_metric.get("ttft"), rate),
-    key="simulate_ttft_chart",
-)
-right.plotly_chart(
-    charts.latency_vs_rate(probes, "tpot_seconds", "TPOT", targets_by_metric.get("tpot"), rate),
-    key="simulate_tpot_chart",
-)
+with left:
+    plotted(
+        charts.latency_vs_rate,
+        probes,
+        "ttft_seconds",
+        "TTFT (queueing included)",
+        targets_by_metric.get("ttft"),
+        rate,
+        key="simulate_ttft_chart",
+    )
+with right:
+    plotted(
+        charts.latency_vs_rate,
+        probes,
+        "tpot_seconds",
+        "TPOT",
+        targets_by_metric.get("tpot"),
+        rate,
+        key="simulate_tpot_chart",
+    )
 st.caption(
     f"One replica kept full serves {saturation:,.2f} req/s (its knee: the sustainable rate); the sweep stops at "
     f"{UTILIZATION_CAP:.0%} of it, beyond which the queue grows without bound. Each point measures the "
@@ -507,7 +519,7 @@ with table_tab:
         formatted_table(candidates_table(plan), CANDIDATE_FORMATS, hide_index=True, key="simulate_candidates")
 with pareto_tab:
     if pareto_tab.open:
-        st.plotly_chart(charts.pareto_chart(plan), key="simulate_pareto")
+        plotted(charts.pareto_chart, plan, key="simulate_pareto")
         st.caption(
             "Every simulated rate of every candidate (x: failed the SLO); the line joins the probes no other "
             "beats on both axes."

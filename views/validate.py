@@ -17,7 +17,7 @@ from planner.bench.report import CheckResult, Summary, ValidationReport
 from planner.hardware import load_profiles
 from ui import charts
 from ui.errors import ShownError, describe, plain
-from ui.format import fmt_bytes, fmt_count, fmt_seconds, kind_badge
+from ui.format import fmt_bytes, fmt_count, fmt_seconds, kind_badge, plotted
 from ui.params import apply_to_sidebar
 from ui.state import current_inputs
 from ui.validate import (
@@ -286,7 +286,7 @@ points = chart_points(report)
 if points.span is None:
     st.info("No check finished, so there is nothing to chart.", icon=":material/info:")
 else:
-    st.plotly_chart(charts.predicted_vs_measured(points, prof.prediction_kind), key="validate_chart")
+    plotted(charts.predicted_vs_measured, points, prof.prediction_kind, key="validate_chart")
     st.caption(
         "Points above the line took longer than predicted (the planner under-predicts); below it, less. "
         "Open circles: the same checks predicted with the calibrated factors."
