@@ -62,15 +62,17 @@ def test_the_table_is_part_of_the_key():
     assert b"2.0 ms" in _shown(at.run()) and _shown(at) != first
 
 
-def test_the_table_key_is_its_pickles_digest():
-    import pandas as pd
-
-    from ui.derived import digest
-
-    def table(t: float) -> pd.DataFrame:
-        return pd.DataFrame({"op": ["a", "b"], "t": [t, 0.5]})
-
-    assert digest(table(0.0012)) == digest(table(0.0012))  # rebuilt each rerun: one key
-    assert digest(table(0.0012)) != digest(table(0.0013))
-    assert digest(table(0.0012)) != digest(table(0.0012).rename(columns={"t": "seconds"}))
-    assert digest(lambda: 1) is None  # what does not pickle has no digest: the caller hashes it another way
+def test_the_arguments_are_part_of_the_key():
+    """The digest covers the keyword arguments too (a new column label is a new element, not the old one replayed)."""
+    script = SCRIPT.replace(
+        'hide_index=True, key="t")',
+        'hide_index=True, key="t", '
+        'column_config={"t": st.column_config.Column(st.session_state.get("label", "time"))})',
+    )
+    at = AppTest.from_string(script, default_timeout=30).run()
+    assert not at.exception
+    (frame,) = at.dataframe
+    assert "time" in frame.proto.columns and "seconds" not in frame.proto.columns
+    at.session_state["label"] = "seconds"
+    (frame,) = at.run().dataframe
+    assert "seconds" in frame.proto.columns and "time" not in frame.proto.columns

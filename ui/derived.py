@@ -140,8 +140,12 @@ def kv_formula(model: ModelSpec, resolved: Resolved) -> KVFormula:
     (sliding layers capped at their window) plus any fixed recurrent state.
     """
     specs = model.kv_specs(resolved.tp, resolved.kv_bytes_per_element)
-    groups = Counter(spec.model_dump_json() for spec in specs)
-    by_json = {spec.model_dump_json(): spec for spec in specs}
+    dumped: dict[int, str] = {}  # layers share spec objects: each distinct object is written out once
+    for spec in specs:
+        if id(spec) not in dumped:
+            dumped[id(spec)] = spec.model_dump_json()
+    groups = Counter(dumped[id(spec)] for spec in specs)
+    by_json = {dumped[id(spec)]: spec for spec in specs}
     lines = []
     for key, count in groups.items():
         spec = by_json[key]

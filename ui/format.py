@@ -99,8 +99,8 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
     the same arguments replays the element Streamlit built the first time, and only a new table is marshalled.
     Streamlit cannot hash functions, so the formatters enter the key by what they are (``_formats_key``: each
     one's code and the values it reads from outside), the functions themselves beside it unhashed; the table
-    enters it by its pickle's digest (``ui.derived.digest``, ~0.08 ms), not by Streamlit's own hashing of a
-    DataFrame (~2 ms a table on every rerun).
+    that key and the arguments enter it by their pickle's digest (``ui.derived.digest``, ~0.1 ms), not through
+    Streamlit's own hashing (~2 ms for a DataFrame, ~1.5 ms for a page's column_config, on every rerun).
 
     With pandas 3's default pyarrow-backed strings each column write also copies the column (10-18 ms for the
     Latency page's 22 x 12 table, 6-10 ms with Python-backed strings, for the same text), so the app's process
@@ -114,8 +114,12 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
     from ui.derived import digest
 
     formats = formats or {}
-    key = digest(table)  # Streamlit's own hashing of a DataFrame costs ~30 times a pickle's digest
-    _drawn(table if key is None else key, _formats_key(formats), table, formats, **kwargs)
+    formats_key = _formats_key(formats)
+    key = digest((table, formats_key, kwargs))  # Streamlit's own hashing of these costs ~30 times a pickle's digest
+    if key is None:
+        _drawn(table, formats_key, table, formats, {}, **kwargs)
+    else:
+        _drawn(key, None, table, formats, kwargs)
 
 
 def _formats_key(formats: dict[str, Callable[[Any], str]]) -> tuple:
@@ -173,16 +177,19 @@ def _plotted(digest: bytes, _builder: Callable[..., Any], _args: tuple, **kwargs
 @st.cache_data(show_spinner=False, max_entries=64)
 def _drawn(
     table_key: bytes | pd.DataFrame,
-    formats_key: tuple,
+    formats_key: tuple | None,
     _table: pd.DataFrame,
     _formats: dict[str, Callable[[Any], str]],
+    _kwargs: dict[str, Any],
     **kwargs: Any,
 ) -> None:
-    """``formatted_table``'s element, drawn once per distinct (table, formatters, arguments) and then replayed;
-    ``table_key`` is the table's digest (``ui.derived.digest``), or the table itself when it does not pickle."""
+    """``formatted_table``'s element, drawn once per distinct (table, formatters, arguments) and then replayed.
+    ``table_key`` is the digest of the table, its formatters' key and the arguments (``ui.derived.digest``; the
+    arguments come in ``_kwargs``, unhashed), or, when they do not pickle, the table itself beside
+    ``formats_key`` and the arguments in ``kwargs``, hashed by Streamlit."""
     from ui.derived import readable
 
-    st.dataframe(readable(_table, _formats), **kwargs)
+    st.dataframe(readable(_table, _formats), **_kwargs, **kwargs)
 
 
 def kind_badge(kind: str) -> None:

@@ -34,12 +34,12 @@ from planner.serve.workload import PoissonArrivals
 from planner.serve.workload import Workload as ServedWorkload
 from planner.verify.bench_results import BenchResult
 from planner.verify.scoring import Score, score
-from ui.sweeps import CACHE
+from ui.sweeps import CACHE, frozen_key
 
 _SERVING_MODELS = (ServedWorkload, SLO, CandidateSpace, SearchSettings, BenchResult, DisaggLayout)
 SIMULATION = {
     **CACHE,
-    "hash_funcs": {**CACHE["hash_funcs"], **dict.fromkeys(_SERVING_MODELS, lambda obj: obj.model_dump_json())},
+    "hash_funcs": {**CACHE["hash_funcs"], **dict.fromkeys(_SERVING_MODELS, frozen_key)},
     "show_spinner": "Simulating...",
     "max_entries": 64,
 }
