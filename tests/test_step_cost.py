@@ -145,6 +145,24 @@ def test_custom_allreduce_takes_small_messages_and_nccl_large_ones():
     assert step.allreduce_seconds(eff, 256 * 1024, 4, link, True) == pytest.approx(17.6e-6, rel=0.05)
 
 
+def test_allreduce_for_one_payload_equals_its_array_form_element_by_element():
+    """allreduce_seconds runs plain Python on one payload and numpy on arrays: one formula, equal on every case
+    (NVLink / PCIe / network, 2-8 ranks, custom on or off, in a graph or not, both sides of 1 MiB and 8 MiB)."""
+    hw = get_profile("h100-sxm")
+    eff = StepTimeModel(catalog_model("meta-llama/Llama-3.1-8B"), hw, Scenario()).eff
+    payloads = np.array([512.0, 64e3, 256 * 1024, 2**20, 3 * 2**20, 8 * 2**20, 64 * 2**20])
+    links = (step.Link.for_group(hw, 8), step.Link("pcie", 25e9), step.Link.for_group(hw, 16))
+    for link in links:
+        for ranks in (2, 4, 8):
+            for custom in (True, False):
+                for fit in (True, False):
+                    for graph in (True, False):
+                        array = step.allreduce_seconds(eff, payloads, ranks, link, custom, np.full(7, graph), fit)
+                        one = [step.allreduce_seconds(eff, float(p), ranks, link, custom, graph, fit) for p in payloads]
+                        assert all(isinstance(t, float) for t in one)
+                        assert array.tolist() == one, (link.kind, ranks, custom, fit, graph)
+
+
 def test_modern_vllm_decode_at_batch_1_is_near_the_memory_bound():
     """8B on H100, vLLM V1 with async scheduling: a batch-1 decode step within [1.0, 1.4] x bytes / bandwidth."""
     model, hw = catalog_model("meta-llama/Llama-3.1-8B"), get_profile("h100-sxm")

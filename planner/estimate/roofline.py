@@ -190,12 +190,34 @@ _ALLREDUCE, _ALLTOALL = step.KIND_CODES["allreduce"], step.KIND_CODES["alltoall"
 _COLLECTIVES = frozenset({_ALLREDUCE, _ALLTOALL})
 
 
+#: Kept signature tables (``Binder``), per (card, efficiency, sequences) object triple; oldest dropped first.
+SIGNATURE_TABLES = 64
+_SIGNATURE_TABLES: OrderedDict[tuple[int, int, int], tuple[Any, Any, dict]] = OrderedDict()
+
+
+def _signature_table(hw: HardwareProfile, eff: Efficiency, seqs: int) -> dict:
+    """The signature table of (card, efficiency, sequences), shared by every binder of them.
+
+    A signature's values are pure functions of the card, the efficiency factors and the step's sequence count
+    (``Binder._signature``), all frozen, so a table fills once and stays right. Keyed by the objects' identity
+    (the card registry and the engine profiles hand out the same objects while their files are unchanged); the
+    entry holds the objects, so an id is not reused while its table is kept."""
+    key = (id(hw), id(eff), seqs)
+    entry = _SIGNATURE_TABLES.get(key)
+    if entry is None or entry[0] is not hw or entry[1] is not eff:
+        entry = (hw, eff, {})
+        _SIGNATURE_TABLES[key] = entry
+        while len(_SIGNATURE_TABLES) > SIGNATURE_TABLES:
+            _SIGNATURE_TABLES.popitem(last=False)
+    return entry[2]
+
+
 class Binder:
     """``bind`` for the many ops of one step: the same ``planner.estimate.step`` calls, each made once per
-    distinct input within the step, since the functions are pure: what depends only on an op's math dtype,
-    kind, GEMM rows, kernels and graph replay (the card's dtype and peak, the achieved fractions, the launch
-    cost and the GPU floor) once per such signature, a collective once per payload. A binder lives for one
-    roofline call; it keeps nothing across calls."""
+    distinct input, since the functions are pure: what depends only on an op's math dtype, kind, GEMM rows,
+    kernels and graph replay (the card's dtype and peak, the achieved fractions, the launch cost and the GPU
+    floor) once per such signature, kept across calls per (card, efficiency, sequences) (``_signature_table``);
+    a collective once per payload within the binder, which lives for one roofline call."""
 
     def __init__(
         self,
@@ -207,7 +229,9 @@ class Binder:
         ep: int = 1,
     ) -> None:
         self.hw, self.eff, self.tp, self.engine, self.seqs, self.ep = hw, eff, tp, engine, seqs, ep
-        self._signatures: dict[tuple[str, int, int | None, int, bool], tuple[Any, ...]] = {}
+        self._signatures: dict[tuple[str, int, int | None, int, bool], tuple[Any, ...]] = _signature_table(
+            hw, eff, seqs
+        )
         self._collective: dict[tuple[int, float, int, bool], float] = {}
 
     def _signature(self, op_dtype: str, code: int, m: int | None, kernels: int, graphs: bool) -> tuple[Any, ...]:

@@ -245,17 +245,31 @@ def allreduce_seconds(
     ring_bytes_per_s = link.one_way_bytes_per_s * eff.allreduce_fraction / (2 * (ranks - 1) / ranks)
     # The fit holds over the measured 512 B - 1 MiB; above it the two-shot kernel streams at the link's
     # ring bandwidth, so the rest of the message is priced at that rate.
-    measured = np.minimum(payload_bytes, CUSTOM_ALLREDUCE_FIT_MAX_BYTES)
+    # one formula for a payload and for arrays of them: numpy's elementwise min / select, or Python's on floats
+    # (numpy costs ~10 us per call on a scalar, the roofline's case)
+    scalar = _ndim(payload_bytes) == 0 and _ndim(in_graph) == 0
+    minimum, select, both = (min, _select, _both) if scalar else (np.minimum, np.where, np.logical_and)
+    measured = minimum(payload_bytes, CUSTOM_ALLREDUCE_FIT_MAX_BYTES)
     custom = alpha + measured / (beta * scale) + (payload_bytes - measured) / ring_bytes_per_s
     ring = NCCL_LATENCY_SECONDS[link.kind] + payload_bytes / ring_bytes_per_s
-    ring = ring + np.where(in_graph, eff.nccl_graph_latency_seconds, 0.0)
+    ring = ring + select(in_graph, eff.nccl_graph_latency_seconds, 0.0)
     graph = CUSTOM_ALLREDUCE_GRAPH_LATENCY_SECONDS + (ranks - 1) * payload_bytes / (
         link.one_way_bytes_per_s * CUSTOM_ALLREDUCE_GRAPH_LINK_FRACTION
     )
-    custom = np.where(np.logical_and(in_graph, custom_graph_fit), np.minimum(graph, ring), custom)
+    custom = select(both(in_graph, custom_graph_fit), minimum(graph, ring), custom)
     use_custom = custom_allreduce_applies(payload_bytes, ranks, link, engine_has_custom)
-    out = np.where(use_custom, custom, ring)
+    out = select(use_custom, custom, ring)
     return float(out) if _ndim(out) == 0 else out
+
+
+def _select(condition: Any, if_true: Any, if_false: Any) -> Any:
+    """``np.where`` for one element (a Python truth value)."""
+    return if_true if condition else if_false
+
+
+def _both(a: Any, b: Any) -> bool:
+    """``np.logical_and`` for one element."""
+    return bool(a) and bool(b)
 
 
 def alltoall_seconds(eff: Efficiency, payload_bytes: Any, ranks: int, link: Link) -> Any:
