@@ -49,6 +49,28 @@ MAX_IMAGES_PER_REQUEST = 64
 MAX_IMAGE_SIDE = 16_384
 
 
+def image_size_text(data: object) -> object:
+    """A ``model_validator(mode="before")`` body: ``image_size`` written as 'WxH' (a workload file, the app's text
+    input) -> (W, H); anything else passes on for the field's own validation. ScenarioError for text that is not
+    WIDTHxHEIGHT, or a bare number (YAML reads an unquoted 0x10 as a hexadecimal one)."""
+    if not isinstance(data, dict):
+        return data
+    size = data.get("image_size")
+    if isinstance(size, int) and not isinstance(size, bool):
+        raise ScenarioError(
+            f"image_size {size}: expected WIDTHxHEIGHT in pixels (YAML reads an unquoted 0x... as a number).",
+            hint="For example image_size: 896x896, or quote it: image_size: '0x10'.",
+        )
+    if not isinstance(size, str):
+        return data
+    width, sep, height = size.lower().partition("x")
+    if not sep or not width.strip().isdigit() or not height.strip().isdigit():
+        raise ScenarioError(
+            f"image_size {size[:40]!r}: expected WIDTHxHEIGHT in pixels.", hint="For example image_size: 896x896."
+        )
+    return {**data, "image_size": (int(width), int(height))}
+
+
 class RequestShape(BaseModel):
     """What the requests look like, for latency and throughput: prompt and output lengths, and how many run together.
 
@@ -80,6 +102,12 @@ class RequestShape(BaseModel):
         description=f"Width and height of each image in pixels, 1 to {MAX_IMAGE_SIDE:,} each (--image-size WxH); "
         "default the encoder's native size (required for Qwen2.5-VL, whose tokens follow the image's size).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_size_text(cls, data: object) -> object:
+        """``image_size`` as 'WxH' (the app's text input, a scenario file) -> (W, H)."""
+        return image_size_text(data)
 
     @model_validator(mode="after")
     def _check_images(self) -> RequestShape:

@@ -362,3 +362,48 @@ def test_compare_costs_the_draft_model() -> None:
     core = estimate_latency(spec_of(), get_profile("h100-sxm"), sc, draft_model=spec_of("meta-llama/Llama-3.2-1B"))
     row = at.dataframe[-1].value.iloc[0]
     assert row["tokens_per_s"] == pytest.approx(core.throughput_tokens_per_s)
+
+
+# ----------------------------------------------------------------------------- images (vision-language models)
+
+VLM = "Qwen/Qwen3-VL-8B-Instruct"
+
+
+def test_images_from_the_sidebar_match_the_core_on_the_latency_page():
+    """2 images of 1280 x 720 with Qwen3-VL-8B: 880 tokens each, the encoder inside TTFT, as estimate_latency says."""
+    at = fresh("views/latency.py", {"model": VLM, "images": "2", "image": "1280x720"})
+    sc = scenario_from(at.session_state)
+    assert (sc.workload.images_per_request, sc.workload.image_size) == (2, (1280, 720))
+    core = estimate_latency(spec_of(VLM), get_profile("h100-sxm"), sc)
+    assert core.image_tokens_per_request == 2 * 880
+    assert metrics(at)["TTFT"] == fmt_seconds(core.ttft_seconds)
+    (note,) = [c.value for c in at.caption if c.value.startswith("Images:")]
+    assert "2 per request of 1280 x 720, 1,760 prompt tokens per request" in note
+    assert fmt_seconds(core.encoder_seconds) in note
+    text = estimate_latency(
+        spec_of(VLM),
+        get_profile("h100-sxm"),
+        sc.model_copy(
+            update={"workload": sc.workload.model_copy(update={"images_per_request": 0, "image_size": None})}
+        ),
+    )
+    assert core.ttft_seconds > text.ttft_seconds
+
+
+def test_the_image_size_is_ignored_without_images_and_travels_in_the_link():
+    at = fresh(None, {"model": VLM, "image": "896x896"})
+    assert not at.exception and not at.error
+    assert scenario_from(at.session_state).workload.image_size is None  # no image: the size says nothing
+    assert sidebar_updates({"workload": {"images_per_request": 3, "image_size": (640, 480)}}) == {
+        "images": 3,
+        "image": "640x480",
+    }
+
+
+def test_a_bad_image_size_or_a_text_model_with_images_is_an_error_not_a_traceback():
+    at = fresh(None, {"model": VLM, "images": "1"})
+    at.text_input(key="image").set_value("wide").run()
+    assert not at.exception
+    assert any("image\\_size 'wide'" in e.value and "WIDTHxHEIGHT" in e.value for e in at.error)
+    at = fresh(None, {"images": "1"})  # Llama-3.1-8B has no vision encoder
+    assert not at.exception and any("text-only model" in e.value for e in at.error)

@@ -32,6 +32,7 @@ from planner.model.quantization import NAMED_FORMATS
 from planner.model.sources import catalog_entries, check_remote_name
 from planner.scenario import (
     LORA_RANKS,
+    MAX_IMAGES_PER_REQUEST,
     MAX_LORAS,
     MAX_PARALLEL,
     MAX_SPECULATIVE_TOKENS,
@@ -39,6 +40,7 @@ from planner.scenario import (
     RequestShape,
     Scenario,
     SpeculativeDecoding,
+    image_size_text,
 )
 from ui.errors import plain
 
@@ -139,6 +141,19 @@ def _remote_name(text: str) -> str:
         return check_remote_name(text)
     except PlannerError as err:
         raise ValueError(err.message) from None
+
+
+def _image_size(text: str) -> str:
+    """An image size from a link or the text input: 'WxH' in pixels (as the core reads it), or '' for the
+    encoder's native size."""
+    text = text.strip().lower()
+    if not text:
+        return text
+    try:
+        width, height = image_size_text({"image_size": text})["image_size"]  # type: ignore[index]
+    except PlannerError as err:
+        raise ValueError(err.message) from None
+    return f"{width}x{height}"
 
 
 def _block(text: str) -> int | None:
@@ -271,6 +286,8 @@ PARAMS: tuple[Param, ...] = (
     _field("in", "workload.input_len", _int()),
     _field("out", "workload.output_len", _int()),
     _field("batch", "workload.batch_size", _int(1, 65536)),
+    _field("images", "workload.images_per_request", _int(0, MAX_IMAGES_PER_REQUEST)),
+    _field("image", "workload.image_size", _image_size, default=""),
     _field("spec", "speculative.method", _one_of(lambda: SPECULATIVE_METHODS), default="off"),
     _field(
         "spec_k",
@@ -341,7 +358,10 @@ def scenario_fields(values: dict[str, Any]) -> dict[str, Any]:
     for feature in FEATURES:
         off = values.get(feature.switch, BY_KEY[feature.switch].default) == feature.off
         fields[feature.field] = None if off else nested[feature.prefix]
-    return {**fields, "workload": RequestShape(**nested[WORKLOAD_PREFIX])}
+    workload = nested[WORKLOAD_PREFIX]
+    if not workload.get("images_per_request"):
+        workload["image_size"] = None  # the size says nothing while the requests carry no image
+    return {**fields, "workload": RequestShape(**workload)}
 
 
 def feature_values(feature: Feature, value: Any) -> dict[str, Any]:
@@ -376,6 +396,8 @@ def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
             updates.update(sidebar_updates({WORKLOAD_PREFIX + name: v for name, v in items.items()}))
         elif field in FEATURE_OF_FIELD:
             updates.update(feature_values(FEATURE_OF_FIELD[field], value))
+        elif field == WORKLOAD_PREFIX + "image_size":
+            updates[KEY_OF_FIELD[field]] = "" if value is None else f"{value[0]}x{value[1]}"
         elif field in KEY_OF_FIELD:
             updates[KEY_OF_FIELD[field]] = value
     return updates

@@ -10,6 +10,7 @@ import streamlit as st
 
 from planner.hardware import HardwareProfile, load_profiles
 from planner.model.spec import ModelSpec
+from planner.scenario import MAX_IMAGES_PER_REQUEST
 from ui import params
 from ui.errors import plain
 from ui.format import fmt_gib, kind_legend
@@ -275,6 +276,18 @@ def _workload_section() -> None:
     left.number_input("Input tokens", min_value=1, step=128, key="in", help=_help("in"))
     right.number_input("Output tokens", min_value=1, step=64, key="out", help=_help("out"))
     st.number_input("Batch / concurrency", min_value=1, step=1, key="batch", help=_help("batch"))
+    left, right = st.columns(2)
+    left.number_input(
+        "Images per request", min_value=0, max_value=MAX_IMAGES_PER_REQUEST, step=1, key="images", help=_help("images")
+    )
+    right.text_input(
+        "Image size (WxH)",
+        key="image",
+        placeholder="native",
+        disabled=not st.session_state.get("images"),
+        help=_help("image") + " Empty: the encoder's native size. Vision-language models only (the Plan page names "
+        "the encoder).",
+    )
 
 
 SPECULATIVE_LABELS = {

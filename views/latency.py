@@ -61,6 +61,14 @@ for result in (estimate, bound):
             fmt_rate(result.throughput_tokens_per_s_per_gpu, unit=""),
             help=type(result).model_fields["throughput_tokens_per_s_per_gpu"].description,
         )
+if estimate.image_tokens_per_request:
+    size = f"of {wl.image_size[0]} x {wl.image_size[1]}" if wl.image_size else "at the encoder's own size"
+    st.caption(
+        f"Images: {wl.images_per_request} per request {size}, {estimate.image_tokens_per_request:,} prompt tokens "
+        f"per request; the vision encoder takes {fmt_seconds(estimate.encoder_seconds or 0.0)} of the estimate's "
+        "TTFT. Host-side image preprocessing is not timed: against published Qwen3-VL runs this TTFT is ~2x too fast "
+        "on one request (docs/multimodal.md)."
+    )
 if starts and estimate.fits_in_kv_cache is False:
     st.warning(
         f"{wl.batch_size} request(s) of {wl.input_len:,} + {wl.output_len:,} tokens do not fit the planned KV "

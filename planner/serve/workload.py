@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.errors import ConfigError, ScenarioError
-from planner.scenario import MAX_IMAGE_SIDE, MAX_IMAGES_PER_REQUEST, MAX_TOKENS
+from planner.scenario import MAX_IMAGE_SIDE, MAX_IMAGES_PER_REQUEST, MAX_TOKENS, image_size_text
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 
@@ -267,22 +267,7 @@ class RequestClass(BaseModel):
     @classmethod
     def _image_size_text(cls, data: object) -> object:
         """``image_size: 896x896`` (a workload file's way to write it) -> (896, 896)."""
-        if not isinstance(data, dict):
-            return data
-        size = data.get("image_size")
-        if isinstance(size, int) and not isinstance(size, bool):  # YAML reads 0x10 as a hexadecimal number
-            raise ScenarioError(
-                f"image_size {size}: expected WIDTHxHEIGHT in pixels (YAML reads an unquoted 0x... as a number).",
-                hint="For example image_size: 896x896, or quote it: image_size: '0x10'.",
-            )
-        if not isinstance(size, str):
-            return data
-        width, sep, height = size.lower().partition("x")
-        if not sep or not width.strip().isdigit() or not height.strip().isdigit():
-            raise ScenarioError(
-                f"image_size {size[:40]!r}: expected WIDTHxHEIGHT in pixels.", hint="For example image_size: 896x896."
-            )
-        return {**data, "image_size": (int(width), int(height))}
+        return image_size_text(data)
 
     @model_validator(mode="after")
     def _check_images(self) -> RequestClass:
