@@ -333,3 +333,15 @@ def test_roofline_command_adds_the_image_tokens_to_the_sequence(capsys):
         d = json.loads(capsys.readouterr().out)
         assert d["seq_len"] == 512 + 256  # the prompt (or the context) holds the image's tokens
         assert any(r["group"].startswith("vision encoder") for r in d["layers"]) is encoder_rows
+
+
+def test_operating_points_count_the_images_tokens_in_each_requests_kv():
+    """The throughput profile sizes max-num-seqs by the requests the KV cache holds: each holds its text, its images'
+    tokens and its output (Qwen3-VL-8B, with_images' lengths: 512 + 2 x 880 + 64 = 2,336 tokens)."""
+    from planner.estimate.operating_points import throughput_profile
+
+    spec, hw = spec_of(QWEN3), get_profile("h100-sxm")
+    pictured = throughput_profile(spec, hw, with_images(2, (1280, 720), max_model_len=8192))
+    text_only = throughput_profile(spec, hw, with_images(0, max_model_len=8192))
+    assert "requests of 2,336 tokens" in pictured.rule and "requests of 576 tokens" in text_only.rule
+    assert pictured.max_num_seqs < text_only.max_num_seqs

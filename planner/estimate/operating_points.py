@@ -24,6 +24,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
+from planner.estimate import multimodal
 from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.roofline import efficiency_for
@@ -72,8 +73,10 @@ class ServingProfile(BaseModel):
     )
 
 
-def _tokens_per_request(sc: Scenario, max_model_len: int) -> int:
-    return max(1, min(sc.workload.input_len + sc.workload.output_len, max_model_len))
+def _tokens_per_request(model: ModelSpec, sc: Scenario, max_model_len: int) -> int:
+    """KV tokens one request holds at its end: its prompt (the text and its images' tokens) and its output."""
+    prompt = multimodal.prompt_tokens(model, sc, sc.workload.input_len)
+    return max(1, min(prompt + sc.workload.output_len, max_model_len))
 
 
 def _with_limits(sc: Scenario, seqs: int, tokens: int) -> Scenario:
@@ -133,7 +136,7 @@ def latency_profile(
     max_len = sc.max_model_len or model.max_position_embeddings  # as planner.estimate.resolve.resolve sets it
     start = sc.max_num_seqs or 1
     probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
-    per_request = _tokens_per_request(sc, max_len)
+    per_request = _tokens_per_request(model, sc, max_len)
     if sc.max_num_seqs:
         seqs = sc.max_num_seqs
         rule = f"max-num-seqs {seqs} as given"
@@ -183,7 +186,7 @@ def throughput_profile(
     start = sc.max_num_seqs or default_seqs
     max_len = sc.max_model_len or model.max_position_embeddings
     probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
-    per_request = _tokens_per_request(sc, max_len)
+    per_request = _tokens_per_request(model, sc, max_len)
     if sc.max_num_seqs:
         seqs = sc.max_num_seqs
         rule = f"max-num-seqs {seqs} as given"
