@@ -541,8 +541,8 @@ NOT_IN_THE_SIDEBAR = {
 """Scenario fields only the CLI sets (measured overrides, the engine version; --scheduling-policy, which orders
 request classes of a --workload-file, and the app simulates one class). The parallelism fields (--num-nodes, expert
 and data parallelism) are in the sidebar's Parallelism expander (tests/test_app_issue11.py)."""
-WORKLOAD_NOT_IN_THE_SIDEBAR = {"images_per_request", "image_size"}
-"""Workload fields only the CLI sets for now: images per request and their size (issue 12's multimodal part)."""
+WORKLOAD_NOT_IN_THE_SIDEBAR: set[str] = set()
+"""Workload fields only the CLI sets: none since the sidebar took images per request and their size (issue 12)."""
 LORA_NOT_IN_THE_SIDEBAR = {"max_cpu_loras", "lora_dtype", "adapter"}
 """LoRA fields only the CLI sets: the host cache (no GPU memory), the adapter dtype and an adapter_config.json."""
 
