@@ -36,6 +36,7 @@ NEW_MODELS = [
     ("Qwen/Qwen3-Next-80B-A3B-Instruct", 79_674_391_296, 3_874_929_408),
     ("zai-org/GLM-4.5-Air", 106_852_245_504, 13_424_123_904),
     ("zai-org/GLM-4.6", 352_797_814_784, 33_632_251_904),
+    ("deepseek-ai/DeepSeek-V3.2", 671_877_929_216, 38_403_807_488),
     ("microsoft/Phi-3.5-MoE-instruct", 41_873_153_344, 6_640_999_744),
     ("mistralai/Mamba-Codestral-7B-v0.1", 7_285_403_648, 7_285_403_648),
 ]
@@ -198,3 +199,62 @@ def test_unknown_dense_config_still_gets_the_labelled_generic_estimate():
         {**LLAMA, "model_type": "brand_new_llm", "num_experts": 1, "layer_types": ["full_attention"] * 32}, "new"
     )
     assert spec.generic and spec.total_params == 8_030_261_248
+
+
+# ----------------------------------------------------------------------------- DeepSeek-V3.2 (sparse attention)
+
+V32 = "deepseek-ai/DeepSeek-V3.2"
+
+
+def test_deepseek_v32_indexer_params_and_kv_by_hand():
+    """Per layer the indexer adds wq_b 1536 x 64 x 128, wk 7168 x 128, weights_proj 7168 x 64 and its LayerNorm
+    2 x 128 to V3's MLA; the cache holds the fp8_ds_mla latent (512 + 4 x 4 + 64 x 2 = 656 B, vLLM's default for
+    V3.2) and the indexer's keys (128 + 4 = 132 B), on every TP rank."""
+    v3, v32 = spec_for("deepseek-ai/DeepSeek-V3"), spec_for(V32)
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64 + 2 * 128
+    assert v32.total_params - v3.total_params == 61 * indexer
+    assert v32.default_kv_dtype == "fp8" and v3.default_kv_dtype == "bf16"
+    for tp in (1, 8):
+        assert v32.kv_bytes_per_token(1.0, tp) == 61 * (656 + 132)
+        assert v32.kv_bytes_per_token(2.0, tp) == 61 * (576 * 2 + 132)  # --kv-cache-dtype bfloat16
+    (mixer,) = {layer.mixer for layer in v32.layers}
+    assert (mixer.index_n_heads, mixer.index_head_dim, mixer.index_topk) == (64, 128, 2048)
+
+
+def test_deepseek_v32_decode_reads_the_top_k_latents_and_the_whole_index():
+    """Decode at 32,768 cached tokens: attention reads 2,048 latents per sequence, the indexer every key; below
+    2,048 tokens both read the whole context."""
+    from planner.model.ops import StepShape
+
+    (mixer,) = {layer.mixer for layer in spec_for(V32).layers}
+
+    def op(ops, prefix):
+        (found,) = [o for o in ops if o.name.startswith(prefix)]
+        return found
+
+    long = mixer.ops(
+        StepShape(num_seqs=4, query_len=1, context_len=32_768, causal=False, tp=8, kv_bytes_per_element=1.0)
+    )
+    assert op(long, "mla.sparse score").kv_bytes == 4 * 2048 * 656
+    assert op(long, "indexer.logits").kv_bytes == 4 * 32_768 * 132
+    assert op(long, "indexer.logits").flops == 2.0 * 64 * 128 * 4 * 32_768 + 2.0 * 64 * 4 * 32_768  # every rank
+    short = mixer.ops(
+        StepShape(num_seqs=4, query_len=1, context_len=1000, causal=False, tp=8, kv_bytes_per_element=1.0)
+    )
+    assert op(short, "mla.sparse score").kv_bytes == 4 * 1000 * 656
+
+
+def test_deepseek_v32_sparse_pairs_cap_each_query_at_top_k():
+    from planner.model.ops import StepShape
+
+    (mixer,) = {layer.mixer for layer in spec_for(V32).layers}
+
+    def pairs(q, c):
+        return mixer.sparse_pairs_per_seq(StepShape(num_seqs=1, query_len=q, context_len=c, causal=True))
+
+    assert pairs(1, 100) == 100 and pairs(1, 10_000) == 2048
+    assert pairs(4096, 4096) == sum(min(i + 1, 2048) for i in range(4096))  # a prefill from scratch
+    assert pairs(512, 3000) == sum(min(3000 - 512 + i + 1, 2048) for i in range(512))  # a chunk after 2,488 tokens
+    # a prefill no longer than top-k runs vLLM's dense MHA mode: plain MLA ops plus the indexer
+    dense = mixer.ops(StepShape(num_seqs=1, query_len=2048, context_len=2048, causal=True))
+    assert any(o.name == "mla.kv_b_proj" for o in dense) and any(o.name.startswith("indexer.") for o in dense)

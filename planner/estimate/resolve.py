@@ -17,6 +17,7 @@ from planner.engine import DEFAULT_ENGINE, MoeWeightLayout, resolve_engine
 from planner.errors import ScenarioError
 from planner.estimate import placement
 from planner.hardware import HardwareProfile
+from planner.model.layers import MLA
 from planner.model.quantization import WeightFormat, canonical_dtype, resolve_formats
 from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, LoRA, Scenario, default_batch_limits
@@ -165,7 +166,7 @@ def _expert_layout(formats: dict[str, WeightFormat], hw: HardwareProfile, sc: Sc
 def _has_mla(model: ModelSpec) -> bool:
     memo = derived(model)
     if "has_mla" not in memo:
-        memo["has_mla"] = any(layer.mixer.kind == "mla" for layer in model.layers)
+        memo["has_mla"] = any(isinstance(layer.mixer, MLA) for layer in model.layers)  # sparse MLA too
     return memo["has_mla"]
 
 

@@ -19,7 +19,17 @@ from typing import Any, ClassVar
 
 from planner.errors import ConfigError, UnknownArchitectureError
 from planner.model import encoders, validation
-from planner.model.layers import MLA, Attention, DecoderLayer, DenseMLP, GatedDeltaNet, Mamba, Mamba2, MoE
+from planner.model.layers import (
+    MLA,
+    Attention,
+    DecoderLayer,
+    DenseMLP,
+    GatedDeltaNet,
+    Mamba,
+    Mamba2,
+    MoE,
+    SparseMLA,
+)
 from planner.model.quantization import canonical_dtype, checkpoint_quantization
 from planner.model.spec import ModelSpec
 
@@ -187,6 +197,9 @@ class DecoderFamily:
     def lm_head_bias(self, cfg: Cfg) -> bool:
         return False
 
+    #: What vLLM's --kv-cache-dtype auto gives when it is not the model dtype (``ModelSpec.kv_auto_dtype``).
+    kv_auto_dtype: ClassVar[str | None] = None
+
     # ---------------------------------------------------------------------- build
 
     def build(self, raw: dict[str, Any], name: str) -> ModelSpec:
@@ -228,6 +241,7 @@ class DecoderFamily:
             config_dtype=cfg.get("dtype", "torch_dtype"),
             quantization=checkpoint_quantization(raw),
             warnings=tuple(notes),
+            kv_auto_dtype=self.kv_auto_dtype,
         )
 
 
@@ -452,7 +466,7 @@ class DeepseekFamily(DecoderFamily):
     (num_nextn_predict_layers) are not part of the main model and are not counted.
     """
 
-    model_types = ("deepseek_v2", "deepseek_v3")
+    model_types: ClassVar[tuple[str, ...]] = ("deepseek_v2", "deepseek_v3")  # annotated: V3.2 lists its own
     defaults = {"tie_word_embeddings": False, "first_k_dense_replace": 0, "moe_layer_freq": 1, "n_shared_experts": 0}
 
     def required(self):
@@ -482,6 +496,28 @@ class DeepseekFamily(DecoderFamily):
             experts_per_token=cfg.int("num_experts_per_tok"),
             expert_intermediate_size=moe_width,
             shared_intermediate_size=moe_width * cfg.int("n_shared_experts", default=0),
+        )
+
+
+class DeepseekV32Family(DeepseekFamily):
+    """DeepSeek-V3.2: V3's layers with DeepSeek sparse attention (``SparseMLA``: a lightning indexer picks the
+    index_topk cached tokens each query attends). vLLM's --kv-cache-dtype auto is fp8 for it, in the fp8_ds_mla
+    layout ("The default config uses a custom fp8 kvcache", vllm-project/recipes DeepSeek/DeepSeek-V3_2.md)."""
+
+    model_types = ("deepseek_v32",)
+    defaults = {**DeepseekFamily.defaults, "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+    kv_auto_dtype = "fp8"
+
+    def required(self):
+        return super().required() + ("q_lora_rank",)
+
+    def attention(self, cfg, i, window):
+        mla = super().attention(cfg, i, window)
+        return SparseMLA(
+            **mla.model_dump(exclude={"kind"}),
+            index_n_heads=cfg.int("index_n_heads"),
+            index_head_dim=cfg.int("index_head_dim"),
+            index_topk=cfg.int("index_topk"),
         )
 
 
@@ -965,6 +1001,7 @@ FAMILY_CLASSES: tuple[type[DecoderFamily], ...] = (
     Phi3Family,
     GptOssFamily,
     DeepseekFamily,
+    DeepseekV32Family,
     GptNeoxFamily,
     Gpt2Family,
     OptFamily,

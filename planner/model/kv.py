@@ -73,6 +73,10 @@ class KVSpec(BaseModel):
         raise NotImplementedError
 
 
+#: fp8_ds_mla: one fp32 scale per this many latent values (FlashMLA's layout: 4 scales for the 512).
+FP8_DS_MLA_SCALE_GROUP = 128
+
+
 def _layers(n: int) -> str:
     return f"{n} layer{'s' if n != 1 else ''}"
 
@@ -126,6 +130,46 @@ class MLAKV(FullAttentionKV):
         return (
             f"{text} = {layers * self.bytes_per_token:,} B/token",
             "MLA: one compressed latent per token, not split by tensor parallelism",
+        )
+
+
+class SparseMLAKV(MLAKV):
+    """DeepSeek sparse attention (V3.2): the MLA latent plus the lightning indexer's key cache, per token.
+
+    vLLM registers two caches per layer, both ``MLAAttentionSpec`` (one vector per token, not split by TP): the
+    latent, in DeepSeek's ``fp8_ds_mla`` layout when the cache is fp8 (its default for V3.2, ``--kv-cache-dtype
+    auto``: kv_lora_rank fp8 values, one fp32 scale per 128 of them, the rope dims in bf16: 512 + 16 + 128 = 656 B,
+    ``FlashMLASparseBackend.get_kv_cache_shape``), else kv_lora_rank + rope elements of the cache dtype; and the
+    indexer's keys, ``DeepseekV32IndexerCache`` of index_head_dim fp8 bytes plus a 4-byte scale per 128
+    (128 + 4 = 132 B, ``deepseek_v2.py``)."""
+
+    kind: Literal["sparse_mla"] = "sparse_mla"  # type: ignore[assignment]  # its own tag in the union
+    rope_dim: int = Field(description="qk_rope_head_dim: the rope part of the latent (bf16 in the fp8 layout).")
+    index_bytes: int = Field(description="Bytes of the indexer's key cache per token (132 for V3.2).")
+
+    @property
+    def latent_bytes(self) -> int:
+        """The latent's bytes per token: the fp8_ds_mla layout at 1 byte per element, else dtype x width."""
+        if self.dtype_bytes == 1:
+            r = self.head_dim - self.rope_dim
+            return r + (r // FP8_DS_MLA_SCALE_GROUP) * 4 + self.rope_dim * 2
+        return int(self.head_dim * self.dtype_bytes)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.latent_bytes + self.index_bytes
+
+    def describe(self, layers: int) -> tuple[str, str]:
+        latent = (
+            f"{self.latent_bytes} B fp8_ds_mla latent"
+            if self.dtype_bytes == 1
+            else f"{self.head_dim} x {_elt(self.dtype_bytes)} latent"
+        )
+        return (
+            f"{_layers(layers)} x ({latent} + {self.index_bytes} B indexer keys) = "
+            f"{layers * self.bytes_per_token:,} B/token",
+            "DeepSeek sparse attention: the MLA latent and the lightning indexer's fp8 keys, not split by tensor "
+            "parallelism; attention reads at most index_topk of the latents per query",
         )
 
 

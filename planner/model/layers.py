@@ -18,10 +18,18 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.errors import ScenarioError
-from planner.model.kv import MLAKV, ChunkedLocalKV, FullAttentionKV, KVSpec, MambaStateKV, SlidingWindowKV
+from planner.errors import ConfigError, ScenarioError
+from planner.model.kv import (
+    MLAKV,
+    ChunkedLocalKV,
+    FullAttentionKV,
+    KVSpec,
+    MambaStateKV,
+    SlidingWindowKV,
+    SparseMLAKV,
+)
 from planner.model.ops import (
     W8A8_DTYPES,
     LoRALinear,
@@ -337,6 +345,149 @@ class MLA(_Block):
         ]
 
 
+#: Bytes per token of DeepSeek-V3.2's indexer key cache: index_head_dim fp8 values and one 4-byte scale per 128
+#: (vLLM ``DeepseekV32IndexerCache(head_dim=idx_dim + idx_dim // 128 * 4, dtype=uint8)``).
+INDEX_SCALE_GROUP = 128
+
+
+class SparseMLA(MLA):
+    """DeepSeek sparse attention (DSA, DeepSeek-V3.2): MLA whose queries attend only the ``index_topk`` cached
+    tokens a lightning indexer picks.
+
+    Params: MLA's, plus the indexer: wq_b q_lora_rank x (index_n_heads x index_head_dim), wk h x index_head_dim,
+    k_norm (LayerNorm) 2 x index_head_dim, weights_proj h x index_n_heads (transformers 5.24.0
+    ``DeepseekV32Indexer``). vLLM builds the indexer's linears replicated (``ReplicatedLinear``): every TP rank
+    holds and runs all of it.
+    Work per step: the indexer projects each new token (q from the query latent, k and the head weights from the
+    hidden state) and scores it against every cached key (index_n_heads x index_head_dim per pair, fp8 in
+    DeepGEMM's ``fp8_mqa_logits``), then attention runs over at most index_topk latents per query, in the
+    absorbed (MQA) form. A prefill no longer than index_topk runs plain MLA (vLLM ``use_dense_mha``: "for
+    short-sequence prefilling ... a masked MHA mode to simulate DSA")."""
+
+    kind: Literal["sparse_mla"] = "sparse_mla"  # type: ignore[assignment]
+    index_n_heads: int = Field(gt=0, description="Indexer heads (index_n_heads: 64).")
+    index_head_dim: int = Field(gt=0, description="Indexer head size (index_head_dim: 128).")
+    index_topk: int = Field(gt=0, description="Cached tokens each query attends (index_topk: 2048).")
+
+    @model_validator(mode="after")
+    def _indexer_reads_the_query_latent(self) -> SparseMLA:
+        if self.q_lora_rank is None:
+            raise ConfigError(
+                "index_topk (DeepSeek sparse attention) without q_lora_rank: the indexer's queries come from the "
+                "query latent, so a sparse-attention config needs q_lora_rank.",
+                hint="Compare q_lora_rank with the model's config.json on the Hub (1536 for DeepSeek-V3.2).",
+            )
+        return self
+
+    @property
+    def query_latent(self) -> int:
+        """q_lora_rank, which a sparse-attention layer always has (``_indexer_reads_the_query_latent``)."""
+        assert self.q_lora_rank is not None
+        return self.q_lora_rank
+
+    def param_groups(self) -> list[ParamGroup]:
+        (mla,) = super().param_groups()
+        h, n, d = self.hidden_size, self.index_n_heads, self.index_head_dim
+        indexer = self.query_latent * n * d + h * d + h * n
+        return [
+            mla.model_copy(update={"replicated_linear": mla.replicated_linear + indexer, "other": mla.other + 2 * d})
+        ]
+
+    @property
+    def index_bytes_per_token(self) -> int:
+        return self.index_head_dim + self.index_head_dim // INDEX_SCALE_GROUP * 4
+
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> SparseMLAKV:
+        return SparseMLAKV(
+            kv_heads=1,
+            head_dim=self.kv_lora_rank + self.qk_rope_head_dim,
+            head_dim_v=0,
+            dtype_bytes=kv_bytes_per_element,
+            rope_dim=self.qk_rope_head_dim,
+            index_bytes=self.index_bytes_per_token,
+        )
+
+    def sparse_pairs_per_seq(self, shape: StepShape) -> float:
+        """(query, key) pairs per sequence with each query's keys capped at index_topk: query i of the step sees
+        c - q + i + 1 keys (c the context after the step, q its new tokens), at most k of them."""
+        q, c, k = shape.query_len, shape.context_len, self.index_topk
+        first = c - q + 1  # keys the step's first query sees
+        if first >= k:
+            return float(q * k)
+        below = min(q, k - first + 1)  # queries that see fewer than k keys: first, first + 1, ...
+        return below * first + below * (below - 1) / 2 + (q - below) * k
+
+    def ops(self, shape: StepShape) -> list[Op]:
+        if shape.causal and shape.context_len <= self.index_topk:
+            return super().ops(shape) + self._indexer_ops(shape)  # vLLM's dense MHA mode: no key is dropped
+        h, H = self.hidden_size, self.num_heads
+        T = shape.tokens
+        nope, rope, v, r = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, self.kv_lora_rank
+        latent_bytes = self.kv_spec(shape.tp, shape.kv_bytes_per_element, shape.state_bytes).latent_bytes
+        ops = [
+            gemm(shape, "mla.q_a_proj", "attention", T, self.query_latent, h, sharded=False),
+            gemm(shape, "mla.q_b_proj", "attention", T, H * (nope + rope), self.query_latent),
+            gemm(shape, "mla.kv_a_proj", "attention", T, r + rope, h, sharded=False),
+            Op(name="mla.latent_cache_write", kind="elementwise", flops=0.0, kv_bytes=T * latent_bytes),
+            *self._indexer_ops(shape),
+            gemm(shape, "mla.q_absorb (W_UK)", "attention", T, H * r, nope),
+            *self._sparse_attention_ops(shape, latent_bytes),
+            gemm(shape, "mla.v_absorb (W_UV)", "attention", T, H * v, r),
+            gemm(shape, "mla.o_proj", "attention", T, h, H * v),
+        ]
+        return ops
+
+    def _indexer_ops(self, shape: StepShape) -> list[Op]:
+        """The lightning indexer on every rank (replicated): its projections, its key-cache write, and the fp8
+        scores of every new token against every cached key (causal pairs), then the top-k pick."""
+        h, n, d = self.hidden_size, self.index_n_heads, self.index_head_dim
+        T, B = shape.tokens, shape.num_seqs
+        pairs = B * shape.attended_pairs_per_seq()
+        return [
+            gemm(shape, "indexer.wq_b", "attention", T, n * d, self.query_latent, sharded=False),
+            gemm(shape, "indexer.wk", "attention", T, d, h, sharded=False),
+            gemm(shape, "indexer.weights_proj", "attention", T, n, h, sharded=False),
+            Op(
+                name="indexer.key_cache_write",
+                kind="elementwise",
+                flops=0.0,
+                kv_bytes=T * self.index_bytes_per_token,
+            ),
+            Op(
+                name="indexer.logits (fp8 MQA over every cached key)",
+                kind="attention",
+                flops=2.0 * n * d * pairs + 2.0 * n * pairs,
+                kv_bytes=B * shape.context_len * self.index_bytes_per_token,
+                compute_dtype="fp8",
+            ),
+            Op(name="indexer.top-k", kind="elementwise", flops=2.0 * pairs, activation_bytes=pairs * 4.0),
+        ]
+
+    def _sparse_attention_ops(self, shape: StepShape, latent_bytes: float) -> list[Op]:
+        """Absorbed attention over at most index_topk latents per query (FlashMLA's sparse kernel)."""
+        r, rope = self.kv_lora_rank, self.qk_rope_head_dim
+        T, B, H_r = shape.tokens, shape.num_seqs, self.num_heads / shape.tp
+        pairs = self.sparse_pairs_per_seq(shape)
+        gathered = B * min(shape.context_len, self.index_topk * shape.query_len)
+        return [
+            Op(
+                name="mla.sparse score (QK^T over the top-k)",
+                kind="attention",
+                flops=2.0 * B * H_r * pairs * (r + rope),
+                kv_bytes=gathered * latent_bytes,
+                activation_bytes=T * H_r * (r + rope) * shape.act_bytes,
+            ),
+            Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0),
+            Op(
+                name="mla.sparse value (PV)",
+                kind="attention",
+                flops=2.0 * B * H_r * pairs * r,
+                kernels=0,
+                activation_bytes=T * H_r * r * shape.act_bytes,
+            ),
+        ]
+
+
 class Mamba(_Block):
     """Mamba-1 selective-state-space mixer (Mamba, Jamba).
 
@@ -519,7 +670,7 @@ class GatedDeltaNet(_Block):
         ]
 
 
-Mixer = Annotated[Attention | MLA | Mamba | Mamba2 | GatedDeltaNet, Field(discriminator="kind")]
+Mixer = Annotated[Attention | MLA | SparseMLA | Mamba | Mamba2 | GatedDeltaNet, Field(discriminator="kind")]
 
 
 # ------------------------------------------------------------------------------------- FFNs

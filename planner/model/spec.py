@@ -84,6 +84,12 @@ class ModelSpec(BaseModel):
         description="Checkpoint dtype as served: bf16, fp16 (fp32 checkpoints are served in bf16 by vLLM)."
     )
     config_dtype: str | None = Field(None, description="dtype / torch_dtype as written in config.json, if any.")
+    kv_auto_dtype: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The KV-cache dtype vLLM's --kv-cache-dtype auto picks when it is not the model dtype (fp8 for "
+        "DeepSeek-V3.2: its fp8_ds_mla cache); None: the model dtype.",
+    )
     quantization: QuantizationSpec | None = Field(None, description="The checkpoint's quantization, if any.")
     warnings: tuple[str, ...] = Field((), description="Things the parser had to assume, shown to the user.")
     encoder: VisionEncoderSpec | None = Field(
@@ -163,8 +169,9 @@ class ModelSpec(BaseModel):
 
     @property
     def default_kv_dtype(self) -> str:
-        """KV dtype with --kv-cache-dtype auto: the model dtype."""
-        return self.dtype
+        """KV dtype with --kv-cache-dtype auto: the model dtype, unless the architecture's engine default differs
+        (``kv_auto_dtype``)."""
+        return self.kv_auto_dtype or self.dtype
 
     def kv_specs(self, tp: int = 1, kv_bytes_per_element: float = 2.0) -> list[KVSpec]:
         """One cache spec per layer, per TP rank (state in the model dtype)."""

@@ -177,7 +177,7 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ),
     ModelMatch(r"glm-4\.5-air", "zai-org/GLM-4.5-Air", "-FP8 re-upload keeps GLM-4.5-Air's shapes"),
     ModelMatch(r"glm-4\.6", "zai-org/GLM-4.6", "-FP8 re-upload keeps GLM-4.6's shapes"),
-    ModelMatch(r"deepseek-v3\.2", None, "DeepSeek-V3.2 (DeepSeek Sparse Attention; the catalog has V3 only)"),
+    ModelMatch(r"deepseek-v3\.2", "deepseek-ai/DeepSeek-V3.2", "-Exp keeps V3.2's shapes"),
     ModelMatch(r"ministral-3-8b", None, "Ministral-3-8B"),
 )
 
