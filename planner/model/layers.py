@@ -320,23 +320,35 @@ class MLA(_Block):
         ops.append(gemm(shape, "mla.o_proj", "attention", T, h, H * v))
         return ops
 
-    def _attention_ops(self, shape: StepShape, qk_dim: int, v_dim: int, latent_bytes: float) -> list[Op]:
+    def _attention_ops(
+        self,
+        shape: StepShape,
+        qk_dim: int,
+        v_dim: int,
+        latent_bytes: float,
+        pairs: float | None = None,
+        read_tokens: float | None = None,
+        sparse: bool = False,
+    ) -> list[Op]:
         """Score, softmax and value over the cached latent, with ``qk_dim``-wide queries and keys and
         ``v_dim``-wide values per head: nope + rope and v_head_dim expanded, kv_lora_rank + rope and
-        kv_lora_rank absorbed."""
+        kv_lora_rank absorbed. ``pairs`` (per sequence) and ``read_tokens`` (latents read, all sequences)
+        default to every causal pair and every cached token; sparse attention passes its top-k's."""
         T, B, H_r = shape.tokens, shape.num_seqs, self.num_heads / shape.tp
-        pairs = shape.attended_pairs_per_seq()
+        pairs = shape.attended_pairs_per_seq() if pairs is None else pairs
+        read_tokens = B * shape.context_len if read_tokens is None else read_tokens
+        what = "sparse " if sparse else ""
         return [
             Op(
-                name="mla.score (QK^T)",
+                name=f"mla.{what}score (QK^T{' over the top-k' if sparse else ''})",
                 kind="attention",
                 flops=2.0 * B * H_r * pairs * qk_dim,
-                kv_bytes=B * shape.context_len * latent_bytes,
+                kv_bytes=read_tokens * latent_bytes,
                 activation_bytes=T * H_r * qk_dim * shape.act_bytes,
             ),
             Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0),
             Op(
-                name="mla.value (PV)",
+                name=f"mla.{what}value (PV)",
                 kind="attention",
                 flops=2.0 * B * H_r * pairs * v_dim,
                 kernels=0,
@@ -464,28 +476,13 @@ class SparseMLA(MLA):
         ]
 
     def _sparse_attention_ops(self, shape: StepShape, latent_bytes: float) -> list[Op]:
-        """Absorbed attention over at most index_topk latents per query (FlashMLA's sparse kernel)."""
+        """Absorbed attention over at most index_topk latents per query (FlashMLA's sparse kernel); the latents read
+        are the distinct ones the step's queries pick, at most the context."""
         r, rope = self.kv_lora_rank, self.qk_rope_head_dim
-        T, B, H_r = shape.tokens, shape.num_seqs, self.num_heads / shape.tp
-        pairs = self.sparse_pairs_per_seq(shape)
-        gathered = B * min(shape.context_len, self.index_topk * shape.query_len)
-        return [
-            Op(
-                name="mla.sparse score (QK^T over the top-k)",
-                kind="attention",
-                flops=2.0 * B * H_r * pairs * (r + rope),
-                kv_bytes=gathered * latent_bytes,
-                activation_bytes=T * H_r * (r + rope) * shape.act_bytes,
-            ),
-            Op(name="mla.softmax", kind="attention", flops=5.0 * B * H_r * pairs, kernels=0),
-            Op(
-                name="mla.sparse value (PV)",
-                kind="attention",
-                flops=2.0 * B * H_r * pairs * r,
-                kernels=0,
-                activation_bytes=T * H_r * r * shape.act_bytes,
-            ),
-        ]
+        read = shape.num_seqs * min(shape.context_len, self.index_topk * shape.query_len)
+        return self._attention_ops(
+            shape, r + rope, r, latent_bytes, self.sparse_pairs_per_seq(shape), read, sparse=True
+        )
 
 
 class Mamba(_Block):
