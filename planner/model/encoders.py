@@ -506,12 +506,13 @@ class QwenDynamicVision(VisionEncoder):
         """max_tokens_per_image x merge^2: 65,536 (Qwen2.5-VL)."""
         return self.max_tokens_per_image * self.spatial_merge_size**2
 
-    def merger_ops(self, shape: StepShape, name: str, tokens: int) -> list[Op]:
-        """One patch merger over ``tokens`` merged tokens: fc1 (4h -> 4h) and fc2 (4h -> the LLM width)."""
+    def merger_ops(self, shape: StepShape, names: tuple[str, str], tokens: int) -> list[Op]:
+        """One patch merger over ``tokens`` merged tokens, its two linears named as the checkpoint's modules:
+        the first 4h -> 4h, the second 4h -> the LLM width."""
         merged = self.merged_width
         return [
-            _linear(shape, f"{name}.fc1", tokens, merged, merged),
-            _linear(shape, f"{name}.fc2", tokens, self.out_hidden_size, merged),
+            _linear(shape, names[0], tokens, merged, merged),
+            _linear(shape, names[1], tokens, self.out_hidden_size, merged),
         ]
 
 
@@ -554,7 +555,7 @@ class Qwen25Vision(QwenDynamicVision):
         k = self.num_channels * self.temporal_patch_size * self.patch_size**2
         return [
             _linear(shape, "patch_embed (conv3d)", patches, self.hidden_size, k, sharded=False),
-            *self.merger_ops(shape, "merger.mlp", tokens),
+            *self.merger_ops(shape, ("merger.mlp.0", "merger.mlp.2"), tokens),
         ]
 
 
@@ -606,10 +607,11 @@ class Qwen3Vision(QwenDynamicVision):
             elementwise(
                 shape, "pos_embed (bilinear interpolation: 4 rows read, 1 written)", patches * h, 7.0, passes=5.0
             ),
-            *self.merger_ops(shape, "merger", tokens),
+            *self.merger_ops(shape, ("merger.linear_fc1", "merger.linear_fc2"), tokens),
         ]
         for i in self.deepstack_visual_indexes:
-            ops += self.merger_ops(shape, f"deepstack_merger[{i}]", tokens)
+            names = (f"deepstack_merger[{i}].linear_fc1", f"deepstack_merger[{i}].linear_fc2")
+            ops += self.merger_ops(shape, names, tokens)
         return ops
 
 
