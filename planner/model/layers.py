@@ -298,7 +298,7 @@ class MLA(_Block):
         h, H = self.hidden_size, self.num_heads
         T, B = shape.tokens, shape.num_seqs
         nope, rope, v, r = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, self.kv_lora_rank
-        latent_bytes = (r + rope) * shape.kv_bytes_per_element
+        latent_bytes = self.latent_bytes(shape)
         ops: list[Op] = []
         if self.q_lora_rank is None:
             ops.append(gemm(shape, "mla.q_proj", "attention", T, H * (nope + rope), h))
@@ -307,7 +307,8 @@ class MLA(_Block):
             ops.append(gemm(shape, "mla.q_b_proj", "attention", T, H * (nope + rope), self.q_lora_rank))
         ops.append(gemm(shape, "mla.kv_a_proj", "attention", T, r + rope, h, sharded=False))
         ops.append(Op(name="mla.latent_cache_write", kind="elementwise", flops=0.0, kv_bytes=T * latent_bytes))
-        if shape.causal:
+        ops += self.selection_ops(shape)
+        if self.expanded(shape):
             # Expanded: up-project every context token's latent to per-head K (nope) and V.
             ctx_tokens = B * shape.context_len
             ops.append(gemm(shape, "mla.kv_b_proj", "attention", ctx_tokens, H * (nope + v), r))
@@ -315,10 +316,28 @@ class MLA(_Block):
         else:
             # Absorbed: queries move into the latent space, attention runs over the cached latent.
             ops.append(gemm(shape, "mla.q_absorb (W_UK)", "attention", T, H * r, nope))
-            ops += self._attention_ops(shape, r + rope, r, latent_bytes)
+            ops += self._attention_ops(shape, r + rope, r, latent_bytes, **self.absorbed_span(shape))
             ops.append(gemm(shape, "mla.v_absorb (W_UV)", "attention", T, H * v, r))
         ops.append(gemm(shape, "mla.o_proj", "attention", T, h, H * v))
         return ops
+
+    # What sparse attention (``SparseMLA``) changes in these ops; plain MLA's answers below.
+
+    def latent_bytes(self, shape: StepShape) -> float:
+        """Bytes of one token's cached latent: kv_lora_rank + rope elements of the cache dtype."""
+        return (self.kv_lora_rank + self.qk_rope_head_dim) * shape.kv_bytes_per_element
+
+    def selection_ops(self, shape: StepShape) -> list[Op]:
+        """Ops that pick the keys each query attends (none: every cached token)."""
+        return []
+
+    def expanded(self, shape: StepShape) -> bool:
+        """Whether the step runs the expanded (per-head K and V) form: a prefill; decode runs absorbed."""
+        return shape.causal
+
+    def absorbed_span(self, shape: StepShape) -> dict[str, Any]:
+        """``_attention_ops``' pairs and latents read in the absorbed form (none given: every causal pair)."""
+        return {}
 
     def _attention_ops(
         self,
@@ -429,25 +448,22 @@ class SparseMLA(MLA):
         below = min(q, k - first + 1)  # queries that see fewer than k keys: first, first + 1, ...
         return below * first + below * (below - 1) / 2 + (q - below) * k
 
-    def ops(self, shape: StepShape) -> list[Op]:
-        if shape.causal and shape.context_len <= self.index_topk:
-            return super().ops(shape) + self._indexer_ops(shape)  # vLLM's dense MHA mode: no key is dropped
-        h, H = self.hidden_size, self.num_heads
-        T = shape.tokens
-        nope, rope, v, r = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, self.kv_lora_rank
-        latent_bytes = self.kv_spec(shape.tp, shape.kv_bytes_per_element, shape.state_bytes).latent_bytes
-        ops = [
-            gemm(shape, "mla.q_a_proj", "attention", T, self.query_latent, h, sharded=False),
-            gemm(shape, "mla.q_b_proj", "attention", T, H * (nope + rope), self.query_latent),
-            gemm(shape, "mla.kv_a_proj", "attention", T, r + rope, h, sharded=False),
-            Op(name="mla.latent_cache_write", kind="elementwise", flops=0.0, kv_bytes=T * latent_bytes),
-            *self._indexer_ops(shape),
-            gemm(shape, "mla.q_absorb (W_UK)", "attention", T, H * r, nope),
-            *self._sparse_attention_ops(shape, latent_bytes),
-            gemm(shape, "mla.v_absorb (W_UV)", "attention", T, H * v, r),
-            gemm(shape, "mla.o_proj", "attention", T, h, H * v),
-        ]
-        return ops
+    def latent_bytes(self, shape: StepShape) -> float:
+        """The latent's bytes in its cache layout (``SparseMLAKV.latent_bytes``: 656 B in fp8_ds_mla)."""
+        return self.kv_spec(shape.tp, shape.kv_bytes_per_element, shape.state_bytes).latent_bytes
+
+    def selection_ops(self, shape: StepShape) -> list[Op]:
+        return self._indexer_ops(shape)
+
+    def expanded(self, shape: StepShape) -> bool:
+        """A prefill no longer than index_topk keeps every key: vLLM's dense MHA mode, the expanded form."""
+        return shape.causal and shape.context_len <= self.index_topk
+
+    def absorbed_span(self, shape: StepShape) -> dict[str, Any]:
+        """At most index_topk latents per query (FlashMLA's sparse kernel); the latents read are the distinct ones
+        the step's queries pick, at most the context."""
+        read = shape.num_seqs * min(shape.context_len, self.index_topk * shape.query_len)
+        return {"pairs": self.sparse_pairs_per_seq(shape), "read_tokens": read, "sparse": True}
 
     def _indexer_ops(self, shape: StepShape) -> list[Op]:
         """The lightning indexer on every rank (replicated): its projections, its key-cache write, and the fp8
@@ -474,15 +490,6 @@ class SparseMLA(MLA):
             ),
             Op(name="indexer.top-k", kind="elementwise", flops=2.0 * pairs, activation_bytes=pairs * 4.0),
         ]
-
-    def _sparse_attention_ops(self, shape: StepShape, latent_bytes: float) -> list[Op]:
-        """Absorbed attention over at most index_topk latents per query (FlashMLA's sparse kernel); the latents read
-        are the distinct ones the step's queries pick, at most the context."""
-        r, rope = self.kv_lora_rank, self.qk_rope_head_dim
-        read = shape.num_seqs * min(shape.context_len, self.index_topk * shape.query_len)
-        return self._attention_ops(
-            shape, r + rope, r, latent_bytes, self.sparse_pairs_per_seq(shape), read, sparse=True
-        )
 
 
 class Mamba(_Block):
