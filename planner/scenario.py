@@ -63,12 +63,19 @@ def image_size_text(data: object) -> object:
         )
     if not isinstance(size, str):
         return data
-    width, sep, height = size.lower().partition("x")
-    if not sep or not width.strip().isdigit() or not height.strip().isdigit():
+    return {**data, "image_size": parse_image_size(size)}
+
+
+def parse_image_size(text: str) -> tuple[int, int]:
+    """'896x896' -> (896, 896): an image's width and height in pixels, as a workload file, the app's text input
+    and ``--image-size`` write it (the range is RequestShape's to check). ScenarioError for anything else; text
+    longer than 16 characters is refused before it is read."""
+    width, sep, height = text.lower().partition("x")
+    if len(text) > 16 or not sep or not width.strip().isdigit() or not height.strip().isdigit():
         raise ScenarioError(
-            f"image_size {size[:40]!r}: expected WIDTHxHEIGHT in pixels.", hint="For example image_size: 896x896."
+            f"image_size {text[:40]!r}: expected WIDTHxHEIGHT in pixels.", hint="For example image_size: 896x896."
         )
-    return {**data, "image_size": (int(width), int(height))}
+    return int(width), int(height)
 
 
 class RequestShape(BaseModel):

@@ -76,3 +76,27 @@ def test_the_arguments_are_part_of_the_key():
     at.session_state["label"] = "seconds"
     (frame,) = at.run().dataframe
     assert "seconds" in frame.proto.columns and "time" not in frame.proto.columns
+
+
+def test_a_table_that_does_not_pickle_is_drawn_every_run():
+    """A cell holding a lambda has no digest: the table is drawn directly, on every run (the lambda is a new object
+    each run, so its text differs; the formatted column does not)."""
+    script = """
+import pandas as pd
+from ui.format import formatted_table
+
+formatted_table(pd.DataFrame({"op": ["a"], "f": [lambda: 1]}), {"op": str.upper}, hide_index=True, key="t")
+"""
+    at = AppTest.from_string(script, default_timeout=30).run()
+    assert not at.exception
+    assert _shown_column(at, 0) == ["A"] and "<lambda>" in _shown_column(at, 1)[0]
+    at.run()
+    assert not at.exception and _shown_column(at, 0) == ["A"]
+
+
+def _shown_column(at: AppTest, index: int) -> list[str]:
+    """The text the grid shows in one column (the Styler's display values, an Arrow table)."""
+    import pyarrow as pa
+
+    shown = pa.ipc.open_stream(_shown(at)).read_all()
+    return [str(v) for v in shown.column(index).to_pylist()]

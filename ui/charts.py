@@ -62,17 +62,12 @@ _MEMO: OrderedDict[bytes, dict] = OrderedDict()
 _MEMO_LOCK = threading.Lock()  # Streamlit runs each session's script in its own thread
 
 
-def _inputs_key(name: str, args: tuple, kwargs: dict) -> bytes | None:
-    """A digest of a builder's name and inputs (``ui.derived.digest``); None if they do not pickle."""
-    return digest((name, args, kwargs))
-
-
-def inputs_key(builder: Callable[..., go.Figure], args: tuple) -> bytes | None:
-    """A digest of a builder (by its module and name) and its inputs: equal for equal inputs, None if they do not
-    pickle or the builder has no stable name (a lambda or a local function). ``ui.format.plotted`` keys the drawn
-    element on it."""
+def inputs_key(builder: Callable[..., go.Figure], args: tuple, kwargs: dict | None = None) -> bytes | None:
+    """A digest of a builder (by its module and name) and its inputs (``ui.derived.digest``): equal for equal
+    inputs, None if they do not pickle or the builder has no stable name (a lambda or a local function). The kept
+    figures (``_memoized``) and the elements ``ui.format.plotted`` replays are keyed on it."""
     name = f"{builder.__module__}.{builder.__qualname__}"
-    return None if "<" in name else _inputs_key(name, args, {})
+    return None if "<" in name else digest((name, args, kwargs or {}))
 
 
 def _figure_from(spec: dict) -> go.Figure:
@@ -94,7 +89,7 @@ def _memoized(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
 
     @functools.wraps(builder)
     def build(*args, **kwargs) -> go.Figure:
-        key = _inputs_key(builder.__qualname__, args, kwargs)
+        key = inputs_key(builder, args, kwargs)
         with _MEMO_LOCK:
             spec = _MEMO.get(key) if key is not None else None
             if spec is not None:

@@ -97,10 +97,10 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
     rerun (bench_app_rerun: Compare's 4 x 11 summary, Simulate's candidates, the Roofline page's ~40 ops). So the
     element is drawn inside ``st.cache_data`` (``_drawn``): a rerun with the same table, the same formatters and
     the same arguments replays the element Streamlit built the first time, and only a new table is marshalled.
-    Streamlit cannot hash functions, so the formatters enter the key by what they are (``_formats_key``: each
-    one's code and the values it reads from outside), the functions themselves beside it unhashed; the table
-    that key and the arguments enter it by their pickle's digest (``ui.derived.digest``, ~0.1 ms), not through
-    Streamlit's own hashing (~2 ms for a DataFrame, ~1.5 ms for a page's column_config, on every rerun).
+    The key is the pickle's digest (``ui.derived.digest``, ~0.1 ms) of the table, the formatters as what they are
+    (``_formats_key``: each one's code and the values it reads from outside; functions do not pickle) and the
+    arguments, not Streamlit's own hashing (~2 ms for a DataFrame, ~1.5 ms for a page's column_config, on every
+    rerun). What does not pickle is drawn anew every run, as ``plotted`` does.
 
     With pandas 3's default pyarrow-backed strings each column write also copies the column (10-18 ms for the
     Latency page's 22 x 12 table, 6-10 ms with Python-backed strings, for the same text), so the app's process
@@ -111,15 +111,14 @@ def formatted_table(table: pd.DataFrame, formats: dict[str, Callable[[Any], str]
 
     if pd.get_option("mode.string_storage") != "python":
         pd.set_option("mode.string_storage", "python")
-    from ui.derived import digest
+    from ui.derived import digest, readable
 
     formats = formats or {}
-    formats_key = _formats_key(formats)
-    key = digest((table, formats_key, kwargs))  # Streamlit's own hashing of these costs ~30 times a pickle's digest
-    if key is None:
-        _drawn(table, formats_key, table, formats, {}, **kwargs)
-    else:
-        _drawn(key, None, table, formats, kwargs)
+    key = digest((table, _formats_key(formats), kwargs))  # Streamlit's own hashing costs ~30 times a pickle's digest
+    if key is None:  # a table or an argument that does not pickle: drawn anew every run
+        st.dataframe(readable(table, formats), **kwargs)
+        return
+    _drawn(key, table, formats, kwargs)
 
 
 def _formats_key(formats: dict[str, Callable[[Any], str]]) -> tuple:
@@ -176,20 +175,13 @@ def _plotted(digest: bytes, _builder: Callable[..., Any], _args: tuple, **kwargs
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _drawn(
-    table_key: bytes | pd.DataFrame,
-    formats_key: tuple | None,
-    _table: pd.DataFrame,
-    _formats: dict[str, Callable[[Any], str]],
-    _kwargs: dict[str, Any],
-    **kwargs: Any,
+    key: bytes, _table: pd.DataFrame, _formats: dict[str, Callable[[Any], str]], _kwargs: dict[str, Any]
 ) -> None:
-    """``formatted_table``'s element, drawn once per distinct (table, formatters, arguments) and then replayed.
-    ``table_key`` is the digest of the table, its formatters' key and the arguments (``ui.derived.digest``; the
-    arguments come in ``_kwargs``, unhashed), or, when they do not pickle, the table itself beside
-    ``formats_key`` and the arguments in ``kwargs``, hashed by Streamlit."""
+    """``formatted_table``'s element, drawn once per ``key`` (the digest of the table, its formatters' key and the
+    arguments: ``ui.derived.digest``) and then replayed."""
     from ui.derived import readable
 
-    st.dataframe(readable(_table, _formats), **_kwargs, **kwargs)
+    st.dataframe(readable(_table, _formats), **_kwargs)
 
 
 def kind_badge(kind: str) -> None:

@@ -40,7 +40,7 @@ from planner.scenario import (
     RequestShape,
     Scenario,
     SpeculativeDecoding,
-    image_size_text,
+    parse_image_size,
 )
 from ui.errors import plain
 
@@ -68,6 +68,9 @@ class Param:
     field: str | None = None
     """The ``Scenario`` field this input is (``workload.<name>`` for a ``RequestShape`` field); None: no single
     field (the model picks, and the mixed-precision inputs, which make ``precision_overrides`` together)."""
+    shown: Callable[[Any], Any] | None = None
+    """How the field's value shows in the input (``sidebar_updates``), when the widget holds something else than
+    the field: the image size's text input holds 'WxH' for the field's (W, H). None: the value itself."""
 
     def dump(self, value: Any) -> str:
         if isinstance(value, bool):
@@ -146,14 +149,18 @@ def _remote_name(text: str) -> str:
 def _image_size(text: str) -> str:
     """An image size from a link or the text input: 'WxH' in pixels (as the core reads it), or '' for the
     encoder's native size."""
-    text = text.strip().lower()
+    text = text.strip()
     if not text:
         return text
     try:
-        width, height = image_size_text({"image_size": text})["image_size"]  # type: ignore[index]
+        return _size_text(parse_image_size(text))
     except PlannerError as err:
         raise ValueError(err.message) from None
-    return f"{width}x{height}"
+
+
+def _size_text(size: tuple[int, int] | None) -> str:
+    """An image size as its text input shows it: 'WxH', or '' for none (the encoder's native size)."""
+    return "" if size is None else f"{size[0]}x{size[1]}"
 
 
 def _block(text: str) -> int | None:
@@ -213,13 +220,20 @@ DEFAULT_ACCEPTANCE_RATE = 0.7
 --acceptance-rate 0.7, which is EAGLE's a on Llama-3.1-8B, k = 3, in planner.estimate.speculative)."""
 
 
-def _field(key: str, field: str, parse: Callable[[str], Any], default: Any = _FIELD_DEFAULT) -> Param:
+def _field(
+    key: str,
+    field: str,
+    parse: Callable[[str], Any],
+    default: Any = _FIELD_DEFAULT,
+    shown: Callable[[Any], Any] | None = None,
+) -> Param:
     """An input that is one Scenario field, or one field of a nested model (``workload.<name>``: RequestShape;
     ``speculative.<name>``, ``lora.<name>``: a :data:`FEATURES` model); default and help from the field."""
     prefix = next((p for p in NESTED if field.startswith(p)), "")
     spec, name = (NESTED[prefix], field.removeprefix(prefix)) if prefix else (Scenario, field)
     info = spec.model_fields[name]
-    return Param(key, info.default if default is _FIELD_DEFAULT else default, parse, info.description or "", field)
+    value = info.default if default is _FIELD_DEFAULT else default
+    return Param(key, value, parse, info.description or "", field, shown)
 
 
 def _imbalance(text: str) -> float:
@@ -287,7 +301,7 @@ PARAMS: tuple[Param, ...] = (
     _field("out", "workload.output_len", _int()),
     _field("batch", "workload.batch_size", _int(1, 65536)),
     _field("images", "workload.images_per_request", _int(0, MAX_IMAGES_PER_REQUEST)),
-    _field("image", "workload.image_size", _image_size, default=""),
+    _field("image", "workload.image_size", _image_size, default="", shown=_size_text),
     _field("spec", "speculative.method", _one_of(lambda: SPECULATIVE_METHODS), default="off"),
     _field(
         "spec_k",
@@ -396,10 +410,9 @@ def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
             updates.update(sidebar_updates({WORKLOAD_PREFIX + name: v for name, v in items.items()}))
         elif field in FEATURE_OF_FIELD:
             updates.update(feature_values(FEATURE_OF_FIELD[field], value))
-        elif field == WORKLOAD_PREFIX + "image_size":
-            updates[KEY_OF_FIELD[field]] = "" if value is None else f"{value[0]}x{value[1]}"
         elif field in KEY_OF_FIELD:
-            updates[KEY_OF_FIELD[field]] = value
+            param = BY_KEY[KEY_OF_FIELD[field]]
+            updates[param.key] = value if param.shown is None else param.shown(value)
     return updates
 
 

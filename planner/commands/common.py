@@ -25,7 +25,7 @@ from planner.hardware import HardwareProfile, get_profile
 from planner.model.families import build_spec
 from planner.model.sources import LoadedConfig, load_config
 from planner.model.spec import ModelSpec
-from planner.scenario import LORA_RANKS, LoRA, RequestShape, Scenario, SpeculativeDecoding
+from planner.scenario import LORA_RANKS, LoRA, RequestShape, Scenario, SpeculativeDecoding, parse_image_size
 from planner.units import GiB, fmt_bytes, fmt_count, fmt_flop_count, fmt_gib, fmt_int, fmt_seconds
 
 if TYPE_CHECKING:  # rich is imported by the table views only: --format json never pays for it
@@ -429,13 +429,13 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
 
 
 def image_size_arg(text: str) -> tuple[int, int]:
-    """'896x896' -> (896, 896): an image's width and height in pixels (the range is RequestShape's to check)."""
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.strip().isdigit() or not height.strip().isdigit() or len(text) > 16:
+    """``--image-size``: ``planner.scenario.parse_image_size``, its refusal in argparse's words."""
+    try:
+        return parse_image_size(text)
+    except ScenarioError:
         raise argparse.ArgumentTypeError(
             f"--image-size expects WIDTHxHEIGHT in pixels, e.g. 896x896 (got '{text[:40]}')."
-        )
-    return int(width), int(height)
+        ) from None
 
 
 def parse_precision(items: Iterable[str]) -> dict[str, str]:
