@@ -7,7 +7,6 @@ Sizes are tiny so the whole file runs in well under a minute on two cores.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -30,6 +29,7 @@ from planner.model.families import build_spec  # noqa: E402
 from planner.model.ops import Op  # noqa: E402
 from planner.scenario import Scenario  # noqa: E402
 from tests.conftest import TINY_LLAMA_CONFIG  # noqa: E402
+from tests.scripts import load_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_GPU = torch.cuda.is_available()
@@ -487,9 +487,7 @@ def test_diagnosis_reads_like_the_seed(gpu, memory, expected):
 
 
 def test_gpu_check_cpu_smoke(tmp_path):
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    gpu_check = load_script("benchmarks/gpu_check.py")
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_LLAMA_CONFIG))
     out = tmp_path / "out"

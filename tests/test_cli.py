@@ -25,6 +25,7 @@ from planner.model.sources import load_config
 from planner.scenario import RequestShape, Scenario
 from tests.conftest import CLOSED_LOCAL_ENDPOINT
 from tests.hub_standin import HubStandin
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "planner" / "model" / "catalog"
@@ -471,12 +472,7 @@ def test_token_is_masked_in_errors(capsys, gated_hub):
 
 
 def test_docs_cli_md_matches_the_generator():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "tools" / "gen_cli_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    expected = module.render()
+    expected = load_script("tools/gen_cli_docs.py").render()
     current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert current == expected, "docs/cli.md is stale: run python tools/gen_cli_docs.py"
     for name in ("models", "inspect", "plan", "roofline", "latency", "hardware", "export"):

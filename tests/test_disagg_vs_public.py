@@ -3,23 +3,17 @@ figure the record gives, and its arrivals and KV transfer follow the arithmetic 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("disagg_vs_public", ROOT / "benchmarks" / "disagg_vs_public.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/disagg_vs_public.py")
 
 
 def test_arrivals_are_vllm_bench_burstiness(bench, tmp_path):

@@ -3,22 +3,16 @@ every published point, and a request's prompt is its text plus the images' token
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("multimodal_accuracy", ROOT / "benchmarks" / "multimodal_accuracy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/multimodal_accuracy.py")
 
 
 def test_runs_on_the_records_and_reports_every_point(bench, capsys):

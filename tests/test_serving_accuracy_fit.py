@@ -8,23 +8,17 @@ of every fold they were in (docs/calibration.md).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
 from planner.verify.serving_runs import StagePrediction
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "serving_accuracy.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def fit():
-    spec = importlib.util.spec_from_file_location("serving_accuracy", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/serving_accuracy.py")
 
 
 def stage(model: str, ttft_gap_ms: float, error: float = 0.0) -> StagePrediction:

@@ -24,6 +24,7 @@ from planner.verify.static_batch import (
     load_records,
     predict,
 )
+from tests.scripts import load_script
 
 FORBIDDEN_SOURCE_PATTERNS = ("inference-sim",)
 
@@ -178,14 +179,7 @@ def test_summaries_cover_every_prediction(report):
 
 
 def test_report_script_prints_one_json_line(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "static_batch_accuracy.py"
-    spec = importlib.util.spec_from_file_location("static_batch_accuracy", path)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
+    module = load_script("benchmarks/static_batch_accuracy.py")
     assert module.main([]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     summary = json.loads(last)
