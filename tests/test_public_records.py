@@ -21,7 +21,7 @@ from planner.errors import PlannerError
 from planner.estimate.defaults import FITTED
 from planner.estimate.latency import estimate_latency
 from planner.estimate.roofline import roofline
-from planner.verify.public_records import PublicRecord, load_records, reference_dir
+from planner.verify.public_records import PublicRecord, load_records, match_gpu, reference_dir
 from planner.verify.public_records_express import VIDUR_LINEAR_OPS, Expressed, Unexpressed, express, express_all
 from planner.verify.public_records_predict import (
     MemoryPrediction,
@@ -307,3 +307,24 @@ def test_vectorized_step_times_equal_the_reference(records):
             w._memo = None
         reference = np.array([w.seconds(eff) for w in works])
         assert np.allclose(batch.prime(eff), reference, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("published", "profile"),
+    [
+        ("H100 SXM 80GB", "h100-sxm"),
+        ("H100-80GB", "h100-sxm"),
+        ("H100 PCIe 80GB", "h100-pcie"),
+        ("H100 NVL 95GB", "h100-nvl"),
+        ("A100-SXM4-80GB", "a100-80gb"),
+        ("A100-80G", "a100-80gb"),
+        ("A100 SXM 40GB", "a100-40gb"),
+        ("A100 PCIe 80GB", None),
+        ("H20 96GB", "h20"),
+        ("H20-3e 141GB", None),
+    ],
+)
+def test_a_printed_card_variant_picks_its_own_profile(published, profile):
+    """A variant the source names is never read as its family's other card: an H100 PCIe is not timed as the
+    SXM card, a 141 GB H20 is not planned with 96 GB, and a variant without a profile says so (None)."""
+    assert match_gpu(published) == (True, profile)

@@ -105,6 +105,19 @@ def test_engine_version_from_the_engine_string(corpus, engine, command, expected
 
 
 @pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("vllm serve m --max-num-seqs 30 --enforce-eager", {"max_num_seqs": 30, "engine": "eager"}),
+        ("vllm serve m --gpu-memory-utilization 0.85", {"gpu_memory_utilization": 0.85}),
+        ("vllm serve m ; client: vllm bench serve --enforce-eager", {}),  # the client's words are not the server's
+    ],
+)
+def test_stated_server_flags_reach_the_scenario(corpus, command, expected):
+    record = corpus[0].model_copy(update={"engine_flags": command})
+    assert sc.stated_flags(record) == expected
+
+
+@pytest.mark.parametrize(
     "where, kind, words",
     [
         ({"source": "https://github.com/tenstorrent/tt-inference-server/issues/340"}, "flagged in notes", "INCOMPLETE"),

@@ -182,14 +182,19 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
 )
 
 #: Published card name (lowercase, searched) -> hardware profile id; None: no profile yet.
+#: A variant the source prints comes before its family's catch-all (a published "H100 PCIe" is not the SXM card).
 GPU_TABLE: tuple[tuple[str, str | None], ...] = (
     (r"^gh200", "gh200"),
     (r"^h200", "h200"),
     (r"^h100 nvl", "h100-nvl"),
+    (r"^h100[ -]pcie", "h100-pcie"),
     (r"^h100", "h100-sxm"),
+    (r"^h20-3e|^h20\b.*\b141\s?gb", None),  # the 141 GB H20: the h20 profile is the 96 GB card
     (r"^h20\b", "h20"),
     (r"mi300x", "mi300x"),
     (r"^l20\b", None),
+    (r"^a100[ -]pcie", None),  # no A100 PCIe profile (its bandwidth and power differ from the SXM4 card's)
+    (r"^(?!.*\b80\s?gb)a100\b.*\b40\s?gb", "a100-40gb"),  # 40 GB named, 80 GB not
     (r"^a100", "a100-80gb"),
     (r"^gb200", "gb200"),
     (r"^b200", "b200"),

@@ -220,6 +220,8 @@ FLAG_FIELDS: tuple[tuple[str, str, type], ...] = (
     (r"--max-num-batched-tokens[ =](\d+)", "max_num_batched_tokens", int),
     (r"--gpu-memory-utilization[ =](0?\.\d+)", "gpu_memory_utilization", float),
 )
+#: Serving-command switches (no value) -> Scenario field and the value they set.
+SWITCH_FIELDS: tuple[tuple[str, str, Any], ...] = ((r"--enforce-eager\b", "engine", "eager"),)
 
 ENGINE_NAMES = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
 
@@ -333,6 +335,9 @@ def stated_flags(record: ServingRecord) -> dict[str, Any]:
         found = re.search(pattern, command)
         if found:
             out[name] = cast(found.group(1))
+    for pattern, name, value in SWITCH_FIELDS:
+        if re.search(pattern, command):
+            out[name] = value
     return out
 
 
