@@ -159,6 +159,11 @@ MODEL_TABLE: tuple[ModelMatch, ...] = (
     ModelMatch(r"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"),
     ModelMatch(r"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"),
     ModelMatch(r"deepseek-r1", "deepseek-ai/DeepSeek-R1", "stand-in: DeepSeek-R1-0528 keeps R1's architecture"),
+    ModelMatch(
+        r"deepseek-v3(?!\.2)",
+        "deepseek-ai/DeepSeek-V3",
+        "-0324 and V3.1 keep V3's config (61 layers, MLA, 256 routed experts); V3.2 (sparse attention) does not",
+    ),
     ModelMatch(r"gpt-oss-120b", "openai/gpt-oss-120b"),
     ModelMatch(r"gpt-oss-20b", "openai/gpt-oss-20b"),
     ModelMatch(r"gpt-j-6b", None, "GPT-J-6B"),

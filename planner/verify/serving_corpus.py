@@ -3,7 +3,8 @@
 Two files share one schema (one number per record, with its full conditions):
 ``shared/reference/serving_public_modern.json`` (486 records, GPUStack performance lab: vLLM V1
 0.10-0.13, SGLang 0.5, TensorRT-LLM 1.x on H100 / A100 / H200, mostly burst loads) and
-``reference/serving_corpus.json`` (158 records from 9 other publishers, many flagged).
+``reference/serving_corpus.json`` (439 records from 30 other publishers, many flagged; the text behind the later
+ones in ``reference/serving_corpus_evidence.json``).
 
 Each *run* (the records of one result block: same conditions, several metrics) becomes one
 simulation of one replica, with ``planner.serve.replica.simulate_scenario(..., saturation=False)``:
@@ -68,8 +69,8 @@ CORPUS_PATH = Path(__file__).resolve().parents[2] / "reference" / "serving_corpu
 #: Requests simulated for a run at a rate or a concurrency cap (the published runs send 100; the
 #: means settle well before 500). Bursts are never cut: all their prompts are simulated.
 MAX_PACED_REQUESTS = 500
-#: Largest burst simulated (the published bursts send 100, 500 or 1000 prompts).
-MAX_BURST_REQUESTS = 1000
+#: Largest burst simulated (the published bursts send 100 to 6,000 prompts; a burst is never cut).
+MAX_BURST_REQUESTS = 6000
 SEED = 0
 
 #: Words of ``notes`` that mark a record whose conditions are not all printed at the source
@@ -153,6 +154,7 @@ METRICS: dict[str, Callable[[ServingResult], float | None]] = {
     "mean_itl_ms": lambda r: _mean_ms(r.itl_seconds),
     "median_itl_ms": lambda r: _median_ms(r.itl_seconds),
     "mean_e2el_ms": lambda r: _mean_ms(r.e2e_seconds),
+    "median_e2el_ms": lambda r: _median_ms(r.e2e_seconds),
     "output_throughput_tok_s": lambda r: r.throughput_tokens_per_s,
     "request_throughput_rps": lambda r: r.requests_per_s,
 }
