@@ -28,9 +28,10 @@ unexpressed records by reason, the expert-parallel runs alone (``CorpusPredictio
 runs published on two cards with both throughput ratios (``serving_corpus.card_pairs``), then one JSON
 line. All runs take ~12 s on 2 cores; ``--stride N`` keeps every N-th run (file order) for a faster check.
 
-``--fit-corpus``: ``CORPUS_GRID`` over the vllm-v1, sglang and trtllm profiles' kernel factors (each
-point simulates every corpus run of those profiles once), per profile the in-sample point and the
-leave-one-model-out errors per metric; ``--write`` stores each profile's point in fitted.yaml.
+``--fit-corpus``: per profile (vllm-v1, sglang, trtllm; ``--families`` picks some), a grid over its kernel
+factors (``CORPUS_GRID`` and the profile's ``CORPUS_GRID_EXTRA``; each point simulates every corpus run of that
+profile once), the in-sample point and the leave-one-model-out errors per metric; ``--write`` stores each
+fitted profile's point in fitted.yaml.
 """
 
 from __future__ import annotations
@@ -305,6 +306,12 @@ CORPUS_GRID = {
 #: (benchmarks/disagg_vs_public.py: 8B, batch ~8 at 8,100-token contexts, 10.45 ms a step) agrees with it;
 #: the grid's 0.25 was its lowest edge, absorbing the burst regime (docs/calibration.md).
 CORPUS_FIXED: dict[str, dict[str, float]] = {"vllm-v1": {"attention_fraction": 0.55}}
+#: Factors one family's grid adds (the family's points are ``CORPUS_GRID`` x these). SGLang's HBM fraction
+#: (2026-12-04): the profile carried the 2026-11-29 global fit's 0.7562 until the corpus held SGLang runs at
+#: light load; DataCrunch's Llama-3.3-70B TP4 on H200 at 1 req/s (a memory-bound decode at batch ~7, SGLang
+#: 0.4.1) measures a median ITL of 13.6 ms where 0.7562 predicts 11.3 ms. vLLM V1's fraction comes from the
+#: vLLM 0.15 open-loop fit, so its grid does not take it.
+CORPUS_GRID_EXTRA: dict[str, dict[str, tuple[float, ...]]] = {"sglang": {"bandwidth_fraction": (0.55, 0.62, 0.7562)}}
 
 
 def record_loss(p) -> float:
@@ -312,53 +319,54 @@ def record_loss(p) -> float:
     return min(abs(math.log(p.predicted / p.measured)), math.log(3))
 
 
-def fit_corpus(stride: int) -> dict:
+def fit_corpus(stride: int, families: tuple[str, ...] = CORPUS_PROFILES) -> dict:
     """Grid fit of each corpus profile's free factors with leave-one-model-out cross-validation.
 
-    Every grid point simulates every expressed run once; a family's loss is the mean record loss over
-    its records. In-sample: the best point on all of the family's models; out-of-sample: each model
-    predicted with the point that fits the family's other models best.
+    Each family's grid (``CORPUS_GRID`` x its ``CORPUS_GRID_EXTRA``) simulates that family's expressed runs
+    once per point; a family's loss is the mean over its models of each model's mean record loss. In-sample:
+    the best point on all of the family's models; out-of-sample: each model predicted with the point that fits
+    the family's other models best.
     """
     t0 = time.perf_counter()
     expressed, _ = serving_corpus.express_all(serving_corpus.load_all())
-    runs = [r for r in serving_corpus.subsample(expressed, stride) if r.plan.profile.id in CORPUS_PROFILES]
-    names = list(CORPUS_GRID)
-    points = [dict(zip(names, values)) for values in itertools.product(*CORPUS_GRID.values())]
-    results = []
-    for i, point in enumerate(points):
-        preds = []
-        for run in runs:
-            eff = run.plan.profile.efficiency.model_copy(update={**point, **CORPUS_FIXED.get(run.plan.profile.id, {})})
-            preds += [p for p in serving_corpus.predict(run, eff) if p.error is not None and p.predicted > 0]
-        results.append((point, preds))
-        print(f"  grid {i + 1}/{len(points)} {point}", flush=True)
+    runs = [r for r in serving_corpus.subsample(expressed, stride) if r.plan.profile.id in families]
     report: dict = {"mode": "fit-corpus", "stride": stride, "runs": len(runs), "families": {}}
-    for family in CORPUS_PROFILES:
-
-        def loss(preds, keep, family=family) -> float:
-            """``mean_of_model_means`` of the family's kept records' ``record_loss``."""
-            return mean_of_model_means((p.model, record_loss(p)) for p in preds if p.family == family and keep(p.model))
-
-        models = sorted({p.model for p in results[0][1] if p.family == family})
-        if not models:
+    for family in families:
+        grid = {**CORPUS_GRID, **CORPUS_GRID_EXTRA.get(family, {})}
+        mine = [r for r in runs if r.plan.profile.id == family]
+        if not mine:
             continue
+        results = []
+        for i, values in enumerate(itertools.product(*grid.values())):
+            point = dict(zip(grid, values))
+            preds = []
+            for run in mine:
+                eff = run.plan.profile.efficiency.model_copy(update={**point, **CORPUS_FIXED.get(family, {})})
+                preds += [p for p in serving_corpus.predict(run, eff) if p.error is not None and p.predicted > 0]
+            results.append((point, preds))
+            print(f"  {family} grid {i + 1}/{math.prod(len(v) for v in grid.values())} {point}", flush=True)
+
+        def loss(preds, keep) -> float:
+            """``mean_of_model_means`` of the kept records' ``record_loss``."""
+            return mean_of_model_means((p.model, record_loss(p)) for p in preds if keep(p.model))
+
+        models = sorted({p.model for p in results[0][1]})
         best_point, best_preds = min(results, key=lambda r: loss(r[1], lambda m: True))
         held, folds = [], {}
         for model in models:
             point, preds = min(results, key=lambda r, model=model: loss(r[1], lambda m, model=model: m != model))
             folds[model] = point
-            held += [p for p in preds if p.family == family and p.model == model]
-        inside = [p for p in best_preds if p.family == family]
+            held += [p for p in preds if p.model == model]
         report["families"][family] = {
             "best": best_point,
             "models": len(models),
             "folds": folds,
-            "in_sample": summary_rows(inside),
+            "in_sample": summary_rows(best_preds),
             "out_of_sample": summary_rows(held),
         }
         print(f"\n{family}: best {best_point} ({len(models)} models)")
         print("in-sample:")
-        print_summaries(serving_corpus.summarize(inside))
+        print_summaries(serving_corpus.summarize(best_preds))
         print("out-of-sample (leave one model out):")
         print_summaries(serving_corpus.summarize(held))
     report["seconds"] = round(time.perf_counter() - t0, 1)
@@ -408,13 +416,20 @@ def main() -> None:
     )
     ap.add_argument("--stride", type=int, default=1, help="--corpus: keep every N-th run (default 1: all)")
     ap.add_argument(
+        "--families",
+        nargs="+",
+        choices=CORPUS_PROFILES,
+        default=list(CORPUS_PROFILES),
+        help="--fit-corpus: the profiles to fit (and, with --write, to write; default all three)",
+    )
+    ap.add_argument(
         "--fit-corpus",
         action="store_true",
         help="grid fit of the vllm-v1, sglang and trtllm profiles to the public corpus, leave-one-model-out",
     )
     args = ap.parse_args()
     if args.fit_corpus:
-        report = fit_corpus(args.stride)
+        report = fit_corpus(args.stride, tuple(args.families))
         print(json.dumps(report))
         if args.write:
             write_corpus_fit(report)
