@@ -310,6 +310,7 @@ def test_unknown_id_lists_the_known_ids():
         ("NVIDIA A100-SXM4-80GB", 81_920 * MiB, "a100-80gb"),
         ("NVIDIA A100-SXM4-40GB", 40_536 * MiB, "a100-40gb"),
         ("A100-SXM4-40GB", None, "a100-40gb"),  # older drivers omit the vendor
+        ("NVIDIA A100 80GB PCIe", 81_920 * MiB, "a100-pcie-80gb"),
         ("NVIDIA L40S", 45_589 * MiB, "l40s"),
         ("NVIDIA L4", None, "l4"),
         ("NVIDIA A10G", 22_587 * MiB, "a10g"),
@@ -322,7 +323,7 @@ def test_unknown_id_lists_the_known_ids():
         ("NVIDIA H20", 141 * GiB, None),
         ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 10 * GiB, None),
         ("NVIDIA H100 80GB HBM3", 10 * GiB, None),
-        ("NVIDIA A100 80GB PCIe", 81_920 * MiB, None),
+        ("NVIDIA A100-PCIE-40GB", 40_536 * MiB, None),
         ("NVIDIA L40", None, None),
         ("NVIDIA GeForce RTX 3090", 24_576 * MiB, "rtx-3090"),
     ],

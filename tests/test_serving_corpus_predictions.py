@@ -123,6 +123,7 @@ def test_stated_server_flags_reach_the_scenario(corpus, command, expected):
         ({"source": "https://github.com/tenstorrent/tt-inference-server/issues/340"}, "flagged in notes", "INCOMPLETE"),
         ({"source": "https://github.com/sgl-project/sglang/pull/10467"}, "non-default kernel config", "tuned"),
         ({"source": "https://github.com/vllm-project/vllm/pull/23151"}, "GPU variant not stated", "SXM or PCIe"),
+        ({"source": "https://github.com/adithyaJRunpod/vllm_bench/"}, "load not modelled", "capped at"),
     ],
 )
 def test_unexpressed_records_say_why(corpus, where, kind, words):

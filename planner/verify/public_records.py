@@ -198,7 +198,8 @@ GPU_TABLE: tuple[tuple[str, str | None], ...] = (
     (r"^h20\b", "h20"),
     (r"mi300x", "mi300x"),
     (r"^l20\b", None),
-    (r"^a100[ -]pcie", None),  # no A100 PCIe profile (its bandwidth and power differ from the SXM4 card's)
+    (r"^a100[ -]pcie(?!.*\b40\s?gb)", "a100-pcie-80gb"),  # the 80 GB PCIe card (1.94 TB/s, 300 W, PCIe Gen4)
+    (r"^a100[ -]pcie", None),  # the 40 GB PCIe card: no profile
     (r"^(?!.*\b80\s?gb)a100\b.*\b40\s?gb", "a100-40gb"),  # 40 GB named, 80 GB not
     (r"^a100", "a100-80gb"),
     (r"^gb200", "gb200"),
