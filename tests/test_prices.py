@@ -85,7 +85,7 @@ def test_the_cards_the_issue_named_now_have_prices():
     for card in ("h200", "b200", "mi300x", "a10g", "gh200", "rtx-4090", "l40s"):
         assert get_profile(card).price_per_hour_usd is not None, card
     unpriced = sorted(p.id for p in builtins() if p.price_per_hour_usd is None)
-    assert unpriced == ["cpu", "gaudi3", "h20"]  # each says what was searched (test above)
+    assert unpriced == ["a100-pcie-80gb", "cpu", "gaudi3", "h20"]  # each says what was searched (test above)
 
 
 def test_a_price_matches_the_figure_its_source_quotes():
