@@ -48,6 +48,7 @@ import yaml
 
 from planner.engine import FITTED_FILE, resolve_engine
 from planner.verify import serving_corpus
+from planner.verify.public_records import match_model
 from planner.verify.serving_runs import METRICS, load_runs, stage_predictions
 
 PROFILE = "vllm-v1-async"
@@ -314,6 +315,13 @@ CORPUS_FIXED: dict[str, dict[str, float]] = {"vllm-v1": {"attention_fraction": 0
 CORPUS_GRID_EXTRA: dict[str, dict[str, tuple[float, ...]]] = {"sglang": {"bandwidth_fraction": (0.55, 0.62, 0.7562)}}
 
 
+def architecture(model: str) -> str:
+    """The catalog model a published checkpoint runs as (``match_model``): an -FP8 or -AWQ upload, an -Instruct or a
+    dated re-release share their base model's fold, so a held-out model's quantized twin is held out with it."""
+    match = match_model(model)
+    return match.repo_id if match is not None and match.repo_id is not None else model
+
+
 def record_loss(p) -> float:
     """|ln(predicted / measured)| of one corpus record, capped at ln 3 (one outlier cannot steer a fit)."""
     return min(abs(math.log(p.predicted / p.measured)), math.log(3))
@@ -323,9 +331,9 @@ def fit_corpus(stride: int, families: tuple[str, ...] = CORPUS_PROFILES) -> dict
     """Grid fit of each corpus profile's free factors with leave-one-model-out cross-validation.
 
     Each family's grid (``CORPUS_GRID`` x its ``CORPUS_GRID_EXTRA``) simulates that family's expressed runs
-    once per point; a family's loss is the mean over its models of each model's mean record loss. In-sample:
-    the best point on all of the family's models; out-of-sample: each model predicted with the point that fits
-    the family's other models best.
+    once per point; a family's loss is the mean over its architectures (``architecture``) of each one's mean record
+    loss. In-sample: the best point on all of the family's records; out-of-sample: each architecture predicted with
+    the point that fits the family's other architectures best.
     """
     t0 = time.perf_counter()
     expressed, _ = serving_corpus.express_all(serving_corpus.load_all())
@@ -347,16 +355,18 @@ def fit_corpus(stride: int, families: tuple[str, ...] = CORPUS_PROFILES) -> dict
             print(f"  {family} grid {i + 1}/{math.prod(len(v) for v in grid.values())} {point}", flush=True)
 
         def loss(preds, keep) -> float:
-            """``mean_of_model_means`` of the kept records' ``record_loss``."""
-            return mean_of_model_means((p.model, record_loss(p)) for p in preds if keep(p.model))
+            """``mean_of_model_means`` of the kept records' ``record_loss``, one vote per architecture."""
+            return mean_of_model_means((architecture(p.model), record_loss(p)) for p in preds if keep(p.model))
 
-        models = sorted({p.model for p in results[0][1]})
+        models = sorted({architecture(p.model) for p in results[0][1]})
         best_point, best_preds = min(results, key=lambda r: loss(r[1], lambda m: True))
         held, folds = [], {}
         for model in models:
-            point, preds = min(results, key=lambda r, model=model: loss(r[1], lambda m, model=model: m != model))
+            point, preds = min(
+                results, key=lambda r, model=model: loss(r[1], lambda m, model=model: architecture(m) != model)
+            )
             folds[model] = point
-            held += [p for p in preds if p.model == model]
+            held += [p for p in preds if architecture(p.model) == model]
         report["families"][family] = {
             "best": best_point,
             "models": len(models),
