@@ -286,10 +286,10 @@ class MLA(_Block):
         """vLLM's head size for MLA: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek V2/V3)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
 
-    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> KVSpec:
+    def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> MLAKV:
         return MLAKV(
-            kv_heads=1,
-            head_dim=self.kv_lora_rank + self.qk_rope_head_dim,
+            kv_heads=self.cache_kv_heads,
+            head_dim=self.cache_head_size,
             head_dim_v=0,
             dtype_bytes=kv_bytes_per_element,
         )
@@ -429,11 +429,10 @@ class SparseMLA(MLA):
         return self.index_head_dim + self.index_head_dim // INDEX_SCALE_GROUP * 4
 
     def kv_spec(self, tp: int, kv_bytes_per_element: float, state_bytes: float) -> SparseMLAKV:
+        """MLA's latent cache (``MLA.kv_spec``) plus the rope width of its fp8 layout and the indexer's keys."""
+        latent = super().kv_spec(tp, kv_bytes_per_element, state_bytes)
         return SparseMLAKV(
-            kv_heads=1,
-            head_dim=self.kv_lora_rank + self.qk_rope_head_dim,
-            head_dim_v=0,
-            dtype_bytes=kv_bytes_per_element,
+            **latent.model_dump(exclude={"kind"}),
             rope_dim=self.qk_rope_head_dim,
             index_bytes=self.index_bytes_per_token,
         )
