@@ -344,7 +344,7 @@ def fit_corpus(stride: int, families: tuple[str, ...] = CORPUS_PROFILES) -> dict
         mine = [r for r in runs if r.plan.profile.id == family]
         if not mine:
             continue
-        results = []
+        results, size = [], math.prod(len(values) for values in grid.values())
         for i, values in enumerate(itertools.product(*grid.values())):
             point = dict(zip(grid, values))
             preds = []
@@ -352,7 +352,7 @@ def fit_corpus(stride: int, families: tuple[str, ...] = CORPUS_PROFILES) -> dict
                 eff = run.plan.profile.efficiency.model_copy(update={**point, **CORPUS_FIXED.get(family, {})})
                 preds += [p for p in serving_corpus.predict(run, eff) if p.error is not None and p.predicted > 0]
             results.append((point, preds))
-            print(f"  {family} grid {i + 1}/{math.prod(len(v) for v in grid.values())} {point}", flush=True)
+            print(f"  {family} grid {i + 1}/{size} {point}", flush=True)
 
         def loss(preds, keep) -> float:
             """``mean_of_model_means`` of the kept records' ``record_loss``, one vote per architecture."""
