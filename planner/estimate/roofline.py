@@ -291,6 +291,12 @@ class Binder:
         return t
 
 
+@functools.lru_cache(maxsize=8)
+def _replays(full: bool, piecewise: bool) -> dict[str, bool]:
+    """Whether each op kind replays inside a CUDA graph in a step with these graph flags (``step.replays_graph``)."""
+    return {kind: bool(step.replays_graph(code, full, piecewise)) for kind, code in step.KIND_CODES.items()}
+
+
 def uses_graphs(sc: Scenario, engine: EngineProfile, stage: Stage, batch: int) -> bool:
     """A pure-decode step replays a CUDA graph when the engine captures one of that size (not eager)."""
     return sc.engine == "cuda-graphs" and stage == "decode" and batch <= engine.max_cuda_graph_batch
@@ -439,48 +445,51 @@ def roofline(
     row_layers: list[tuple[int, ...] | str] = []  # each row's layers, or the model op's name
 
     binder = Binder(hw, eff, res.tp, engine, shape.num_seqs, res.ep)
-    replays = {kind: bool(step.replays_graph(code, graphs, piecewise)) for kind, code in step.KIND_CODES.items()}
+    replays = _replays(graphs, piecewise)
+    kernels_gpu = launches = 0.0
 
-    def add(op: Op, group: str, count: int, eager: bool = False, prefix: str | None = None) -> None:
-        in_graph = not eager and replays[op.kind]
-        t, bound, t_c, t_m, t_l, cdt = binder(op, in_graph)
-        nbytes = op.bytes
-        rows.append(
-            computed_row(
-                {
-                    "name": f"{prefix or group.split(':')[0]} / {op.name}",
-                    "group": group,
-                    "count": count,
-                    "kind": op.kind,
-                    "flops": op.flops,
-                    "bytes": nbytes,
-                    "arithmetic_intensity": (op.flops / nbytes) if nbytes else None,
-                    "compute_dtype": cdt,
-                    "bound": bound,
-                    "compute_seconds": t_c,
-                    "memory_seconds": t_m,
-                    "overhead_seconds": t_l,
-                    "seconds": t,
-                    "total_seconds": t * count,
-                }
+    def add(ops: list[Op], group: str, prefix: str, count: int, eager: bool = False) -> None:
+        """Bind ``ops`` (each run ``count`` times a step) and append their rows; the step's kernel and launch
+        sums follow."""
+        nonlocal kernels_gpu, launches
+        for op in ops:
+            t, bound, t_c, t_m, t_l, cdt = binder(op, not eager and replays[op.kind])
+            flops, nbytes = op.flops, op.weight_bytes + op.activation_bytes + op.kv_bytes
+            total_t = t * count
+            kernels_gpu += total_t
+            launches += t_l * count
+            rows.append(
+                computed_row(
+                    {
+                        "name": f"{prefix} / {op.name}",
+                        "group": group,
+                        "count": count,
+                        "kind": op.kind,
+                        "flops": flops,
+                        "bytes": nbytes,
+                        "arithmetic_intensity": (flops / nbytes) if nbytes else None,
+                        "compute_dtype": cdt,
+                        "bound": bound,
+                        "compute_seconds": t_c,
+                        "memory_seconds": t_m,
+                        "overhead_seconds": t_l,
+                        "seconds": t,
+                        "total_seconds": total_t,
+                    }
+                )
             )
-        )
 
     for group, idx in layer_groups(model):
-        prefix, layers = group.split(":")[0], tuple(idx)
-        for op in model.layers[idx[0]].ops(shape):
-            add(op, group, len(idx), prefix=prefix)
-            row_layers.append(layers)
+        layer_ops = model.layers[idx[0]].ops(shape)
+        add(layer_ops, group, group.split(":")[0], len(idx))
+        row_layers.extend([tuple(idx)] * len(layer_ops))
     if stage == "prefill":  # the images' encoder forward runs in the step that prefills their tokens, eagerly
         for group, count, ops in multimodal.encoder_rows(model, sc, shape, batch):  # (outside the CUDA graphs)
-            for op in ops:
-                add(op, group, count, eager=True)
-                row_layers.append(ENCODER_ROW)
-    for op in model_ops(model, shape):
-        add(op, "model", 1)
-        row_layers.append(op.name)
-    kernels_gpu = sum(r.total_seconds for r in rows)
-    launches = sum(r.overhead_seconds * r.count for r in rows)
+            add(ops, group, group.split(":")[0], count, eager=True)
+            row_layers.extend([ENCODER_ROW] * len(ops))
+    extra_ops = model_ops(model, shape)
+    add(extra_ops, "model", "model", 1)
+    row_layers.extend(op.name for op in extra_ops)
     gpu = float(step.gpu_step_seconds(kernels_gpu, launches))
     stages = None
     if res.pp > 1:

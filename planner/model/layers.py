@@ -884,7 +884,7 @@ class MoE(_Block):
             *expert_dispatch(shape, h, k),
         ]
         if self.shared is not None:
-            ops += [op.model_copy(update={"name": "shared_" + op.name}) for op in self.shared.ops(shape)]
+            ops += [op.replace(name="shared_" + op.name) for op in self.shared.ops(shape)]
         return ops
 
 

@@ -8,7 +8,7 @@ interconnect, launch overhead) binds and how long it takes.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,8 +18,12 @@ OpKind = Literal["gemm", "grouped_gemm", "attention", "elementwise", "scan", "al
 W8A8_DTYPES = ("fp8", "int8", "fp4")
 
 
-class Op(BaseModel):
-    """FLOPs and HBM bytes of one kernel-sized operation on one TP rank, for one layer."""
+#: The kernel classes an ``Op`` may be (``Op.kind``).
+OP_KINDS: frozenset[str] = frozenset(get_args(OpKind))
+
+
+class OpRecord(BaseModel):
+    """An ``Op``'s fields, checked, as reports store and read them (``Op`` itself is a plain class: see there)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -36,10 +40,111 @@ class Op(BaseModel):
     compute_dtype: str = Field("bf16", description="Dtype of the math units used: bf16, fp16, fp8, int8, fp4, fp32.")
     kernels: int = Field(1, ge=0, description="Kernel launches this op costs.")
 
+
+class Op:
+    """FLOPs and HBM bytes of one kernel-sized operation on one TP rank, for one layer: the fields of
+    ``OpRecord`` (same names, defaults and meaning), keyword or positional in that order.
+
+    A plain slotted class, not a pydantic model: the layers build a few dozen of these per forward step, and the
+    roofline, the step model and the sweep build steps by the thousand, so construction is on every hot path
+    (0.8 us against pydantic's 2.1 us). It makes the checks ``OpRecord`` makes: the kind is one of ``OP_KINDS``,
+    the amounts are numbers >= 0 (kept as floats), the GEMM rows and kernels whole numbers (kernels >= 0); a
+    violation raises ``ValueError`` naming the op and the field. ``replace`` builds a changed copy; a pydantic
+    model with an ``Op`` field validates it from an ``Op`` or its ``OpRecord`` form and dumps the record.
+    """
+
+    __slots__ = tuple(OpRecord.model_fields)
+    name: str
+    kind: OpKind
+    flops: float
+    weight_bytes: float
+    activation_bytes: float
+    kv_bytes: float
+    comm_bytes: float
+    gemm_m_tokens: int | None
+    compute_dtype: str
+    kernels: int
+
+    def __init__(
+        self,
+        name: str,
+        kind: OpKind,
+        flops: float,
+        weight_bytes: float = 0.0,
+        activation_bytes: float = 0.0,
+        kv_bytes: float = 0.0,
+        comm_bytes: float = 0.0,
+        gemm_m_tokens: int | None = None,
+        compute_dtype: str = "bf16",
+        kernels: int = 1,
+    ) -> None:
+        flops, weight_bytes, activation_bytes = float(flops), float(weight_bytes), float(activation_bytes)
+        kv_bytes, comm_bytes = float(kv_bytes), float(comm_bytes)
+        if kind not in OP_KINDS or not (
+            flops >= 0.0 and weight_bytes >= 0.0 and activation_bytes >= 0.0 and kv_bytes >= 0.0 and comm_bytes >= 0.0
+        ):
+            raise ValueError(_op_problem(name, kind, flops, weight_bytes, activation_bytes, kv_bytes, comm_bytes))
+        self.name, self.kind, self.flops = name, kind, flops
+        self.weight_bytes, self.activation_bytes, self.kv_bytes, self.comm_bytes = (
+            weight_bytes,
+            activation_bytes,
+            kv_bytes,
+            comm_bytes,
+        )
+        self.gemm_m_tokens = None if gemm_m_tokens is None else _whole(name, "gemm_m_tokens", gemm_m_tokens)
+        self.compute_dtype = compute_dtype
+        self.kernels = _whole(name, "kernels", kernels)
+        if self.kernels < 0:
+            raise ValueError(f"op {name!r}: kernels must be >= 0, got {kernels!r}")
+
     @property
     def bytes(self) -> float:
         """All HBM bytes moved (weights + activations + KV)."""
         return self.weight_bytes + self.activation_bytes + self.kv_bytes
+
+    def fields(self) -> dict:
+        """The op's fields by name (``OpRecord``'s)."""
+        return {field: getattr(self, field) for field in Op.__slots__}
+
+    def replace(self, **changes) -> Op:
+        """A copy with ``changes`` applied (checked as a new op is)."""
+        return Op(**{**self.fields(), **changes})
+
+    def __repr__(self) -> str:
+        return f"Op({', '.join(f'{k}={v!r}' for k, v in self.fields().items())})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        """As a pydantic field: an ``Op`` as is, or its ``OpRecord`` form (a dict, or JSON) made into one;
+        dumped as the record."""
+        from pydantic_core import core_schema
+
+        from_record = core_schema.no_info_after_validator_function(
+            lambda record: cls(**dict(record)), handler.generate_schema(OpRecord)
+        )
+        return core_schema.json_or_python_schema(
+            json_schema=from_record,
+            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), from_record]),
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda op: op.fields()),
+        )
+
+
+def _whole(name: str, field: str, value) -> int:
+    """``value`` as an int when it is a whole number (an int, or a float like 32.0), else ValueError."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(f"op {name!r}: {field} must be a whole number, got {value!r}")
+
+
+def _op_problem(name, kind, *amounts: float) -> str:
+    """The message of an op that fails its checks: an unknown kind, or the first negative (or NaN) amount."""
+    if kind not in OP_KINDS:
+        return f"op {name!r}: kind must be one of {', '.join(sorted(OP_KINDS))}, got {kind!r}"
+    fields = ("flops", "weight_bytes", "activation_bytes", "kv_bytes", "comm_bytes")
+    field, value = next((f, v) for f, v in zip(fields, amounts, strict=True) if not v >= 0.0)
+    return f"op {name!r}: {field} must be a number >= 0, got {value!r}"
 
 
 class StepShape(BaseModel):
