@@ -284,6 +284,9 @@ def corpus_report(stride: int) -> dict:
 #: predicted (attention fraction); host work per sequence is the scheduler/sampler term that only
 #: a large batch shows.
 CORPUS_PROFILES = ("vllm-v1", "sglang", "trtllm")
+#: NCCL ring all-reduce bus bandwidth over the one-way link bandwidth: 368.8 / 450 GB/s on 8 x H100 SXM
+#: (NVIDIA/nccl-tests#212, NVLS off; engines.md 3b).
+NCCL_RING_ALLREDUCE_FRACTION = 0.82
 CORPUS_GRID = {
     "grouped_gemm_fraction": (0.25, 0.4),
     "gemm_fraction_large": (0.7, 0.85),
@@ -306,7 +309,16 @@ CORPUS_GRID = {
 #: open-loop runs (0.55, serving_vllm_v0.15.json, leave-one-model-out), and the 1P1D run of vllm#18242
 #: (benchmarks/disagg_vs_public.py: 8B, batch ~8 at 8,100-token contexts, 10.45 ms a step) agrees with it;
 #: the grid's 0.25 was its lowest edge, absorbing the burst regime (docs/calibration.md).
-CORPUS_FIXED: dict[str, dict[str, float]] = {"vllm-v1": {"attention_fraction": 0.55}}
+#: SGLang's and TensorRT-LLM's all-reduce above their custom kernels' range (prefill-sized messages) is NCCL's, as
+#: vLLM's is: the NCCL ring's bus bandwidth on 8 x H100 SXM, 368.8 GB/s of the link's 450 GB/s one way
+#: (NVIDIA/nccl-tests#212; shared/reference/engines.md section 3b), the value the vLLM profiles carry. Until
+#: 2026-12-05 both profiles kept the 2026-11-29 global fit's 0.4724 (212 GB/s), which made a TP8 prefill step of a
+#: 70B model spend as long in all-reduce as in its GEMMs.
+CORPUS_FIXED: dict[str, dict[str, float]] = {
+    "vllm-v1": {"attention_fraction": 0.55},
+    "sglang": {"allreduce_fraction": NCCL_RING_ALLREDUCE_FRACTION},
+    "trtllm": {"allreduce_fraction": NCCL_RING_ALLREDUCE_FRACTION},
+}
 #: Factors one family's grid adds (the family's points are ``CORPUS_GRID`` x these). SGLang's HBM fraction
 #: (2026-12-04): the profile carried the 2026-11-29 global fit's 0.7562 until the corpus held SGLang runs at
 #: light load; DataCrunch's Llama-3.3-70B TP4 on H200 at 1 req/s (a memory-bound decode at batch ~7, SGLang

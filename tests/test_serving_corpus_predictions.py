@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from planner.serve.workload import ConcurrencyArrivals, FixedLength, LognormalLength
+from planner.serve.workload import ConcurrencyArrivals, FixedLength, LognormalLength, UniformLength
 from planner.verify import serving_corpus as sc
 from planner.verify.public_records import reference_dir
 
@@ -86,6 +86,60 @@ def test_random_dataset_lengths_are_fixed_at_the_measured_means(modern):
     assert "random" in rec.workload
     assert run.plan.workload.input_tokens == FixedLength(tokens=round(rec.input_len))
     assert run.plan.workload.output_tokens == FixedLength(tokens=round(rec.output_len))
+
+
+def test_sglang_random_lengths_are_drawn_as_its_client_draws_them(corpus):
+    # llm-benchmaq: sglang.bench_serving --dataset-name random --random-input-len 8192 --random-output-len 128, no
+    # --random-range-ratio (default 0.0): inputs uniform on [1, 8192], outputs on [0, 128]; published means
+    # 3,894 / 61.08 tokens, so the ranges' tops move to keep them
+    records = _one(corpus, model="meta-llama/Llama-3.1-70B", input_len=3894.05)
+    rec = records[0]
+    assert sc.sglang_random_ranges(rec) == ((1, 8192), (0, 128))
+    run = sc.express_all(records)[0][0]
+    inputs, outputs = run.plan.workload.input_tokens, run.plan.workload.output_tokens
+    assert inputs == UniformLength(low_tokens=1, high_tokens=round(2 * rec.input_len - 1))
+    assert outputs == UniformLength(low_tokens=1, high_tokens=round(2 * rec.output_len - 1))
+    assert abs((inputs.low_tokens + inputs.high_tokens) / 2 / rec.input_len - 1) < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("flags", "ranges"),
+    [
+        (
+            "python3 -m sglang.bench_serving --dataset-name random --random-input 1024 --random-output 512",
+            ((1, 1024), (0, 512)),
+        ),
+        ("python -m sglang.bench_serving --dataset-name=random --random-range-ratio 0.5", ((512, 1024), (512, 1024))),
+        (
+            "python -m sglang.bench_serving --dataset-name random --random-input-len 1000 --random-output-len 2000 "
+            "--random-range-ratio 1",
+            ((1000, 1000), (2000, 2000)),
+        ),
+        ("python -m sglang.bench_serving --dataset-name sharegpt", None),
+        ("vllm bench serve --dataset-name random --random-input-len 1024", None),
+        ("python -m sglang.bench_serving --dataset-name random-ids --random-input-len 64", None),
+    ],
+)
+def test_sglang_random_ranges_follow_the_command(corpus, flags, ranges):
+    rec = corpus[0].model_copy(update={"engine_flags": flags})
+    assert sc.sglang_random_ranges(rec) == ranges
+
+
+def _expresses(record) -> bool:
+    try:
+        sc.express_run(record)
+    except sc.Unexpressible:
+        return False
+    return True
+
+
+def test_a_requested_length_given_as_the_mean_is_refused(corpus):
+    # a mean equal to the requested top cannot come from a draw over [1, top]: the record states requests, not means
+    rec = next(r for r in corpus if sc.sglang_random_ranges(r) == ((1, 1024), (0, 1024)) and _expresses(r))
+    sc.express_run(rec)  # as published, it expresses
+    odd = rec.model_copy(update={"input_len": 1024.0, "output_len": 1024.0})
+    with pytest.raises(sc.Unexpressible, match="not the mean of a draw from"):
+        sc.express_run(odd)
 
 
 @pytest.mark.parametrize(

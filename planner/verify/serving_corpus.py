@@ -18,8 +18,9 @@ simulation of one replica, with ``planner.serve.replica.simulate_scenario(..., s
   loop whose concurrency is the number of prompts, simulated in full (its TTFT is queueing and grows
   with the prompts, so it is never cut); a ``--max-concurrency`` run is a closed loop at that
   concurrency and a rate is Poisson arrivals, both capped at ``MAX_PACED_REQUESTS``;
-* lengths: the measured means (total tokens / successful requests); fixed for random datasets,
-  log-normal around the means for ShareGPT (spread as ``public_records_express.SHAREGPT_STD_OVER_MEAN``);
+* lengths: the measured means (total tokens / successful requests); log-normal around the means for ShareGPT
+  (spread as ``public_records_express.SHAREGPT_STD_OVER_MEAN``), uniform for SGLang's random dataset as its client
+  draws it (``sglang_random_ranges``: up to the requested length by default), fixed for other random datasets;
 * step cost: the fitted factors of the engine's profile (``planner/engines/fitted.yaml``).
 
 A record that cannot be expressed comes back as ``Unexpressed`` with the reason: a flag of the
@@ -56,6 +57,7 @@ from planner.serve.workload import (
     FixedLength,
     LognormalLength,
     PoissonArrivals,
+    UniformLength,
     Workload,
 )
 from planner.verify.public_records import catalog_model, match_gpu, match_model, reference_dir
@@ -412,8 +414,52 @@ def _weight_dtype(record: ServingRecord) -> str:
     raise Unexpressible("condition not given", f"precision not understood: '{record.quant}'")
 
 
+#: ``sglang.bench_serving --dataset-name random`` draws each request's lengths uniformly
+#: (``sample_random_requests``, python/sglang/bench_serving.py): input from [max(int(L_in x r), 1), L_in],
+#: output from [int(L_out x r), L_out], with r = ``--random-range-ratio`` (default 0.0: "up to the requested
+#: value") and L = ``--random-input-len`` / ``--random-output-len`` (default 1024 each; older clients spell them
+#: ``--random-input`` / ``--random-output``). r = 1 is a fixed length.
+SGLANG_RANDOM_DEFAULTS = {"input": 1024, "output": 1024, "range_ratio": 0.0}
+#: Largest relative gap between a published mean length and the mean of the range it was drawn from; the corpus's
+#: measured means sit within 0.95-1.06 of theirs.
+MEAN_MISMATCH = 0.15
+_SGLANG_CLIENT = re.compile(r"sglang\.bench_serving")
+_RANDOM_DATASET = re.compile(r"--dataset-name[ =]random(?![-\w])")
+
+
+def _flag_number(flags: str, names: tuple[str, ...]) -> float | None:
+    """The number after the last of ``names`` in ``flags`` (``--name N`` or ``--name=N``), or None."""
+    hits = re.findall(
+        r"(?:^|\s)(?:" + "|".join(re.escape(n) for n in names) + r")[ =]([0-9]+(?:\.[0-9]+)?)(?!\S)", flags
+    )
+    return float(hits[-1]) if hits else None
+
+
+def sglang_random_ranges(record: ServingRecord) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The (input, output) ranges SGLang's client drew the run's lengths from (``SGLANG_RANDOM_DEFAULTS``), or None
+    when the run is not ``sglang.bench_serving``'s random dataset as its command shows it."""
+    flags = record.engine_flags
+    if not (_SGLANG_CLIENT.search(flags) and _RANDOM_DATASET.search(flags)):
+        return None
+    r = _flag_number(flags, ("--random-range-ratio",))
+    ratio = SGLANG_RANDOM_DEFAULTS["range_ratio"] if r is None else r
+    ranges = []
+    for side, names in (
+        ("input", ("--random-input-len", "--random-input")),
+        ("output", ("--random-output-len", "--random-output")),
+    ):
+        value = _flag_number(flags, names)
+        top = int(SGLANG_RANDOM_DEFAULTS[side] if value is None else value)
+        low = int(top * ratio)
+        ranges.append((max(low, 1) if side == "input" else low, top))
+    return ranges[0], ranges[1]
+
+
 def _lengths(record: ServingRecord) -> tuple[Any, Any]:
-    """(input, output) length distributions: ShareGPT log-normal around the means, else fixed."""
+    """(input, output) length distributions: ShareGPT log-normal around the means; SGLang's random dataset uniform
+    over the range its client drew from (``sglang_random_ranges``) with the top moved so the mean is the measured
+    one (the published means are token totals over requests: e.g. outputs cut short by EOS); else fixed at the
+    means."""
     if record.input_len is None or record.output_len is None:
         raise Unexpressible(
             "condition not given", f"lengths not given (input {record.input_len!r}, output {record.output_len!r})"
@@ -425,7 +471,24 @@ def _lengths(record: ServingRecord) -> tuple[Any, Any]:
             return FixedLength(tokens=max(1, round(mean)))
         return LognormalLength(mean_tokens=mean, std_tokens=SHAREGPT_STD_OVER_MEAN * mean)
 
+    def drawn(mean: float, low: int, top: int) -> Any:
+        low = max(1, low)  # the simulator's requests have at least one token (the client may ask for 0 outputs)
+        high = min(top, round(2.0 * mean - low))
+        if high <= low:
+            return FixedLength(tokens=max(1, round(mean)))
+        if abs((low + high) / 2.0 / mean - 1.0) > MEAN_MISMATCH:
+            raise Unexpressible(
+                "condition not given",
+                f"published mean length {mean:g} is not the mean of a draw from [{low}, {top}], the range the "
+                "command's sglang.bench_serving samples (a requested length given as the mean?)",
+            )
+        return UniformLength(low_tokens=low, high_tokens=high)
+
     sharegpt = "sharegpt" in record.workload.lower()
+    ranges = None if sharegpt else sglang_random_ranges(record)
+    if ranges is not None:
+        (in_low, in_top), (out_low, out_top) = ranges
+        return drawn(record.input_len, in_low, in_top), drawn(record.output_len, out_low, out_top)
     return spread(record.input_len, not sharegpt), spread(record.output_len, fixed_out or not sharegpt)
 
 
