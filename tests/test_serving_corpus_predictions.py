@@ -281,3 +281,19 @@ def test_the_publisher_pages_disagree_on_what_a_card_is_worth(modern):
     fast = pairs[("sglang", "openai/gpt-oss-120b")]
     assert all(1.1 < p.measured_ratio < 1.4 for p in slow) and fast.measured_ratio > 2.5
     assert all(p.predicted_ratio > 1.8 for p in (*slow, fast))  # the datasheets say ~2x both times
+
+
+def test_a_shared_server_run_scores_only_its_decode_step(corpus):
+    # llm-benchmaq ran every length of a configuration against one SGLang server (radix cache on, the client's fixed
+    # seed): a run may find the earlier runs' prompts cached, by a share the records do not print
+    records = [r for r in corpus if sc.SHARED_SERVER in r.notes]
+    assert len(records) == 160 and {r.engine.split()[0] for r in records} == {"SGLang"}
+    expressed, unexpressed = sc.express_all(records)
+    scored = {r.metric for run in expressed for r in run.records}
+    assert scored == set(sc.DECODE_STEP_METRICS)
+    refused = {u.metric for u in unexpressed if u.reason_kind == "prefix cache state not given"}
+    assert {"median_ttft_ms", "mean_tpot_ms", "output_throughput_tok_s"} <= refused
+    assert all("SHARED SERVER" in u.reason for u in unexpressed if u.reason_kind == "prefix cache state not given")
+    # the same records without the mark are scored on every metric
+    plain = [r.model_copy(update={"notes": r.notes.split(" | SHARED SERVER")[0]}) for r in records[:10]]
+    assert not sc.express_all(plain)[1]

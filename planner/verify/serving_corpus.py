@@ -78,6 +78,12 @@ SEED = 0
 #: Words of ``notes`` that mark a record whose conditions are not all printed at the source
 #: (``reference/serving_corpus.md``: "filter on the flags in notes").
 FLAGS = ("INCOMPLETE", "ASSUMED", "AMBIGUOUS", "INFERRED", "OUT OF TARGET SIZE RANGE")
+#: The corpus's mark of a run that shared its server with other runs whose prompts it may find in the prefix cache
+#: (``record_check``): how much of each prompt was cached is not printed, so only a decode step's time is scored.
+SHARED_SERVER = "SHARED SERVER"
+#: Metrics of a decode step alone, which a warm prefix cache does not move: the median gap between two tokens (the
+#: prefill stalls sit in the tail of the gaps).
+DECODE_STEP_METRICS = frozenset({"median_itl_ms"})
 #: A kernel-tuning PR's "after" column runs the PR's config file, not the engine's default.
 TUNED_CONFIG = re.compile(r"\b[Aa]fter \(PR's")
 
@@ -259,6 +265,13 @@ def record_check(record: ServingRecord) -> None:
     flags = [f for f in FLAGS if f in record.notes]
     if flags:
         raise Unexpressible("flagged in notes", f"the corpus flags it {'/'.join(flags)}: a condition is not printed")
+    if SHARED_SERVER in record.notes and record.metric not in DECODE_STEP_METRICS:
+        raise Unexpressible(
+            "prefix cache state not given",
+            f"{record.metric} depends on the prefill, and the run shared its server with earlier runs whose prompts "
+            "it may find cached (the corpus marks it SHARED SERVER; the cached share is not printed); only "
+            f"{', '.join(sorted(DECODE_STEP_METRICS))} is scored",
+        )
     if TUNED_CONFIG.search(record.notes):
         raise Unexpressible("non-default kernel config", "runs a PR's tuned kernel config, not the engine's default")
     if record.metric not in METRICS:
