@@ -55,10 +55,11 @@ CLIENT_SEED = 1
 SHARED_METRICS = ("median_ttft_ms", "mean_tpot_ms", "output_throughput_tok_s")
 
 
-def client_input_lengths(top: int, prompts: int, ratio: float = 0.0) -> np.ndarray:
-    """The prompt lengths sglang.bench_serving draws for one run (``sample_random_requests`` after the seed)."""
+def client_input_lengths(low: int, top: int, prompts: int) -> np.ndarray:
+    """The prompt lengths sglang.bench_serving draws for one run over [low, top] (``sample_random_requests`` after
+    the seed; the range is ``serving_corpus.sglang_random_ranges``'s)."""
     np.random.seed(CLIENT_SEED)
-    return np.random.randint(max(int(top * ratio), 1), top + 1, size=prompts)
+    return np.random.randint(low, top + 1, size=prompts)
 
 
 def shared_server() -> dict:
@@ -77,7 +78,7 @@ def shared_server() -> dict:
         seen = np.zeros(groups[0][0].num_prompts, dtype=np.int64)  # longest prompt of each conversation so far
         for group in groups:
             (low, top), _ = serving_corpus.sglang_random_ranges(group[0])
-            lengths = client_input_lengths(top, len(seen), low / top if low > 1 else 0.0)
+            lengths = client_input_lengths(low, top, len(seen))
             hit = float(np.minimum(lengths, seen).sum() / lengths.sum())
             seen = np.maximum(seen, lengths)
             plan = serving_corpus.express_run(group[0])

@@ -23,11 +23,11 @@ def test_the_reproduced_draws_have_the_published_means(sweep):
     records = [r for r in sc.load_records(sc.CORPUS_PATH, file="corpus") if sc.SHARED_SERVER in r.notes]
     means: dict[int, set[float]] = {}
     for r in records:
-        (_, top), _ = sc.sglang_random_ranges(r)
-        means.setdefault(top, set()).add(r.input_len)
-    assert set(means) == {1024, 2048, 4096, 8192}
-    for top, published in means.items():
-        drawn = float(sweep.client_input_lengths(top, 100).mean())
+        (low, top), _ = sc.sglang_random_ranges(r)
+        means.setdefault((low, top), set()).add(r.input_len)
+    assert {top for _, top in means} == {1024, 2048, 4096, 8192}
+    for (low, top), published in means.items():
+        drawn = float(sweep.client_input_lengths(low, top, 100).mean())
         assert all(abs(drawn - m) <= 1.0 for m in published), (top, drawn, published)
 
 

@@ -454,7 +454,7 @@ def roofline(
         nonlocal kernels_gpu, launches
         for op in ops:
             t, bound, t_c, t_m, t_l, cdt = binder(op, not eager and replays[op.kind])
-            flops, nbytes = op.flops, op.weight_bytes + op.activation_bytes + op.kv_bytes
+            flops, nbytes = op.flops, op.bytes
             total_t = t * count
             kernels_gpu += total_t
             launches += t_l * count

@@ -54,16 +54,6 @@ class Op:
     """
 
     __slots__ = tuple(OpRecord.model_fields)
-    name: str
-    kind: OpKind
-    flops: float
-    weight_bytes: float
-    activation_bytes: float
-    kv_bytes: float
-    comm_bytes: float
-    gemm_m_tokens: int | None
-    compute_dtype: str
-    kernels: int
 
     def __init__(
         self,
