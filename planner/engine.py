@@ -86,6 +86,38 @@ class MoeWeightLayout(BaseModel):
         )
 
 
+class OutputReserve(BaseModel):
+    """KV an engine holds back, at admission, for output tokens not generated yet.
+
+    A waiting prompt is admitted only while the tokens in use, plus ``running_ratio`` of the running requests'
+    remaining output tokens, plus ``new_request`` of each request admitted in the same pass's output tokens
+    (its own included), stay below the KV pool. vLLM reserves nothing (it admits on the prompt's blocks and
+    preempts when decodes run out); SGLang reserves a decaying share (``PrefillAdder``: running requests at
+    ``new_token_ratio``, new ones at their whole ``max_new_tokens``); TensorRT-LLM's default
+    GUARANTEED_NO_EVICT reserves every started request's whole output, so it never evicts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    new_request: float = Field(
+        ge=0, le=1, description="Share of a request's output tokens reserved by the pass that admits it."
+    )
+    running_initial: float = Field(
+        ge=0, le=1, description="Share of the running requests' remaining output tokens reserved, after idle."
+    )
+    running_floor: float = Field(ge=0, le=1, description="The share it decays to.")
+    decay_steps: int = Field(ge=0, description="Decode steps from running_initial down to running_floor (0: no decay).")
+    clip_tokens: int | None = Field(
+        None, ge=1, description="Most output tokens one request's estimate counts (None: no cap)."
+    )
+
+    def running_ratio(self, decode_steps: int) -> float:
+        """The running requests' share after ``decode_steps`` decode steps since the engine was last idle."""
+        if self.decay_steps == 0 or decode_steps <= 0:
+            return self.running_initial
+        fall = (self.running_initial - self.running_floor) * decode_steps / self.decay_steps
+        return max(self.running_initial - fall, self.running_floor)
+
+
 class EngineProfile(BaseModel):
     """One engine family over a range of versions (``min_version`` <= v < ``max_version``)."""
 
@@ -136,6 +168,10 @@ class EngineProfile(BaseModel):
         description="Whether a step carries prefill chunks and decodes together: 'always' (vLLM V1's token budget, "
         "TensorRT-LLM's in-flight batching); 'with_chunked_prefill' (vLLM V0: without it a step that admits "
         "prefills runs only prefills); 'never' (SGLang without --enable-mixed-chunk: prefill first, decodes wait).",
+    )
+    output_reserve: OutputReserve | None = Field(
+        None,
+        description="KV held back at admission for outputs not generated yet (None: none, vLLM's admission).",
     )
     moe_weight_layouts: tuple[MoeWeightLayout, ...] = Field(
         (), description="Resident layouts of quantized expert weights by card; none listed: the checkpoint's bytes."

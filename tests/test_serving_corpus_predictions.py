@@ -280,7 +280,10 @@ def test_the_publisher_pages_disagree_on_what_a_card_is_worth(modern):
     slow = [pairs[(f, "Qwen/Qwen3-32B")] for f in ("sglang", "trtllm")]
     fast = pairs[("sglang", "openai/gpt-oss-120b")]
     assert all(1.1 < p.measured_ratio < 1.4 for p in slow) and fast.measured_ratio > 2.5
-    assert all(p.predicted_ratio > 1.8 for p in (*slow, fast))  # the datasheets say ~2x both times
+    # the card-level model fits the fast pair and overshoots both slow ones by 40% or more (the datasheets say ~2x
+    # both times; with the engines' output reserve the memory-bound A100 bursts give 1.77x and 1.92x, 2026-12-07)
+    assert abs(fast.predicted_ratio / fast.measured_ratio - 1) < 0.1
+    assert all(p.predicted_ratio / p.measured_ratio > 1.4 for p in slow)
 
 
 def test_a_shared_server_run_scores_only_its_decode_step(corpus):

@@ -245,6 +245,7 @@ def scheduler_config(
         enable_chunked_prefill=sc.enable_chunked_prefill,
         max_model_len=res.max_model_len,
         mixed_batches=engine_of(sc).mixes_batches(sc.enable_chunked_prefill),
+        output_reserve=engine_of(sc).output_reserve,
         scheduling_policy=sc.scheduling_policy,
         mode=mode,
     )

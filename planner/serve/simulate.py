@@ -74,6 +74,7 @@ from typing import ClassVar, Literal, NamedTuple, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from planner.engine import OutputReserve
 from planner.errors import ScenarioError
 from planner.serve.workload import RequestSet, Workload, generate_requests
 
@@ -274,6 +275,12 @@ class SchedulerConfig(BaseModel):
         description="Prefill chunks and decodes share a step (vLLM V1, TensorRT-LLM); False: a step that admits "
         "prefills runs only prefills and the decodes wait for the next (SGLang without --enable-mixed-chunk, "
         "vLLM V0 without chunked prefill). From the engine profile's mixed_batches.",
+    )
+    output_reserve: OutputReserve | None = Field(
+        None,
+        description="KV the engine holds back at admission for outputs not generated yet (SGLang's new-token "
+        "ratio, TensorRT-LLM's GUARANTEED_NO_EVICT); None: vLLM's admission on the prompt's blocks alone. From "
+        "the engine profile's output_reserve.",
     )
     scheduling_policy: Literal["fcfs", "priority"] = Field(
         "fcfs",
@@ -866,16 +873,20 @@ class _Continuous(_Engine):
         "decode_runs",
         "decode_steps",
         "decoding",
+        "end_sum",
         "finish_at",
         "gen",
         "grows",
+        "idle_s",
         "last_step",
         "last_tok",
         "mixed",
         "ntok",
+        "output_reserve",
         "phase_count",
         "prefilling",
         "run_fixed",
+        "s_now",
         "speculation",
         "stalls",
         "step_seconds",
@@ -910,6 +921,9 @@ class _Continuous(_Engine):
         self.c0_sum = 0
         self.used = 0
         self.prefilling = -1
+        self.output_reserve = scheduler.output_reserve  # None: admission on the prompt's blocks alone (vLLM)
+        self.end_sum = 0  # the decoding requests' last steps summed (their remaining steps: ``_reserved_tokens``)
+        self.s_now = self.idle_s = 0  # the step index being scheduled, and the one when the engine was last idle
         self.run_fixed = _RunFixed(  # what ``_decode_run`` reads and never rebinds
             self.decoding,
             self.waiting,
@@ -944,6 +958,7 @@ class _Continuous(_Engine):
                 if arrivals.exhausted():
                     return
                 self.t = t = arrivals.next_time_s  # idle until the next arrival
+                self.idle_s = s
                 continue
             if self.decode_runs and n_dec and self.prefilling < 0 and not waiting and (mixed or not self.stalls):
                 steps, s = self._decode_run(s)
@@ -952,6 +967,7 @@ class _Continuous(_Engine):
                 if steps:
                     continue  # an arrival is due, or a request left: back to the top
                 # else the next step preempts: the general path below takes it
+            self.s_now = s
             if not mixed and (self.prefilling >= 0 or waiting) and self._prefill_only_step(g_prev, g_now):
                 t = self.t
                 continue  # a prefill-only step: the decodes did not advance, so the step index s stays
@@ -1143,6 +1159,7 @@ class _Continuous(_Engine):
                 budget -= chunk[2]
         n_run = n_dec + (self.prefilling >= 0)
         waiting, cached, ntok, bs = self.waiting, self.cached, self.ntok, self.bs
+        held = None if self.output_reserve is None or not waiting else self._reserved_tokens(n_dec)
         while not preempted and waiting and budget > 0 and n_run < self.max_seqs:
             rid = waiting[0]
             start = cached[rid]
@@ -1152,6 +1169,11 @@ class _Continuous(_Engine):
             blocks = -(-(start + c + (reserve if start + c == ntok[rid] else 0)) // bs)
             if self.used + blocks > self.total_blocks:
                 break
+            if held is not None:
+                outputs = self._output_estimate(rid, self.output_reserve.new_request)
+                if (self.used + blocks) * bs + held + outputs >= self.total_blocks * bs:
+                    break  # the outputs reserved would not fit beside it (SGLang NO_TOKEN, TensorRT-LLM no-evict)
+                held += outputs
             waiting.popleft()
             self.used += blocks
             budget -= c
@@ -1164,6 +1186,29 @@ class _Continuous(_Engine):
         if self.encoder is not None:
             self._encode(chunks)
         return n_run, prefill_tokens, pairs, chunks
+
+    def _output_estimate(self, rid: int, share: float) -> float:
+        """``share`` of the output tokens ``rid`` has still to generate, at most the profile's clip."""
+        left = self.out[rid] - self.gen[rid]
+        clip = self.output_reserve.clip_tokens if self.output_reserve is not None else None
+        return share * (left if clip is None else min(left, clip))
+
+    def _reserved_tokens(self, n_dec: int) -> float:
+        """Tokens the engine holds back before admitting a prompt (``SchedulerConfig.output_reserve``): the
+        running share of the decoding requests' remaining outputs (request r decodes through step
+        ``last_step[r]``, so it has last_step[r] - s + 1 tokens to come at step s; summed, ``end_sum`` - n_dec x
+        (s - 1), each at most the clip), plus the whole share of the request in prefill, which joined in an
+        earlier pass of the same admission (SGLang re-adds a chunked request with its max_new_tokens)."""
+        policy = self.output_reserve
+        assert policy is not None
+        s = self.s_now
+        remaining = self.end_sum - n_dec * (s - 1)
+        if policy.clip_tokens is not None:
+            remaining = min(remaining, n_dec * policy.clip_tokens)
+        held = policy.running_ratio(s - self.idle_s) * remaining
+        if self.prefilling >= 0:
+            held += self._output_estimate(self.prefilling, policy.new_request)
+        return held
 
     def _continue_prefill(self, budget: int, reserve: int) -> tuple[int, int, int] | None:
         """The prefilling request's next chunk (at most ``budget`` tokens) on its new blocks; None when they do
@@ -1210,16 +1255,19 @@ class _Continuous(_Engine):
     def _finish_decodes(self, done: list[int], hold_now: int) -> None:
         """Decoding requests whose last token came in this step leave, freeing cdiv(c0 + hold_now) blocks each."""
         bs, out, gen, c0, decoding, phase_count = self.bs, self.out, self.gen, self.c0, self.decoding, self.phase_count
-        freed = left = 0
+        last_step = self.last_step
+        freed = left = ends = 0
         for rid in done:
             c = c0[rid]  # ``_stop_decoding``, its sums kept for the end
             del decoding[rid]
             phase_count[c % bs] -= 1
             left += c
+            ends += last_step[rid]
             freed += -(-(c + hold_now) // bs)
             gen[rid] = out[rid]
             self._finish(rid)
         self.c0_sum -= left
+        self.end_sum -= ends
         self.used -= freed
 
     def _advance_prefills(self, chunks: list[tuple[int, int, int]], reserve: int, g_next: int) -> None:
@@ -1255,6 +1303,7 @@ class _Continuous(_Engine):
         self.c0_sum += c
         key = self.speculation.first_step_at(tokens) - 1
         self.last_step[rid] = key
+        self.end_sum += key
         bucket = self.finish_at.get(key)
         if bucket is None:
             self.finish_at[key] = [rid]
@@ -1267,6 +1316,7 @@ class _Continuous(_Engine):
         del self.decoding[rid]
         self.phase_count[c % self.bs] -= 1
         self.c0_sum -= c
+        self.end_sum -= self.last_step[rid]
         return c
 
 

@@ -437,6 +437,7 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
             enable_chunked_prefill=chunked,
             max_model_len=max_len,
             mixed_batches=engine_of(sc).mixes_batches(chunked),
+            output_reserve=engine_of(sc).output_reserve,
         )
         per_replica = (
             ConcurrencyArrivals(concurrency=max(1, n // replicas))
