@@ -77,6 +77,15 @@ def test_rate_run_is_simulated_per_replica(llama3b):
     assert any("4 replicas" in n for n in result.notes)
 
 
+def test_a_rate_run_with_a_concurrency_cap_is_simulated_with_the_cap(llama3b):
+    """vllm bench serve --request-rate 10 --max-concurrency 8 on 4 replicas: Poisson at 2.5 req/s, at most 2 in
+    flight per replica (until 2026-12-07 the cap was dropped with a note)."""
+    bench, _ = bench_with_overrides(load_bench_results(SWEEP)[0], max_concurrency=8)
+    result = score(bench, llama3b, get_profile("l40s"), L40S_X4)
+    assert result.workload["arrivals"] == {"kind": "poisson", "request_rate_per_s": 2.5, "max_concurrency": 2}
+    assert any("at most 2 in flight per replica" in n for n in result.notes)
+
+
 def test_unlimited_rate_is_a_closed_loop_as_wide_as_the_run(llama3b):
     bench = load_bench_results(SWEEP)[2]
     assert bench.arrival_pattern == "unlimited" and bench.num_prompts == 900

@@ -301,7 +301,8 @@ def test_slo_infeasible_is_a_result_not_an_error(capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["simulate", MODEL, "--qps", "5", "--concurrency", "4"], "not allowed with argument"),
+        (["simulate", MODEL, "--trace", "t.csv", "--concurrency", "4"], "--trace gives the arrivals itself"),
+        (["simulate", MODEL, "--qps", "5", "--trace", "t.csv"], "not allowed with argument"),
         (["simulate", MODEL, "--qps", "0"], "--qps must be greater than 0 (got 0); allowed: > 0"),
         (["simulate", MODEL, "--qps", "inf"], "--concurrency N instead of an infinite rate"),
         (["simulate", MODEL, "--input-len-std", "100"], "needs a length distribution, but --length-dist is fixed"),

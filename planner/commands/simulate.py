@@ -86,7 +86,7 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
         + (" (the total rate to serve)." if rate_required else f". Default: {PoissonArrivals().request_rate_per_s:g}."),
     )
     if not rate_required:
-        arrivals.add_argument(
+        w.add_argument(
             "--concurrency",
             "--max-concurrency",
             dest="concurrency",
@@ -94,7 +94,9 @@ def add_workload_flags(parser: argparse.ArgumentParser, *, rate_required: bool =
             default=None,
             type=Number.of(int, "--concurrency", ConcurrencyArrivals, "concurrency"),
             help="Closed loop: N requests in flight, a new one as soon as one finishes. "
-            + (ConcurrencyArrivals.model_fields["concurrency"].description or ""),
+            + (ConcurrencyArrivals.model_fields["concurrency"].description or "")
+            + " With --qps: Poisson arrivals capped at N in flight (vllm bench serve --request-rate R "
+            "--max-concurrency N; a request waits at the client for a slot, its latencies count from the send).",
         )
     arrivals.add_argument(
         "--trace",
@@ -213,13 +215,23 @@ def _classed_workload(args: argparse.Namespace) -> Workload:
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The Workload the workload flags describe (pydantic and the core check the values)."""
+    concurrency = getattr(args, "concurrency", None)
+    source = "--trace" if args.trace else "--workload-file" if getattr(args, "workload_file", None) else None
+    if concurrency is not None and source:
+        raise ScenarioError(
+            f"--concurrency sets a closed loop (or, with --qps, a cap on a Poisson stream); {source} gives the "
+            "arrivals itself.",
+            hint=f"Drop --concurrency, or drop {source}.",
+        )
     if getattr(args, "workload_file", None):
         return _classed_workload(args)
     arrivals: PoissonArrivals | ConcurrencyArrivals | TraceArrivals
     if args.trace:
         arrivals = TraceArrivals(path=args.trace)
-    elif getattr(args, "concurrency", None) is not None:
-        arrivals = ConcurrencyArrivals(concurrency=args.concurrency)
+    elif concurrency is not None and args.qps is not None:
+        arrivals = PoissonArrivals(request_rate_per_s=args.qps, max_concurrency=concurrency)
+    elif concurrency is not None:
+        arrivals = ConcurrencyArrivals(concurrency=concurrency)
     elif args.qps is not None:  # finite and > 0: the flag's type checks it
         arrivals = PoissonArrivals(request_rate_per_s=args.qps)
     else:

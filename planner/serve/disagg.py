@@ -193,6 +193,13 @@ def simulate_disaggregated(
             "disaggregated serving is simulated for open-loop arrivals (a rate or a trace), not a closed loop.",
             hint="Give --qps (or a trace) instead of --concurrency.",
         )
+    if getattr(workload.arrivals, "max_concurrency", None) is not None:
+        raise ScenarioError(
+            "disaggregated serving is simulated for uncapped open-loop arrivals; a cap on requests in flight "
+            "(--max-concurrency with --qps) would hold requests at the client between the pools, which is not "
+            "modelled.",
+            hint="Drop --max-concurrency (keep --qps), or simulate the co-located deployment.",
+        )
     sc_p = sc.model_copy(update={"tp": layout.prefill_tp, "num_gpus": None, "speculative": None})
     sc_d = sc.model_copy(update={"tp": layout.decode_tp, "num_gpus": None})
     plan_p, sched_p = planned_replica(model, hw, sc_p)

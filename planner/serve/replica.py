@@ -542,11 +542,18 @@ def simulate_scenario(
 
 def dp_rank_requests(requests: RequestSet, dp: int) -> RequestSet:
     """DP rank 0's share of ``requests`` over ``dp`` ranks: every dp-th request in arrival order (round robin), a
-    closed loop's concurrency divided evenly (at least 1). ``dp`` 1 returns ``requests`` itself."""
+    closed loop's concurrency and an open loop's cap divided evenly (at least 1). ``dp`` 1 returns ``requests``."""
     if dp <= 1:
         return requests
-    concurrency = None if requests.concurrency is None else max(1, round(requests.concurrency / dp))
-    return replace(requests.take(slice(None, None, dp)), concurrency=concurrency)
+
+    def share(n: int | None) -> int | None:
+        return None if n is None else max(1, round(n / dp))
+
+    return replace(
+        requests.take(slice(None, None, dp)),
+        concurrency=share(requests.concurrency),
+        max_in_flight=share(requests.max_in_flight),
+    )
 
 
 def dp_replica_result(result: ServingResult, dp: int) -> ServingResult:

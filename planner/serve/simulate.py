@@ -678,9 +678,24 @@ def _bad_step(seconds: float, prefill_tokens: int, decode_seqs: int) -> Scenario
 class _Arrivals:
     """When requests join the waiting queue: at their arrival times (open loop), or one each time a
     request leaves, ``concurrency`` in flight (closed loop). A refused request never joins it (closed
-    loop: it frees its slot at once). ``time_s`` is each request's arrival (NaN: not yet, closed loop)."""
+    loop: it frees its slot at once). ``time_s`` is each request's arrival (NaN: not yet, closed loop).
 
-    __slots__ = ("closed", "count", "next_id", "next_time_s", "rejected", "time_s", "waiting")
+    An open loop with a cap (``RequestSet.max_in_flight``): a request that arrives while the cap's worth are
+    in flight (queued or running) is held at the client, FCFS, and sent when one leaves; its ``time_s``
+    becomes that send time, from which ``vllm bench serve`` counts its latencies."""
+
+    __slots__ = (
+        "cap",
+        "closed",
+        "count",
+        "held",
+        "in_flight",
+        "next_id",
+        "next_time_s",
+        "rejected",
+        "time_s",
+        "waiting",
+    )
 
     def __init__(self, requests: RequestSet, rejected: list[bool], waiting: deque[int] | _PriorityWaiting) -> None:
         self.count = len(requests)
@@ -688,6 +703,9 @@ class _Arrivals:
         self.waiting = waiting
         self.next_id = 0  # the next request to arrive
         self.closed = requests.concurrency is not None or requests.arrival_time_s is None
+        self.cap = None if self.closed else requests.max_in_flight  # None: every arrival is sent at once
+        self.in_flight = 0  # capped open loop: requests sent and not finished
+        self.held: deque[int] = deque()  # capped open loop: arrived, waiting at the client for a slot
         if self.closed or requests.arrival_time_s is None:
             self.time_s = [math.nan] * self.count
             self.next_time_s = math.inf  # no arrival is due by the clock
@@ -706,15 +724,31 @@ class _Arrivals:
         return self.closed or self.next_id >= self.count
 
     def until(self, now: float) -> None:
-        """Open loop: queue every request that has arrived by ``now``."""
+        """Open loop: queue every request that has arrived by ``now`` (with a cap: while a slot is free)."""
         time_s, rejected, waiting, count = self.time_s, self.rejected, self.waiting, self.count
         i = self.next_id
+        cap = self.cap
         while i < count and time_s[i] <= now:
             if not rejected[i]:
-                waiting.append(i)
+                if cap is None:
+                    waiting.append(i)
+                elif self.held or self.in_flight >= cap:
+                    self.held.append(i)
+                else:
+                    self.in_flight += 1
+                    waiting.append(i)
             i += 1
         self.next_id = i
         self.next_time_s = time_s[i] if i < count else math.inf
+
+    def release(self, now: float) -> None:
+        """Capped open loop: a request left; the first held one, if any, is sent ``now`` in its place."""
+        if self.held:
+            rid = self.held.popleft()
+            self.time_s[rid] = now
+            self.waiting.append(rid)
+        else:
+            self.in_flight -= 1
 
     def replace(self, now: float, finished: int = 1) -> None:
         """Closed loop: the next ``finished`` requests arrive ``now``, in place of those that left."""
@@ -811,6 +845,8 @@ class _Engine:
         self.finish_t[rid] = self.t
         if self.arrivals.closed:
             self.arrivals.replace(self.t)
+        elif self.arrivals.cap is not None:
+            self.arrivals.release(self.t)
 
     def result(self, requests: RequestSet, rejected: np.ndarray, reasons: tuple[str, ...]) -> EngineRun:
         """The run's arrays, once every request has finished or been refused."""

@@ -472,6 +472,8 @@ class _Traffic:
             drawn = generate_requests(one)
             self.rate = arrivals.request_rate_per_s
             unit = drawn.arrival_time_s
+        # the client's cap on requests in flight holds at every probed rate (vllm bench serve --max-concurrency)
+        self.cap = arrivals.max_concurrency if isinstance(arrivals, PoissonArrivals) else None
         self.unit_arrivals = unit
         self.inputs = drawn.input_tokens
         self.outputs = drawn.output_tokens
@@ -482,7 +484,12 @@ class _Traffic:
 
     def at(self, rate: float, count: int) -> RequestSet:
         return RequestSet(
-            self.unit_arrivals[:count] / rate, self.inputs[:count], self.outputs[:count], None, self.hit_rate
+            self.unit_arrivals[:count] / rate,
+            self.inputs[:count],
+            self.outputs[:count],
+            None,
+            self.hit_rate,
+            max_in_flight=self.cap,
         )
 
 

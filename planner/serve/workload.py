@@ -9,7 +9,10 @@ arrays, bit for bit.
 Arrivals follow ``vllm bench serve``: the first request is sent at t = 0 and the gaps between
 requests are exponential with mean 1 / rate (a Poisson process). In a closed loop the first
 ``concurrency`` requests are sent at t = 0 and each later one when an earlier one finishes, like
-``vllm bench serve --max-concurrency N`` with an infinite rate.
+``vllm bench serve --max-concurrency N`` with an infinite rate. Both at once (a rate and
+``max_concurrency``): Poisson arrivals at the client, each sent only when fewer than the cap are in
+flight, its latencies counted from the send, as ``vllm bench serve`` gates each request on a
+semaphore of the cap before it starts its clock.
 """
 
 from __future__ import annotations
@@ -160,6 +163,15 @@ class PoissonArrivals(BaseModel):
     kind: Literal["poisson"] = Field("poisson", description="Arrival process name.")
     request_rate_per_s: float = Field(
         1.0, gt=0, allow_inf_nan=False, description="Mean arrival rate, in requests per second."
+    )
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_REQUESTS,
+        exclude_if=lambda v: v is None,
+        description="Most requests in flight at once (vllm bench serve --max-concurrency with a rate): a request "
+        "that arrives while that many are in flight waits at the client, and its latencies count from when "
+        "it is sent; None: no cap.",
     )
 
 
@@ -390,6 +402,8 @@ class RequestSet:
     output_tokens: np.ndarray
     concurrency: int | None
     prefix_cache_hit_rate: float
+    #: Open loop only: most requests in flight; an arrival beyond it is sent when one finishes (None: no cap).
+    max_in_flight: int | None = None
     #: With request classes: each request's class (an index into ``class_names``), its priority, and the
     #: prompt tokens a shared prefix lets it find cached (before block rounding); None without classes.
     class_id: np.ndarray | None = None
@@ -444,7 +458,7 @@ def generate_requests(workload: Workload) -> RequestSet:
         return RequestSet(None, inputs, outputs, arrivals.concurrency, hit_rate)
     gaps = arrival_rng.exponential(1.0 / arrivals.request_rate_per_s, size=n)
     gaps[0] = 0.0  # the first request is sent at t = 0, as vllm bench serve does
-    return RequestSet(np.cumsum(gaps), inputs, outputs, None, hit_rate)
+    return RequestSet(np.cumsum(gaps), inputs, outputs, None, hit_rate, max_in_flight=arrivals.max_concurrency)
 
 
 def _classed_requests(classes: tuple[RequestClass, ...], seed: int) -> RequestSet:

@@ -203,12 +203,14 @@ def serving_workload(
     arrivals: PoissonArrivals | ConcurrencyArrivals | None = None
     pattern = bench.arrival_pattern
     if bench.request_rate_per_s is not None:
-        arrivals = PoissonArrivals(request_rate_per_s=bench.request_rate_per_s / replicas)
+        cap = None if bench.max_concurrency is None else max(1, math.ceil(bench.max_concurrency / replicas))
+        arrivals = PoissonArrivals(request_rate_per_s=bench.request_rate_per_s / replicas, max_concurrency=cap)
         if pattern in ("gamma", "constant"):
             notes.append(f"the run's arrivals were {pattern}; simulated as Poisson at the same mean rate")
-        if bench.max_concurrency is not None:
+        if cap is not None:
             notes.append(
-                f"the run also capped concurrency at {bench.max_concurrency}; the simulator applies the rate only"
+                f"the run also capped concurrency at {bench.max_concurrency}: at most {cap} in flight per replica, "
+                "the rest sent as requests finish, latencies from the send (as vllm bench serve counts them)"
             )
     elif bench.max_concurrency is not None and pattern in ("closed_loop", "unlimited", None):
         arrivals = ConcurrencyArrivals(concurrency=max(1, math.ceil(bench.max_concurrency / replicas)))

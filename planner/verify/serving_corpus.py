@@ -511,10 +511,12 @@ def _arrivals(record: ServingRecord) -> tuple[Any, int, str, str]:
     if n is None:
         raise Unexpressible("condition not given", "number of prompts not given")
     if record.max_concurrency is not None and isinstance(record.request_rate, (int, float)):
-        raise Unexpressible(
-            "load not modelled",
-            f"Poisson arrivals at {record.request_rate:g} req/s capped at {record.max_concurrency} in flight: the "
-            "simulator runs a rate or a concurrency cap, not both",
+        k = min(n, MAX_PACED_REQUESTS)
+        return (
+            PoissonArrivals(request_rate_per_s=float(record.request_rate), max_concurrency=record.max_concurrency),
+            k,
+            "rate",
+            f"{k} requests at {record.request_rate} req/s, at most {record.max_concurrency} in flight",
         )
     if record.max_concurrency is not None:
         k = min(n, MAX_PACED_REQUESTS)
