@@ -110,6 +110,20 @@ class OutputReserve(BaseModel):
         None, ge=1, description="Most output tokens one request's estimate counts (None: no cap)."
     )
 
+    def words(self) -> str:
+        """The reserve in a sentence: 'a new request's whole output, the running ones' remaining x 0.7 falling to
+        0.098 over 600 decode steps, at most 4,096 tokens each'."""
+        new = "its whole output" if self.new_request == 1 else f"{self.new_request:g} of its output"
+        decays = bool(self.decay_steps) and self.running_floor != self.running_initial
+        if self.running_initial == 1 and not decays:
+            running = "the running requests' whole remaining outputs"
+        else:
+            running = f"the running requests' remaining outputs x {self.running_initial:g}"
+        if decays:
+            running += f" falling to {self.running_floor:g} over {self.decay_steps:,} decode steps"
+        clip = f", at most {self.clip_tokens:,} tokens a request" if self.clip_tokens is not None else ""
+        return f"a prompt is admitted only while KV is left for {new} and for {running}{clip}"
+
     def running_ratio(self, decode_steps: int) -> float:
         """The running requests' share after ``decode_steps`` decode steps since the engine was last idle."""
         if self.decay_steps == 0 or decode_steps <= 0:

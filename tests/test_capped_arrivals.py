@@ -73,6 +73,15 @@ def test_the_cli_takes_a_rate_and_a_cap_together():
 
     capped, uncapped = run("--qps", "200", "--max-concurrency", "8"), run("--qps", "200")
     assert capped["ttft_seconds"]["p99"] < uncapped["ttft_seconds"]["p99"] / 5
+    # the knee is the replica kept as full as the cap lets it be: 8 in flight serve far less than a full batch
+    assert capped["max_in_flight"] == 8 and "max_in_flight" not in uncapped
+    assert capped["saturation_requests_per_s"] < uncapped["saturation_requests_per_s"] / 2
+    assert capped["requests_per_s"] == pytest.approx(capped["saturation_requests_per_s"], rel=0.15)
+    assert capped["overloaded"] and uncapped["overloaded"]
+    text = subprocess.run(
+        [*base, "--qps", "200", "--max-concurrency", "8", *flags[:-2]], capture_output=True, text=True
+    )
+    assert "client cap" in text.stdout and "wait at the client" in text.stdout
     refused = subprocess.run([*base, "--trace", "x.csv", "--concurrency", "4", *flags], capture_output=True, text=True)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "--concurrency" in refused.stderr and "--trace" in refused.stderr

@@ -78,3 +78,14 @@ def test_an_unmixed_engine_interleaves_admissions_with_decodes():
     prefill_steps = np.flatnonzero(held.prefill_tokens > 0)
     decode_steps = np.flatnonzero(held.decode_seqs > 0)
     assert prefill_steps.max() > decode_steps.min()
+
+
+def test_the_reserve_reads_as_a_sentence():
+    assert SGLANG.words() == (
+        "a prompt is admitted only while KV is left for its whole output and for the running requests' remaining "
+        "outputs x 0.7 falling to 0.098 over 600 decode steps, at most 4,096 tokens a request"
+    )
+    assert NO_EVICT.words() == (
+        "a prompt is admitted only while KV is left for its whole output and for the running requests' whole "
+        "remaining outputs"
+    )

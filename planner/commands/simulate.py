@@ -460,6 +460,11 @@ def render_table(r: dict[str, Any]) -> str:
         [
             ("requests completed / offered", f"{res.num_completed:,} / {res.num_requests:,}"),
             ("offered rate", per_s(res.offered_requests_per_s, "req/s")),
+            *(
+                [("client cap", f"at most {res.max_in_flight:,} in flight; the rest wait at the client (not in TTFT)")]
+                if res.max_in_flight is not None
+                else []
+            ),
             ("sustainable rate (knee)", per_s(res.saturation_requests_per_s, "req/s")),
             ("overloaded", verdict),
             ("output throughput", per_s(res.throughput_tokens_per_s, "tokens/s")),
@@ -481,6 +486,7 @@ def render_table(r: dict[str, Any]) -> str:
                 f"chunked prefill {'on' if sched.enable_chunked_prefill else 'off'}, "
                 f"scheduling {sched.scheduling_policy}",
             ),
+            *([("admission", sched.output_reserve.words())] if sched.output_reserve is not None else []),
         ],
     )
     parts: list[Any] = [latency, served]
@@ -495,7 +501,11 @@ def render_table(r: dict[str, Any]) -> str:
         parts.append(_budget_table([BudgetPoint.model_validate(p) for p in r["budget_tradeoff"]]))
     if res.overloaded:
         warning = overload_warning(
-            res.offered_requests_per_s, res.saturation_requests_per_s, res.overload_reason, res.overload_options
+            res.offered_requests_per_s,
+            res.saturation_requests_per_s,
+            res.overload_reason,
+            res.overload_options,
+            res.max_in_flight,
         )
         parts.insert(0, Text("WARNING " + warning, style="bold red"))
     for reason in res.rejection_reasons:

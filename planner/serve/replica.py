@@ -164,6 +164,12 @@ class ServingResult(SimulationResult):
         description="Open-loop rate offered: the Poisson rate or a trace's mean rate, in requests per second; "
         "None in a closed loop (its load follows the replica).",
     )
+    max_in_flight: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The client's cap on requests in flight with a Poisson rate (vllm bench serve --max-concurrency "
+        "with --request-rate), for the whole deployment; absent without one.",
+    )
     saturation_requests_per_s: float | None = Field(
         None,
         description="Sustainable rate of this replica for the workload's shape (the knee): its throughput kept "
@@ -509,6 +515,8 @@ def simulate_scenario(
     if isinstance(step, SpeculativeStepCost):
         result = result.model_copy(update={"speculative": speculative_at_run(model, hw, sc, run, step, draft_model)})
     offered = offered_rate_per_s(workload, run)
+    cap = getattr(workload.arrivals, "max_concurrency", None)
+    result = result.model_copy(update={"max_in_flight": cap})
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
     if requests.images is not None and workload.classes:  # a class mix's full-batch run keeps no classes to give
@@ -522,7 +530,11 @@ def simulate_scenario(
         def prepare(drawn: RequestSet) -> RequestSet:
             return request_images(model, hw, sc, groups, drawn, step.eff)
 
-    knee = kept_saturation(model, hw, sc, workload, scheduler, step, draft_model, prepare).requests_per_s
+    rank_workload = workload  # a DP rank's knee is under its share of the client's cap (``dp_rank_requests``)
+    if cap is not None and dp > 1:
+        rank_arrivals = workload.arrivals.model_copy(update={"max_concurrency": max(1, round(cap / dp))})
+        rank_workload = workload.model_copy(update={"arrivals": rank_arrivals})
+    knee = kept_saturation(model, hw, sc, rank_workload, scheduler, step, draft_model, prepare).requests_per_s
     if knee is not None and dp > 1:
         knee *= dp  # every DP rank carries its share at the rank's knee
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
@@ -603,7 +615,10 @@ def kept_saturation(
     """
     shape = workload
     if not isinstance(workload.arrivals, TraceArrivals):
-        shape = workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": 1})
+        cap = getattr(workload.arrivals, "max_concurrency", None)  # a client's cap bounds the full batch
+        shape = workload.model_copy(
+            update={"arrivals": PoissonArrivals(request_rate_per_s=1.0, max_concurrency=cap), "num_requests": 1}
+        )
     parts = [m.model_dump_json() for m in (model, hw, sc, shape, scheduler, step.eff)]
     parts += [type(step).__name__, draft_model.model_dump_json() if draft_model is not None else ""]
     key = hashlib.blake2b("\n".join(parts).encode(), digest_size=20).digest()

@@ -182,12 +182,17 @@ def measure_saturation(
     step: StepCost,
     hit_rate: float = 0.0,
     prepare: Prepare = None,
+    max_in_flight: int | None = None,
 ) -> Saturation:
     """The knee of a replica for requests drawn in order from ``inputs`` / ``outputs`` (module docstring):
-    the closed-form estimate, then one full-batch simulation (``prepare``: the requests' images, or None)."""
+    the closed-form estimate, then one full-batch simulation (``prepare``: the requests' images, or None).
+    ``max_in_flight``: the client's cap on requests in flight (``PoissonArrivals.max_concurrency``); the replica is
+    then kept only as full as the cap lets it be."""
     prompts = inputs if prepare is None else prepare(RequestSet(None, inputs, outputs, None, hit_rate)).input_tokens
     mean_in, mean_out = float(np.mean(prompts)), float(np.mean(outputs))
     batch = full_batch_requests(scheduler, mean_in, mean_out)
+    if max_in_flight is not None:
+        batch = min(batch, max_in_flight)
     estimate, _ = capacity_estimate(scheduler, step, mean_in, mean_out, hit_rate)
     rate, engine, conc = saturated_run(inputs, outputs, scheduler, step, hit_rate, in_flight=batch, prepare=prepare)
     return Saturation(
@@ -241,7 +246,8 @@ def replica_saturation(
     its requests their images, for one stream of them)."""
     count = SATURATION_WAVES * scheduler.max_num_seqs
     inputs, outputs = workload_lengths(workload, count)
-    return measure_saturation(inputs, outputs, scheduler, step, hit_rate_of(workload, count), prepare)
+    cap = getattr(workload.arrivals, "max_concurrency", None)
+    return measure_saturation(inputs, outputs, scheduler, step, hit_rate_of(workload, count), prepare, cap)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,15 +338,26 @@ def carry_load_options(offered_per_s: float, knee_per_s: float, sc: Scenario, hw
 
 
 def overload_warning(
-    offered_per_s: float | None, knee_per_s: float | None, reason: str | None, options: tuple[str, ...]
+    offered_per_s: float | None,
+    knee_per_s: float | None,
+    reason: str | None,
+    options: tuple[str, ...],
+    max_in_flight: int | None = None,
 ) -> str:
     """The one warning both faces print: 'Overloaded: 60.0 req/s offered, this replica sustains about 22.6
-    req/s. ... To carry the load: 3 replicas (ceil(60.0 / 22.6)), or ...'."""
+    req/s. ... To carry the load: 3 replicas (ceil(60.0 / 22.6)), or ...'. ``max_in_flight``: the client's cap on
+    requests in flight, behind which the queue grows instead (and outside the latencies)."""
     if offered_per_s is not None and knee_per_s is not None and offered_per_s > knee_per_s:
         head = f"Overloaded: {offered_per_s:,.1f} req/s offered, this replica sustains about {knee_per_s:,.1f} req/s"
     else:
         head = f"Overloaded: {reason}"
-    text = head + ". The queue grows for as long as the load lasts, so the percentiles depend on the run's length."
+    if max_in_flight is None:
+        text = head + ". The queue grows for as long as the load lasts, so the percentiles depend on the run's length."
+    else:
+        text = (
+            head + f" at most {max_in_flight:,} in flight. The requests beyond them wait at the client, and that "
+            "wait, which grows for as long as the load lasts, is not in the latencies (they count from the send)."
+        )
     if options:
         text += " To carry the load: " + ", or ".join(options) + "."
     return text
