@@ -173,8 +173,8 @@ class ServingResult(SimulationResult):
     saturation_requests_per_s: float | None = Field(
         None,
         description="Sustainable rate of this replica for the workload's shape (the knee): its throughput kept "
-        "at full batch, in requests per second; above it the queue grows without bound (planner.serve.saturation). "
-        "None when not computed or unknown.",
+        "at full batch (or as full as the client's cap, max_in_flight, lets it be), in requests per second; above it "
+        "the queue grows without bound (planner.serve.saturation). None when not computed or unknown.",
     )
     overloaded: bool | None = Field(
         None,
