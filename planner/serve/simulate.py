@@ -1233,8 +1233,10 @@ class _Continuous(_Engine):
         """Tokens the engine holds back before admitting a prompt (``SchedulerConfig.output_reserve``): the
         running share of the decoding requests' remaining outputs (request r decodes through step
         ``last_step[r]``, so it has last_step[r] - s + 1 tokens to come at step s; summed, ``end_sum`` - n_dec x
-        (s - 1), each at most the clip), plus the whole share of the request in prefill, which joined in an
-        earlier pass of the same admission (SGLang re-adds a chunked request with its max_new_tokens)."""
+        (s - 1)), plus the whole share of the request in prefill, which joined in an earlier pass of the same
+        admission (SGLang re-adds a chunked request with its max_new_tokens). Approximations: the clip bounds the
+        sum (at most n_dec x the clip), exact while no request has more than the clip to go; with speculative
+        decoding a step yields more than one token, so the steps to go count fewer tokens than remain."""
         policy = self.output_reserve
         assert policy is not None
         s = self.s_now
