@@ -432,6 +432,15 @@ class _Numbers(NamedTuple):
     encoder_activations: int
 
 
+def _capacity(budget: int, layout: KVLayout) -> tuple[int, float, bool]:
+    """(KV blocks, max_model_len requests at once, starts) of a stage's budget: the blocks it holds, how many full
+    requests they take, and whether vLLM starts (a positive budget and room for one request). Attention-free and
+    stateless cannot happen (no blocks per request); the arithmetic stays total."""
+    blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
+    concurrency = blocks / layout.blocks_per_request if layout.blocks_per_request else float("inf")
+    return blocks, concurrency, budget > 0 and concurrency >= 1.0
+
+
 def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     """The plan's arithmetic (module docstring), without its words: shared by the plan and each suggestion."""
     res = resolve(model, hw, sc)
@@ -450,15 +459,13 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
         budget = requested - weights[s] - non_torch - act - graphs - adapters[s] - encoder - encoder_cache - encoder_act
-        blocks = max(0, budget) // layout.bytes_per_block if layout.bytes_per_block else 0
+        blocks = _capacity(budget, layout)[0]
         row = (blocks, s, layout, graphs, budget)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
             worst = row
     assert worst is not None, "stage_layers gives one range per pipeline stage, and pp >= 1"
-    blocks, s, layout, graphs, budget = worst
-    # attention-free and stateless cannot happen (no blocks per request); keep the arithmetic total
-    concurrency = blocks / layout.blocks_per_request if layout.blocks_per_request else float("inf")
-    fits = budget > 0 and concurrency >= 1.0
+    _, s, layout, graphs, budget = worst
+    blocks, concurrency, fits = _capacity(budget, layout)
     return _Numbers(
         res,
         stages,
@@ -538,7 +545,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         encoder_activation_bytes=numbers.encoder_activations if images else None,
     )
     if suggest:
-        plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan)})
+        plan = plan.model_copy(update={"suggestions": suggestions(model, hw, sc, plan, numbers)})
     return plan
 
 
@@ -608,14 +615,41 @@ def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
     return out
 
 
-def suggestions(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: MemoryPlan) -> list[str]:
-    """What would make it start (if it does not) or hold more requests (if it does); each re-planned."""
+#: Scenario fields that move only memory terms of the budget (``requested``, the CUDA-graph pool), not the resolved
+#: limits, the weights, the activations or the KV layout: a candidate changing only these is re-summed from the
+#: plan's own numbers (``_budget_only``) instead of planned anew.
+BUDGET_ONLY_FIELDS = frozenset({"gpu_memory_utilization", "engine"})
+
+
+def _budget_only(base: _Numbers, model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
+    """``_numbers(model, hw, sc)`` for a scenario that differs from ``base``'s only in ``BUDGET_ONLY_FIELDS``, on one
+    pipeline stage: the same arithmetic on the terms that move (tests/test_memory_suggestions.py checks it equal)."""
+    requested = math.ceil(hw.memory_bytes * sc.gpu_memory_utilization)
+    graphs = cuda_graph_bytes(model, sc, len(base.stages[base.stage]))
+    budget = base.budget + (requested - base.requested) + (base.graphs - graphs)
+    blocks, concurrency, fits = _capacity(budget, base.layout)
+    res = base.res.model_copy(update={"gpu_memory_utilization": sc.gpu_memory_utilization})
+    return base._replace(
+        res=res, requested=requested, graphs=graphs, budget=budget, blocks=blocks, concurrency=concurrency, fits=fits
+    )
+
+
+def suggestions(
+    model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: MemoryPlan, numbers: _Numbers | None = None
+) -> list[str]:
+    """What would make it start (if it does not) or hold more requests (if it does); each re-planned (``numbers``:
+    the plan's own, from which a budget-only change is re-summed)."""
     out = []
     if not plan.fits and plan.max_model_len_that_fits:
         out.append(f"fits if --max-model-len <= {plan.max_model_len_that_fits:,}")
+    one_stage = numbers is not None and len(numbers.stages) == 1
     for label, change in _candidates(model, hw, sc, plan):
         try:  # the alternative's numbers only: its words, terms and longest fitting length are not needed
-            alt = _numbers(model, hw, sc.model_copy(update=change))
+            alt_sc = sc.model_copy(update=change)
+            if one_stage and numbers is not None and change.keys() <= BUDGET_ONLY_FIELDS:
+                alt = _budget_only(numbers, model, hw, alt_sc)
+            else:
+                alt = _numbers(model, hw, alt_sc)
         except Exception:  # noqa: BLE001 (an impossible combination is simply not suggested)
             continue
         alt_concurrency = round(alt.concurrency, 2)  # as its plan would report it
