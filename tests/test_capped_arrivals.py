@@ -98,3 +98,22 @@ def test_disaggregated_pools_refuse_a_cap():
     layout = DisaggLayout(prefill_instances=1, prefill_tp=1, decode_instances=1, decode_tp=1)
     with pytest.raises(ScenarioError, match="max-concurrency"):
         simulate_disaggregated(model, get_profile("h100-sxm"), Scenario(gpu="h100-sxm"), workload(5.0, 8), layout)
+
+
+def test_the_rate_sweep_keeps_the_cap_and_the_app_key_does_too():
+    from planner.hardware import get_profile
+    from planner.model.families import build_spec
+    from planner.model.sources import load_config
+    from planner.scenario import Scenario
+    from planner.serve.slo import sweep_rates
+    from ui.serving import _sweep_key_workload
+
+    model = build_spec(load_config("meta-llama/Llama-3.1-8B").config, "meta-llama/Llama-3.1-8B")
+    hw, sc = get_profile("h100-sxm"), Scenario(max_model_len=4096)
+    capped, free = workload(5.0, 4, n=200), workload(5.0, None, n=200)
+    assert _sweep_key_workload(capped).arrivals.max_concurrency == 4  # the app's cache key (and call) keeps it
+    knee_capped, probes_capped = sweep_rates(model, hw, sc, capped, rates=(1.0, 20.0))
+    knee_free, probes_free = sweep_rates(model, hw, sc, free, rates=(1.0, 20.0))
+    assert knee_capped < knee_free / 3  # four in flight serve far less than a full batch
+    # past the knee the capped client holds the queue: TTFT from the send stays bounded where the open loop's grows
+    assert probes_capped[-1].ttft_seconds.p99 < probes_free[-1].ttft_seconds.p99

@@ -87,14 +87,16 @@ def rate_sweep(
 
 
 def _sweep_key_workload(workload: ServedWorkload) -> ServedWorkload:
-    """``workload`` with what ``sweep_rates`` ignores fixed (Poisson rate 1 req/s, 1 request); others unchanged.
+    """``workload`` with what ``sweep_rates`` ignores fixed (Poisson rate 1 req/s, 1 request); others unchanged,
+    the client's cap on requests in flight too (it holds at every probed rate).
 
     ``sweep_rates`` draws Poisson traffic at 1 req/s with its own count and divides the arrival times by each
     probe's rate (``planner.serve.slo._Traffic``).
     """
     if not isinstance(workload.arrivals, PoissonArrivals):
         return workload
-    return workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": 1})
+    arrivals = PoissonArrivals(request_rate_per_s=1.0, max_concurrency=workload.arrivals.max_concurrency)
+    return workload.model_copy(update={"arrivals": arrivals, "num_requests": 1})
 
 
 @st.cache_data(**SIMULATION)

@@ -482,14 +482,19 @@ class _Traffic:
     def __len__(self) -> int:
         return len(self.inputs)
 
-    def at(self, rate: float, count: int) -> RequestSet:
+    def cap_share(self, ranks: int) -> int | None:
+        """One of ``ranks`` DP ranks' share of the client's cap (at least 1), as ``dp_rank_requests`` splits it."""
+        return None if self.cap is None else max(1, round(self.cap / ranks))
+
+    def at(self, rate: float, count: int, ranks: int = 1) -> RequestSet:
+        """The first ``count`` requests at ``rate``, under one of ``ranks`` DP ranks' share of the client's cap."""
         return RequestSet(
             self.unit_arrivals[:count] / rate,
             self.inputs[:count],
             self.outputs[:count],
             None,
             self.hit_rate,
-            max_in_flight=self.cap,
+            max_in_flight=self.cap_share(ranks),
         )
 
 
@@ -589,7 +594,9 @@ class _Candidate:
     def saturate(self) -> float:
         """The knee of one replica, in requests/s (``planner.serve.saturation``; 0.0 when unknown)."""
         t = self.traffic
-        found = measure_saturation(t.inputs, t.outputs, self.scheduler, self.step, t.hit_rate)
+        found = measure_saturation(
+            t.inputs, t.outputs, self.scheduler, self.step, t.hit_rate, max_in_flight=t.cap_share(self.dp)
+        )
         self.warm_seconds = found.engine_seconds or 0.0
         return (found.requests_per_s or 0.0) * self.dp
 
@@ -612,7 +619,7 @@ class _Candidate:
         the verdict when the search has an SLO (every target holds and every measured request completed)."""
         measured, warm = self.window(rate, saturation)
         count = min(len(self.traffic), measured + 2 * warm)
-        run = run_engine(self.traffic.at(rate / self.dp, count), self.scheduler, recorder or self.step)
+        run = run_engine(self.traffic.at(rate / self.dp, count, self.dp), self.scheduler, recorder or self.step)
         window = slice(warm, warm + measured)
         latencies = request_latencies(run, window)
         stats = latencies.stats()
