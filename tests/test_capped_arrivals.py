@@ -78,6 +78,10 @@ def test_the_cli_takes_a_rate_and_a_cap_together():
     assert capped["saturation_requests_per_s"] < uncapped["saturation_requests_per_s"] / 2
     assert capped["requests_per_s"] == pytest.approx(capped["saturation_requests_per_s"], rel=0.15)
     assert capped["overloaded"] and uncapped["overloaded"]
+    # replicas do not lift a client's cap: the first way out is a larger one (Little's law), not more replicas
+    assert capped["overload_options"][0].startswith("a client cap of about")
+    assert not any(o.endswith(")") and "replicas (ceil(" in o for o in capped["overload_options"])
+    assert "replicas (ceil(" in uncapped["overload_options"][0]
     text = subprocess.run(
         [*base, "--qps", "200", "--max-concurrency", "8", *flags[:-2]], capture_output=True, text=True
     )
@@ -117,3 +121,16 @@ def test_the_rate_sweep_keeps_the_cap_and_the_app_key_does_too():
     assert knee_capped < knee_free / 3  # four in flight serve far less than a full batch
     # past the knee the capped client holds the queue: TTFT from the send stays bounded where the open loop's grows
     assert probes_capped[-1].ttft_seconds.p99 < probes_free[-1].ttft_seconds.p99
+
+
+def test_the_deployment_search_refuses_a_cap_with_the_way_out():
+    from planner.model.families import build_spec
+    from planner.model.sources import load_config
+    from planner.scenario import Scenario
+    from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo
+
+    model = build_spec(load_config("meta-llama/Llama-3.1-8B").config, "meta-llama/Llama-3.1-8B")
+    space = CandidateSpace(gpus=("h100-sxm",), tp=(1,), base=Scenario(max_model_len=4096))
+    with pytest.raises(ScenarioError, match="client cap of 8 requests in flight") as err:
+        plan_slo(model, SLO.of(p99_ttft=1.0), workload(50.0, 8), space, SearchSettings())
+    assert "Search without the cap" in (err.value.hint or "")

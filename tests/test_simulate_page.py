@@ -159,3 +159,35 @@ def test_no_target_asks_for_one(page):
     at.run()
     assert not at.exception
     assert any("Set at least one target" in i.value for i in at.info)
+
+
+def test_a_client_cap_is_simulated_and_said(page):
+    at = page
+    at.segmented_control(key="simulate_dist").set_value("fixed").run()
+    at.checkbox(key="simulate_ttft_on").check()  # a target, so the deployment search runs
+    at.number_input(key="simulate_in").set_value(512)
+    at.number_input(key="simulate_out").set_value(128)
+    at.number_input(key="simulate_rate").set_value(200.0)
+    at.number_input(key="simulate_cap").set_value(8)
+    at.number_input(key="simulate_requests").set_value(300)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    model, hw, sc = sidebar_scenario(at)
+    workload = Workload(
+        arrivals=PoissonArrivals(request_rate_per_s=200.0, max_concurrency=8),
+        num_requests=300,
+        input_tokens=FixedLength(tokens=512),
+        output_tokens=FixedLength(tokens=128),
+        prefix_cache_hit_rate=at.session_state["simulate_hit"],
+        seed=at.session_state["simulate_seed"],
+    )
+    expected = simulate_scenario(model, hw, sc, workload)
+    assert expected.max_in_flight == 8 and expected.overloaded
+    assert metrics(at)["P99 TTFT"] == fmt_seconds(expected.ttft_seconds.p99)
+    assert any("at most 8 in flight" in w.value and "wait at the client" in w.value for w in at.warning)
+    assert at.query_params["cap"] == "8"  # the link carries it
+    # the deployment search runs without the cap (it bounds the whole deployment) and says so
+    assert any("Searched without the client cap" in c.value for c in at.caption)
+    at.number_input(key="simulate_cap").set_value(0)
+    at.run()
+    assert "cap" not in at.query_params

@@ -553,6 +553,7 @@ def simulate_url_inputs(distributions: tuple[str, ...]) -> tuple[PageParam, ...]
     return (
         PageParam("simulate_rate", "rate", 10.0, _positive(0.01, 1e6)),
         PageParam("simulate_requests", "requests", 1000, whole(50, 20_000)),
+        PageParam("simulate_cap", "cap", 0, whole(0, 1_000_000)),
         PageParam("simulate_hit", "hit", 0.0, _positive(0.0, 0.95)),
         PageParam("simulate_seed", "seed", 0, whole(0, 2**31 - 1)),
         PageParam("simulate_dist", "dist", "fixed", choice(distributions)),

@@ -114,6 +114,15 @@ with st.container(border=True):
             key="simulate_rate",
             help="Poisson arrivals: the total rate to serve; the first chart simulates one replica at it.",
         )
+        cap = st.number_input(
+            "Client cap: requests in flight (0: none)",
+            min_value=0,
+            max_value=1_000_000,
+            step=8,
+            key="simulate_cap",
+            help="vllm bench serve --max-concurrency with a rate: an arrival with this many requests in flight "
+            "waits at the client and is sent when one finishes; latencies count from the send. 0: no cap.",
+        )
         num_requests = st.number_input(
             "Requests to simulate",
             min_value=50,
@@ -172,7 +181,7 @@ stat = statistic or "p99"
 sync_page_inputs(URL_INPUTS)
 with shown_errors():
     workload = Workload(
-        arrivals=PoissonArrivals(request_rate_per_s=rate),
+        arrivals=PoissonArrivals(request_rate_per_s=rate, max_concurrency=int(cap) or None),
         num_requests=int(num_requests),
         input_tokens=length_distribution(dist or "fixed", in_mean, in_std if spread else 0, "prompt length"),
         output_tokens=length_distribution(dist or "fixed", out_mean, out_std if spread else 0, "output length"),
@@ -194,6 +203,7 @@ if result.overloaded:
             result.saturation_requests_per_s,
             result.overload_reason,
             result.overload_options,
+            result.max_in_flight,
         ),
         icon=":material/warning:",
     )
@@ -211,6 +221,10 @@ if result.overloaded:
         "Replicas: **Cheapest deployment** below sizes them for this rate. Above the knee the "
         'percentiles below grow with the number of requests simulated: read them as "the queue '
         'never drains", not as a latency to plan with.'
+        if result.max_in_flight is None
+        else "Under the client cap the latencies below count from the send and stay bounded; what grows is the "
+        "wait at the client, which they leave out. **Cheapest deployment** below sizes replicas for this rate "
+        "without the cap."
     )
 head, *cols = st.columns([1.2, 1, 1, 1, 1])
 with head:
@@ -441,6 +455,14 @@ elif missing:
     )
 base = sc.model_copy(update={"num_gpus": None})
 st.caption(search_layout_note(sc))
+searched = workload
+if cap:  # the search sizes replicas for the rate; a client cap bounds the whole deployment (planner.serve.slo)
+    searched = workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=rate)})
+    st.caption(
+        f"Searched without the client cap: {int(cap):,} requests in flight bound the whole deployment (at most "
+        f"{int(cap):,} / latency req/s, however many replicas), which the search does not model. Simulate the "
+        "deployment it recommends with the cap above."
+    )
 with shown_errors("Searching deployments"):
     space = CandidateSpace(
         gpus=tuple(gpus),
@@ -452,7 +474,7 @@ with shown_errors("Searching deployments"):
         kv_cache_dtypes=tuple(kvs),
         base=base,
     )
-    plan = cheapest(model, slo, workload, space, SearchSettings(exhaustive=exhaustive), prices, inputs.draft)
+    plan = cheapest(model, slo, searched, space, SearchSettings(exhaustive=exhaustive), prices, inputs.draft)
 
 best = plan.recommendation
 if best is None:

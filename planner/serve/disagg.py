@@ -198,7 +198,8 @@ def simulate_disaggregated(
             "disaggregated serving is simulated for uncapped open-loop arrivals; a cap on requests in flight "
             "(--max-concurrency with --qps) would hold requests at the client between the pools, which is not "
             "modelled.",
-            hint="Drop --max-concurrency (keep --qps), or simulate the co-located deployment.",
+            hint="Drop the cap (--max-concurrency; 0 on the Simulate page) and keep the rate, or simulate the "
+            "co-located deployment.",
         )
     sc_p = sc.model_copy(update={"tp": layout.prefill_tp, "num_gpus": None, "speculative": None})
     sc_d = sc.model_copy(update={"tp": layout.decode_tp, "num_gpus": None})

@@ -539,7 +539,9 @@ def simulate_scenario(
         knee *= dp  # every DP rank carries its share at the rank's knee
     overloaded, reason = overload_verdict(offered, knee, queue_growth(run))
     options = (
-        carry_load_options(offered, knee, sc, hw) if offered is not None and knee is not None and offered > knee else ()
+        carry_load_options(offered, knee, sc, hw, cap)
+        if offered is not None and knee is not None and offered > knee
+        else ()
     )
     return result.model_copy(
         update={

@@ -325,11 +325,26 @@ def overload_verdict(
     return True, queue
 
 
-def carry_load_options(offered_per_s: float, knee_per_s: float, sc: Scenario, hw: HardwareProfile) -> tuple[str, ...]:
+def carry_load_options(
+    offered_per_s: float,
+    knee_per_s: float,
+    sc: Scenario,
+    hw: HardwareProfile,
+    max_in_flight: int | None = None,
+) -> tuple[str, ...]:
     """What would serve ``offered_per_s``: ceil(rate / knee) replicas, a larger TP within the node, an fp8
-    KV cache (more requests in flight) where not already."""
-    replicas = math.ceil(offered_per_s / knee_per_s)
-    options = [f"{replicas} replicas (ceil({offered_per_s:,.1f} / {knee_per_s:,.1f}))"]
+    KV cache (more requests in flight) where not already. Under a client cap (``max_in_flight``) replicas do not
+    lift it (the cap is the deployment's): the first option is a cap that large, by Little's law (requests in
+    flight = rate x time in flight)."""
+    if max_in_flight is None:
+        replicas = math.ceil(offered_per_s / knee_per_s)
+        options = [f"{replicas} replicas (ceil({offered_per_s:,.1f} / {knee_per_s:,.1f}))"]
+    else:
+        needed = math.ceil(max_in_flight * offered_per_s / knee_per_s)
+        options = [
+            f"a client cap of about {needed:,} in flight ({max_in_flight:,} carry about {knee_per_s:,.1f} req/s), "
+            "with the replicas to hold them"
+        ]
     if sc.tp * 2 <= hw.gpus_per_node:
         options.append(f"a larger tensor-parallel size (--tp {sc.tp * 2})")
     if "fp8" not in sc.kv_cache_dtype:

@@ -927,6 +927,15 @@ def search_capacity(
     with ``operating_points="recommendation"``).
     """
     started = time.perf_counter()
+    cap = getattr(workload.arrivals, "max_concurrency", None)
+    if cap is not None:
+        raise ScenarioError(
+            f"the deployment search sizes replicas for a request rate, but a client cap of {cap:,} requests in flight "
+            f"bounds the whole deployment (at most {cap:,} / latency requests per second, however many replicas), "
+            "which the search does not model.",
+            hint="Search without the cap (max_concurrency / --max-concurrency), then simulate the capped load on the "
+            "deployment it recommends.",
+        )
     prices = resolve_prices(prices, "prices", profiles)
     settings = settings or SearchSettings()
     traffic = _Traffic(workload, _draws(settings, space.max_num_seqs))
