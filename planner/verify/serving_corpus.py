@@ -215,10 +215,10 @@ ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
         8192,
         kv_fraction_of_free=0.9,
         needs_full_context=False,
-        source="trtllm-serve 1.x: max_batch_size 2048 (BuildConfig default), max_num_tokens "
-        "8192, kv_cache_free_gpu_memory_fraction 0.9 of the memory left after weights "
-        "(believed, not checked); it sizes the KV pool and starts even when one full-context "
-        "request would not fit",
+        source="trtllm-serve 1.x (tensorrt_llm/commands/serve.py click options): --max_batch_size "
+        "2048 (BuildConfig's max_batch_size), --max_num_tokens 8192, --kv_cache_free_gpu_memory_fraction "
+        "0.9 ('Free GPU memory fraction reserved for KV Cache, after allocating model weights and "
+        "buffers'); it sizes the KV pool and starts even when one full-context request would not fit",
     ),
 }
 
