@@ -93,6 +93,7 @@ from planner.serve.workload import (
     UniformLength,
     Workload,
     generate_requests,
+    rank_share,
 )
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
@@ -532,7 +533,7 @@ def simulate_scenario(
 
     rank_workload = workload  # a DP rank's knee is under its share of the client's cap (``dp_rank_requests``)
     if cap is not None and dp > 1:
-        rank_arrivals = workload.arrivals.model_copy(update={"max_concurrency": max(1, round(cap / dp))})
+        rank_arrivals = workload.arrivals.model_copy(update={"max_concurrency": rank_share(cap, dp)})
         rank_workload = workload.model_copy(update={"arrivals": rank_arrivals})
     knee = kept_saturation(model, hw, sc, rank_workload, scheduler, step, draft_model, prepare).requests_per_s
     if knee is not None and dp > 1:
@@ -559,14 +560,10 @@ def dp_rank_requests(requests: RequestSet, dp: int) -> RequestSet:
     closed loop's concurrency and an open loop's cap divided evenly (at least 1). ``dp`` 1 returns ``requests``."""
     if dp <= 1:
         return requests
-
-    def share(n: int | None) -> int | None:
-        return None if n is None else max(1, round(n / dp))
-
     return replace(
         requests.take(slice(None, None, dp)),
-        concurrency=share(requests.concurrency),
-        max_in_flight=share(requests.max_in_flight),
+        concurrency=rank_share(requests.concurrency, dp),
+        max_in_flight=rank_share(requests.max_in_flight, dp),
     )
 
 

@@ -80,6 +80,7 @@ from planner.serve.workload import (
     TraceArrivals,
     Workload,
     generate_requests,
+    rank_share,
 )
 from planner.units import fmt_seconds
 
@@ -483,8 +484,8 @@ class _Traffic:
         return len(self.inputs)
 
     def cap_share(self, ranks: int) -> int | None:
-        """One of ``ranks`` DP ranks' share of the client's cap (at least 1), as ``dp_rank_requests`` splits it."""
-        return None if self.cap is None else max(1, round(self.cap / ranks))
+        """One of ``ranks`` DP ranks' share of the client's cap (``rank_share``)."""
+        return rank_share(self.cap, ranks)
 
     def at(self, rate: float, count: int, ranks: int = 1) -> RequestSet:
         """The first ``count`` requests at ``rate``, under one of ``ranks`` DP ranks' share of the client's cap."""

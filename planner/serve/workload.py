@@ -390,6 +390,12 @@ class Workload(BaseModel):
         return self
 
 
+def rank_share(count: int | None, ranks: int) -> int | None:
+    """One of ``ranks`` data-parallel ranks' share of a count of requests in flight (a closed loop's concurrency,
+    a client's cap): an even split, at least 1; None stays None."""
+    return None if count is None else max(1, round(count / ranks))
+
+
 @dataclass(frozen=True, slots=True)
 class RequestSet:
     """Requests ready to simulate, in arrival order: one array element per request.
