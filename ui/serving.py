@@ -93,10 +93,7 @@ def _sweep_key_workload(workload: ServedWorkload) -> ServedWorkload:
     ``sweep_rates`` draws Poisson traffic at 1 req/s with its own count and divides the arrival times by each
     probe's rate (``planner.serve.slo._Traffic``).
     """
-    if not isinstance(workload.arrivals, PoissonArrivals):
-        return workload
-    arrivals = PoissonArrivals(request_rate_per_s=1.0, max_concurrency=workload.arrivals.max_concurrency)
-    return workload.model_copy(update={"arrivals": arrivals, "num_requests": 1})
+    return workload.at_unit_rate(1) if isinstance(workload.arrivals, PoissonArrivals) else workload
 
 
 @st.cache_data(**SIMULATION)

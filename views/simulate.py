@@ -457,7 +457,7 @@ base = sc.model_copy(update={"num_gpus": None})
 st.caption(search_layout_note(sc))
 searched = workload
 if cap:  # the search sizes replicas for the rate; a client cap bounds the whole deployment (planner.serve.slo)
-    searched = workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=rate)})
+    searched = workload.with_max_in_flight(None)
     st.caption(
         f"Searched without the client cap: {int(cap):,} requests in flight bound the whole deployment (at most "
         f"{int(cap):,} / latency req/s, however many replicas), which the search does not model. Simulate the "

@@ -193,7 +193,7 @@ def simulate_disaggregated(
             "disaggregated serving is simulated for open-loop arrivals (a rate or a trace), not a closed loop.",
             hint="Give --qps (or a trace) instead of --concurrency.",
         )
-    if getattr(workload.arrivals, "max_concurrency", None) is not None:
+    if workload.max_in_flight is not None:
         raise ScenarioError(
             "disaggregated serving is simulated for uncapped open-loop arrivals; a cap on requests in flight "
             "(--max-concurrency with --qps) would hold requests at the client between the pools, which is not "

@@ -87,7 +87,6 @@ from planner.serve.workload import (
     FixedLength,
     LognormalLength,
     NormalLength,
-    PoissonArrivals,
     RequestSet,
     TraceArrivals,
     UniformLength,
@@ -516,7 +515,7 @@ def simulate_scenario(
     if isinstance(step, SpeculativeStepCost):
         result = result.model_copy(update={"speculative": speculative_at_run(model, hw, sc, run, step, draft_model)})
     offered = offered_rate_per_s(workload, run)
-    cap = getattr(workload.arrivals, "max_concurrency", None)
+    cap = workload.max_in_flight
     result = result.model_copy(update={"max_in_flight": cap})
     if not saturation:
         return result.model_copy(update={"offered_requests_per_s": offered})
@@ -531,10 +530,8 @@ def simulate_scenario(
         def prepare(drawn: RequestSet) -> RequestSet:
             return request_images(model, hw, sc, groups, drawn, step.eff)
 
-    rank_workload = workload  # a DP rank's knee is under its share of the client's cap (``dp_rank_requests``)
-    if cap is not None and dp > 1:
-        rank_arrivals = workload.arrivals.model_copy(update={"max_concurrency": rank_share(cap, dp)})
-        rank_workload = workload.model_copy(update={"arrivals": rank_arrivals})
+    # a DP rank's knee is under its share of the client's cap (``dp_rank_requests``)
+    rank_workload = workload.with_max_in_flight(rank_share(cap, dp)) if dp > 1 else workload
     knee = kept_saturation(model, hw, sc, rank_workload, scheduler, step, draft_model, prepare).requests_per_s
     if knee is not None and dp > 1:
         knee *= dp  # every DP rank carries its share at the rank's knee
@@ -612,12 +609,7 @@ def kept_saturation(
     shape (the Simulate page after a new rate) costs no second full-batch run; the value is the one a
     fresh ``replica_saturation`` returns, number for number.
     """
-    shape = workload
-    if not isinstance(workload.arrivals, TraceArrivals):
-        cap = getattr(workload.arrivals, "max_concurrency", None)  # a client's cap bounds the full batch
-        shape = workload.model_copy(
-            update={"arrivals": PoissonArrivals(request_rate_per_s=1.0, max_concurrency=cap), "num_requests": 1}
-        )
+    shape = workload if isinstance(workload.arrivals, TraceArrivals) else workload.at_unit_rate(1)
     parts = [m.model_dump_json() for m in (model, hw, sc, shape, scheduler, step.eff)]
     parts += [type(step).__name__, draft_model.model_dump_json() if draft_model is not None else ""]
     key = hashlib.blake2b("\n".join(parts).encode(), digest_size=20).digest()

@@ -214,8 +214,7 @@ def workload_lengths(workload: Workload, count: int) -> tuple[np.ndarray, np.nda
     if isinstance(workload.arrivals, TraceArrivals):
         drawn = generate_requests(workload)
         return np.resize(drawn.input_tokens, count), np.resize(drawn.output_tokens, count)
-    one = workload.model_copy(update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": count})
-    drawn = generate_requests(one)
+    drawn = generate_requests(workload.at_unit_rate(count))
     return drawn.input_tokens, drawn.output_tokens
 
 
@@ -246,8 +245,9 @@ def replica_saturation(
     its requests their images, for one stream of them)."""
     count = SATURATION_WAVES * scheduler.max_num_seqs
     inputs, outputs = workload_lengths(workload, count)
-    cap = getattr(workload.arrivals, "max_concurrency", None)
-    return measure_saturation(inputs, outputs, scheduler, step, hit_rate_of(workload, count), prepare, cap)
+    return measure_saturation(
+        inputs, outputs, scheduler, step, hit_rate_of(workload, count), prepare, workload.max_in_flight
+    )
 
 
 # ------------------------------------------------------------------------------------------------

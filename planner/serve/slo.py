@@ -75,7 +75,6 @@ from planner.serve.saturation import SATURATION_WAVES, measure_saturation, satur
 from planner.serve.simulate import LatencyStats, SchedulerConfig, decode_speculation, request_latencies, run_engine
 from planner.serve.workload import (
     ConcurrencyArrivals,
-    PoissonArrivals,
     RequestSet,
     TraceArrivals,
     Workload,
@@ -467,14 +466,11 @@ class _Traffic:
             self.rate = (len(drawn) - 1) / span
             unit = (times - times[0]) * self.rate
         else:
-            one = workload.model_copy(
-                update={"arrivals": PoissonArrivals(request_rate_per_s=1.0), "num_requests": count}
-            )
-            drawn = generate_requests(one)
+            drawn = generate_requests(workload.at_unit_rate(count))
             self.rate = arrivals.request_rate_per_s
             unit = drawn.arrival_time_s
         # the client's cap on requests in flight holds at every probed rate (vllm bench serve --max-concurrency)
-        self.cap = arrivals.max_concurrency if isinstance(arrivals, PoissonArrivals) else None
+        self.cap = workload.max_in_flight
         self.unit_arrivals = unit
         self.inputs = drawn.input_tokens
         self.outputs = drawn.output_tokens
@@ -928,7 +924,7 @@ def search_capacity(
     with ``operating_points="recommendation"``).
     """
     started = time.perf_counter()
-    cap = getattr(workload.arrivals, "max_concurrency", None)
+    cap = workload.max_in_flight
     if cap is not None:
         raise ScenarioError(
             f"the deployment search sizes replicas for a request rate, but a client cap of {cap:,} requests in flight "

@@ -389,6 +389,23 @@ class Workload(BaseModel):
             )
         return self
 
+    @property
+    def max_in_flight(self) -> int | None:
+        """The client's cap on requests in flight (``PoissonArrivals.max_concurrency``); None without one."""
+        return self.arrivals.max_concurrency if isinstance(self.arrivals, PoissonArrivals) else None
+
+    def with_max_in_flight(self, cap: int | None) -> Workload:
+        """The same Poisson stream under the client cap ``cap`` (None: none); other arrivals as they are."""
+        if not isinstance(self.arrivals, PoissonArrivals):
+            return self
+        return self.model_copy(update={"arrivals": self.arrivals.model_copy(update={"max_concurrency": cap})})
+
+    def at_unit_rate(self, num_requests: int) -> Workload:
+        """``num_requests`` Poisson requests at 1 req/s with this workload's lengths and client cap: the shape the
+        rate-free computations (the knee, the rate sweep, the deployment search) draw and key on."""
+        arrivals = PoissonArrivals(request_rate_per_s=1.0, max_concurrency=self.max_in_flight)
+        return self.model_copy(update={"arrivals": arrivals, "num_requests": num_requests})
+
 
 def rank_share(count: int | None, ranks: int) -> int | None:
     """One of ``ranks`` data-parallel ranks' share of a count of requests in flight (a closed loop's concurrency,
