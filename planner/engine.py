@@ -132,6 +132,87 @@ class OutputReserve(BaseModel):
         return max(self.running_initial - fall, self.running_floor)
 
 
+class CardDefaults(BaseModel):
+    """An engine's batch defaults on cards below a memory size (SGLang picks them by the card's memory)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    below_mib: int | None = Field(description="Cards with less memory than this, in MiB (None: every larger card).")
+    chunked_prefill_size: int = Field(ge=1, description="Default prefill chunk, in tokens (--chunked-prefill-size).")
+    cuda_graph_max_bs: int = Field(ge=1, description="Largest captured decode batch below TP 4 (--cuda-graph-max-bs).")
+    cuda_graph_max_bs_tp4: int = Field(ge=1, description="Largest captured decode batch from TP 4 on.")
+
+
+class StaticMemory(BaseModel):
+    """An engine that sizes one static pool (weights + KV cache) as a fraction of the card, and keeps activations
+    and CUDA graphs in the rest: SGLang's ``--mem-fraction-static``. Its KV cache is the pool less the weights
+    (``ModelRunner.profile_max_num_token``: free memory after loading - total x (1 - fraction)), where vLLM's is
+    its budget less the weights, the activation peak and the graph pool.
+
+    The default fraction changed with sgl-project/sglang#10975 (``ServerArgs._handle_gpu_memory_settings``, from
+    ``heuristic_from``): before, a table by TP size; since, (card - reserved) / card in MiB, rounded to 3 places,
+    with reserved = base + per-prefill-token x max(chunk, min) + per-graph-sequence x cuda_graph_max_bs +
+    per-rank x TP x PP (+ the speculative draft's), at least ``floor_mib`` on cards above ``floor_above_mib``.
+    The chunk and the largest graph batch are by card memory then too (``card_defaults``; ``legacy_card_defaults``
+    before)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp_fractions: tuple[tuple[int, float], ...] = Field(
+        description="Before heuristic_from: (smallest TP, fraction) pairs, largest TP first; the first whose TP the "
+        "deployment's reaches is the default."
+    )
+    heuristic_from: str = Field(description="First version whose default is the reserved-memory rule.")
+    base_mib: float = Field(ge=0, description="Reserved for constant metadata, MiB.")
+    prefill_mib_per_token: float = Field(ge=0, description="Reserved per token of the prefill chunk, MiB.")
+    min_prefill_tokens: int = Field(ge=0, description="The chunk counts at least this many tokens.")
+    graph_mib_per_seq: float = Field(ge=0, description="Reserved per sequence of the largest captured batch, MiB.")
+    rank_mib: float = Field(ge=0, description="Reserved per rank of the TP x PP group, MiB.")
+    draft_head_mib: float = Field(ge=0, description="Reserved for an EAGLE / MTP draft head and its graphs, MiB.")
+    draft_model_mib: float = Field(ge=0, description="Reserved for a separate draft model and its graphs, MiB.")
+    floor_mib: float = Field(ge=0, description="Least reserved on cards above floor_above_mib, MiB.")
+    floor_above_mib: float = Field(ge=0, description="Cards above this memory reserve at least floor_mib, MiB.")
+    card_defaults: tuple[CardDefaults, ...] = Field(
+        description="From heuristic_from: batch defaults by card memory, smallest bucket first, the last unbounded."
+    )
+    legacy_card_defaults: tuple[CardDefaults, ...] = Field(description="Before heuristic_from: the same.")
+
+    def heuristic(self, version: str | None) -> bool:
+        """Whether ``version``'s default is the reserved-memory rule (None: the range's newest, so yes)."""
+        return version is None or parse_version(version) >= parse_version(self.heuristic_from)
+
+    def card(self, version: str | None, memory_mib: float) -> CardDefaults:
+        """The batch defaults of a card with ``memory_mib`` at ``version``."""
+        buckets = self.card_defaults if self.heuristic(version) else self.legacy_card_defaults
+        return next(b for b in buckets if b.below_mib is None or memory_mib < b.below_mib)
+
+    def graph_max_bs(self, version: str | None, memory_mib: float, tp: int) -> int:
+        """The largest captured decode batch by default (``cuda_graph_max_bs``)."""
+        card = self.card(version, memory_mib)
+        return card.cuda_graph_max_bs_tp4 if tp >= 4 else card.cuda_graph_max_bs
+
+    def fraction(
+        self, version: str | None, memory_mib: float, tp: int, pp: int, chunk_tokens: int, speculative: str | None
+    ) -> float:
+        """The default static fraction at ``version`` for this card, group size, prefill chunk and speculative
+        method (None: none; 'ngram' drafts without a model and reserves nothing)."""
+        if not self.heuristic(version):
+            return next((f for least, f in self.tp_fractions if tp >= least), self.tp_fractions[-1][1])
+        reserved = (
+            self.base_mib
+            + self.prefill_mib_per_token * max(chunk_tokens, self.min_prefill_tokens)
+            + self.graph_mib_per_seq * self.graph_max_bs(version, memory_mib, tp)
+            + self.rank_mib * tp * pp
+        )
+        if memory_mib > self.floor_above_mib:
+            reserved = max(reserved, self.floor_mib)
+        if speculative == "draft":  # SGLang's STANDALONE drafter
+            reserved += self.draft_model_mib
+        elif speculative not in (None, "ngram"):
+            reserved += self.draft_head_mib
+        return round((memory_mib - reserved) / memory_mib, 3)
+
+
 class EngineProfile(BaseModel):
     """One engine family over a range of versions (``min_version`` <= v < ``max_version``)."""
 
@@ -186,6 +267,11 @@ class EngineProfile(BaseModel):
     output_reserve: OutputReserve | None = Field(
         None,
         description="KV held back at admission for outputs not generated yet (None: none, vLLM's admission).",
+    )
+    static_memory: StaticMemory | None = Field(
+        None,
+        description="The engine sizes a static pool (weights + KV) as a fraction of the card, activations and graphs "
+        "outside it (SGLang); None: vLLM's budget (the fraction less weights, activation peak and graph pool).",
     )
     moe_weight_layouts: tuple[MoeWeightLayout, ...] = Field(
         (), description="Resident layouts of quantized expert weights by card; none listed: the checkpoint's bytes."

@@ -342,12 +342,14 @@ class Scenario(BaseModel):
         description=f"Longest request in tokens (prompt + output), at most {MAX_TOKENS:,} (2^24, above any released "
         "model's context); default the model's maximum.",
     )
-    gpu_memory_utilization: float = Field(
-        DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_memory_utilization: float | None = Field(
+        None,
         gt=0,
         le=1,
         allow_inf_nan=False,
-        description="Fraction of each GPU's total memory vLLM may use (> 0 and <= 1).",
+        description="Fraction of each GPU's total memory the engine may use (> 0 and <= 1): vLLM "
+        f"--gpu-memory-utilization, SGLang --mem-fraction-static (weights + KV cache); default the engine's: vLLM "
+        f"{DEFAULT_GPU_MEMORY_UTILIZATION}, SGLang's by version, card and TP size.",
     )
     block_size: int | None = Field(
         None,

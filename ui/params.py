@@ -31,6 +31,7 @@ from planner.hardware import load_profiles
 from planner.model.quantization import NAMED_FORMATS
 from planner.model.sources import catalog_entries, check_remote_name
 from planner.scenario import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     LORA_RANKS,
     MAX_IMAGES_PER_REQUEST,
     MAX_LORAS,
@@ -71,6 +72,9 @@ class Param:
     shown: Callable[[Any], Any] | None = None
     """How the field's value shows in the input (``sidebar_updates``), when the widget holds something else than
     the field: the image size's text input holds 'WxH' for the field's (W, H). None: the value itself."""
+    unset: Any = None
+    """The input's value that stands for the field's None (the engine's own default, which the input shows as a
+    number): the Scenario gets None while the input holds it. None: every value is the field's."""
 
     def dump(self, value: Any) -> str:
         if isinstance(value, bool):
@@ -226,6 +230,7 @@ def _field(
     parse: Callable[[str], Any],
     default: Any = _FIELD_DEFAULT,
     shown: Callable[[Any], Any] | None = None,
+    unset: Any = None,
 ) -> Param:
     """An input that is one Scenario field, or one field of a nested model (``workload.<name>``: RequestShape;
     ``speculative.<name>``, ``lora.<name>``: a :data:`FEATURES` model); default and help from the field."""
@@ -233,7 +238,9 @@ def _field(
     spec, name = (NESTED[prefix], field.removeprefix(prefix)) if prefix else (Scenario, field)
     info = spec.model_fields[name]
     value = info.default if default is _FIELD_DEFAULT else default
-    return Param(key, value, parse, info.description or "", field, shown)
+    if unset is not None and value is None:
+        value = unset  # the input shows the engine's default
+    return Param(key, value, parse, info.description or "", field, shown, unset)
 
 
 def _imbalance(text: str) -> float:
@@ -291,7 +298,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     _field("kv", "kv_cache_dtype", _one_of(lambda: KV_DTYPES)),
     _field("len", "max_model_len", _optional_int()),  # None: the model's maximum, as vLLM and the CLI default
-    _field("util", "gpu_memory_utilization", _fraction),
+    _field("util", "gpu_memory_utilization", _fraction, unset=DEFAULT_GPU_MEMORY_UTILIZATION),  # vLLM's default
     _field("block", "block_size", _block),
     _field("seqs", "max_num_seqs", _optional_int()),
     _field("tokens", "max_num_batched_tokens", _optional_int()),
@@ -364,6 +371,8 @@ def scenario_fields(values: dict[str, Any]) -> dict[str, Any]:
         if param.field is None:
             continue
         value = values.get(param.key, param.default)
+        if param.unset is not None and value == param.unset:
+            value = None  # the engine's default
         prefix = _prefix(param.field)
         if prefix:
             nested[prefix][param.field.removeprefix(prefix)] = None if value == "" else value
@@ -412,6 +421,8 @@ def sidebar_updates(changes: dict[str, Any]) -> dict[str, Any]:
             updates.update(feature_values(FEATURE_OF_FIELD[field], value))
         elif field in KEY_OF_FIELD:
             param = BY_KEY[KEY_OF_FIELD[field]]
+            if value is None and param.unset is not None:
+                value = param.unset
             updates[param.key] = value if param.shown is None else param.shown(value)
     return updates
 

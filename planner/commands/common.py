@@ -315,7 +315,7 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
         metavar="F",
         type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
         default=_default(Scenario, "gpu_memory_utilization"),
-        help=_described(Scenario, "gpu_memory_utilization", "Default: %(default)s (vLLM 0.33.0)."),
+        help=_described(Scenario, "gpu_memory_utilization"),
     )
     s.add_argument(
         "--block-size",

@@ -157,9 +157,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--gpu-memory-utilization",
         metavar="F",
-        default=_S["gpu_memory_utilization"].default,
+        default=None,
         type=Number.of(float, "--gpu-memory-utilization", Scenario, "gpu_memory_utilization"),
-        help=f"{_S['gpu_memory_utilization'].description} Default: %(default)s.",
+        help=_S["gpu_memory_utilization"].description,
     )
     b.add_argument(
         "--max-num-batched-tokens",

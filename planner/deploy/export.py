@@ -805,7 +805,9 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
         flags.append(("ep-size", sc.tp * dp))
     if dp > 1:
         flags.append(("attn-dp-size", dp))
-    if p.fits:
+    if res.static_pool:  # planned with SGLang's own accounting: the fraction the plan used
+        flags.append(("mem-fraction-static", f"{res.gpu_memory_utilization:.3f}".rstrip("0").rstrip(".")))
+    elif p.fits:
         # SGLang's static pool is weights + KV cache; the planner sized both for vLLM.
         static = (p.weight_bytes_per_gpu + p.kv_cache_bytes_per_gpu) / p.total_memory_bytes_per_gpu
         flags.append(("mem-fraction-static", f"{int(static * 100) / 100:.2f}"))

@@ -8,6 +8,15 @@ vLLM V1 (0.33.0) semantics, per GPU (shared/reference/formulas.md, 2.4):
     max_concurrency = num_blocks / blocks one max_model_len request needs (summed over KV groups)
     kv_cache_tokens = int(max_concurrency x max_model_len)
 
+An engine with a static pool (SGLang, ``EngineProfile.static_memory``) sizes weights + KV cache as
+``--mem-fraction-static`` of the card and keeps the activations and CUDA graphs in the rest:
+
+    kv_budget  = requested - weights_rank - non_torch
+    starts only if total_memory - requested >= activation_peak + cuda_graph_pool
+
+with the fraction, when the scenario leaves it unset, SGLang's default for its version, card and TP
+size (``StaticMemory.fraction``).
+
 Weights and KV follow from the config exactly (vocab padded to 64, GQA heads ``max(1, K // tp)``,
 MLA replicated, sliding groups capped at their window, Mamba state per sequence). The three
 overheads cannot be read from config.json; they are documented estimates a user can override:
@@ -430,6 +439,7 @@ class _Numbers(NamedTuple):
     encoder: int
     encoder_cache: int
     encoder_activations: int
+    short: int  # a static pool (SGLang): bytes the memory outside it lacks for activations and graphs; else 0
 
 
 def _capacity(budget: int, layout: KVLayout) -> tuple[int, float, bool]:
@@ -458,7 +468,8 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     for s, layers in enumerate(stages):
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
-        budget = requested - weights[s] - non_torch - act - graphs - adapters[s] - encoder - encoder_cache - encoder_act
+        budget = requested - weights[s] - non_torch - adapters[s] - encoder - encoder_cache
+        budget -= _in_budget(res, act + graphs + encoder_act)
         blocks = _capacity(budget, layout)[0]
         row = (blocks, s, layout, graphs, budget)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
@@ -466,6 +477,8 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     assert worst is not None, "stage_layers gives one range per pipeline stage, and pp >= 1"
     _, s, layout, graphs, budget = worst
     blocks, concurrency, fits = _capacity(budget, layout)
+    short = _outside_short(hw, res, requested, act + graphs + encoder_act)
+    fits = fits and not short
     return _Numbers(
         res,
         stages,
@@ -484,7 +497,22 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         encoder,
         encoder_cache,
         encoder_act,
+        short,
     )
+
+
+def _in_budget(res: Resolved, outside_kv: int) -> int:
+    """The share of the activation peak and graph pool (``outside_kv`` bytes) that comes out of the KV budget: all
+    of it under vLLM's budget, none under a static pool (SGLang keeps them outside ``--mem-fraction-static``)."""
+    return 0 if res.static_pool else outside_kv
+
+
+def _outside_short(hw: HardwareProfile, res: Resolved, requested: int, outside_kv: int) -> int:
+    """A static pool's shortfall: the bytes the memory outside it lacks for the activation peak and graph pool
+    (``outside_kv``); 0 when they fit, or under vLLM's budget (which holds them)."""
+    if not res.static_pool:
+        return 0
+    return max(0, outside_kv - (hw.memory_bytes - requested))
 
 
 def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
@@ -496,7 +524,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     total = hw.memory_bytes
     kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
     best_len = _max_len_that_fits(model.max_position_embeddings, res, blocks, _stage_groups(model, res, stages[s]))
-    reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested)
+    reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested, numbers.short)
     terms = [
         MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
         MemoryTerm(
@@ -569,7 +597,7 @@ def _max_len_that_fits(max_position_embeddings: int, res: Resolved, blocks: int,
     return lo or None
 
 
-def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, requested) -> str:
+def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, requested, short=0) -> str:
     gpus = f"{sc.tp * sc.pp} x {hw.name}"
     if sc.data_parallel_size > 1:  # each DP rank is an engine with its own KV cache and batch
         gpus += f" per data-parallel rank ({sc.data_parallel_size} ranks, {sc.gpus_per_replica} GPUs)"
@@ -577,6 +605,14 @@ def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, req
         return (
             f"fits: {fmt_requests(concurrency)} requests of {res.max_model_len:,} tokens at once on {gpus} "
             f"(KV cache {fmt_gib(budget)} per GPU)"
+        )
+    if short:
+        outside = hw.memory_bytes - requested
+        most = math.floor((hw.memory_bytes - outside - short) / hw.memory_bytes * 100) / 100
+        return (
+            f"does not start: SGLang keeps activations and CUDA graphs outside its static pool, and the "
+            f"{fmt_gib(outside)} outside --mem-fraction-static {res.gpu_memory_utilization:g} is "
+            f"{fmt_gib(short)} short of what they need; use --mem-fraction-static {most:.2f} or less"
         )
     if budget <= 0:
         need = requested - budget + layout.blocks_per_request * layout.bytes_per_block
@@ -604,8 +640,9 @@ def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
     if model.quantization is None and res.weight_formats["mlp"].bits_per_weight > 8:
         out.append(("--quantization fp8 (weight dtype fp8)", {"weight_dtype": "fp8"}))
         out.append(("an AWQ/GPTQ int4 checkpoint (weight dtype int4)", {"weight_dtype": "int4"}))
-    if sc.gpu_memory_utilization < 0.95:
-        out.append(("--gpu-memory-utilization 0.95", {"gpu_memory_utilization": 0.95}))
+    if res.gpu_memory_utilization < 0.95:
+        flag = "--mem-fraction-static" if res.static_pool else "--gpu-memory-utilization"
+        out.append((f"{flag} 0.95", {"gpu_memory_utilization": 0.95}))
     if sc.engine != "eager":
         out.append(("--enforce-eager (frees the CUDA-graph pool)", {"engine": "eager"}))
     pp = sc.pp * 2
@@ -624,13 +661,22 @@ BUDGET_ONLY_FIELDS = frozenset({"gpu_memory_utilization", "engine"})
 def _budget_only(base: _Numbers, model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     """``_numbers(model, hw, sc)`` for a scenario that differs from ``base``'s only in ``BUDGET_ONLY_FIELDS``, on one
     pipeline stage: the same arithmetic on the terms that move (tests/test_memory_suggestions.py checks it equal)."""
-    requested = math.ceil(hw.memory_bytes * sc.gpu_memory_utilization)
+    fraction = base.res.gpu_memory_utilization if sc.gpu_memory_utilization is None else sc.gpu_memory_utilization
+    requested = math.ceil(hw.memory_bytes * fraction)
     graphs = cuda_graph_bytes(model, sc, len(base.stages[base.stage]))
-    budget = base.budget + (requested - base.requested) + (base.graphs - graphs)
+    res = base.res.model_copy(update={"gpu_memory_utilization": fraction})
+    budget = base.budget + (requested - base.requested) + _in_budget(res, base.graphs - graphs)
     blocks, concurrency, fits = _capacity(budget, base.layout)
-    res = base.res.model_copy(update={"gpu_memory_utilization": sc.gpu_memory_utilization})
+    short = _outside_short(hw, res, requested, base.act + graphs + base.encoder_activations)
     return base._replace(
-        res=res, requested=requested, graphs=graphs, budget=budget, blocks=blocks, concurrency=concurrency, fits=fits
+        res=res,
+        requested=requested,
+        graphs=graphs,
+        budget=budget,
+        blocks=blocks,
+        concurrency=concurrency,
+        fits=fits and not short,
+        short=short,
     )
 
 

@@ -20,7 +20,15 @@ from planner.hardware import HardwareProfile
 from planner.model.layers import MLA
 from planner.model.quantization import WeightFormat, canonical_dtype, resolve_formats
 from planner.model.spec import ModelSpec, derived, dtype_bytes
-from planner.scenario import DEFAULT_BLOCK_SIZE, MLA_BLOCK_SIZE, LoRA, Scenario, default_batch_limits
+from planner.scenario import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    MLA_BLOCK_SIZE,
+    LoRA,
+    Scenario,
+    default_batch_limits,
+)
+from planner.units import MiB
 
 KV_DTYPES = ("auto", "bf16", "fp16", "fp8", "int8")
 #: vLLM 0.33's token budget with DeepEP low-latency dispatch under DP (vllm/config/scheduler.py).
@@ -41,7 +49,16 @@ class Resolved(BaseModel):
     act_bytes_per_element: float = Field(description="Bytes per activation element (the model dtype).")
     max_num_seqs: int = Field(description="Sequences per step.")
     max_num_batched_tokens: int = Field(description="Token budget per step.")
-    gpu_memory_utilization: float = Field(description="Fraction of total memory vLLM may use.")
+    gpu_memory_utilization: float = Field(
+        description="Fraction of total memory the engine may use: vLLM's --gpu-memory-utilization, SGLang's "
+        "--mem-fraction-static (its static pool); the scenario's, else the engine's default."
+    )
+    static_pool: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="The engine sizes one static pool of weights + KV cache as that fraction and keeps activations "
+        "and CUDA graphs outside it (SGLang: EngineProfile.static_memory); False: vLLM's budget.",
+    )
     weight_formats: dict[str, WeightFormat] = Field(description="Storage format per component.")
     expert_layout: MoeWeightLayout | None = Field(
         None,
@@ -114,6 +131,10 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which may give wrong outputs).",
         )
     tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
+    profile, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
+    static = profile.static_memory
+    if static is not None:  # SGLang's prefill chunk by card memory (--chunked-prefill-size)
+        tokens_default = static.card(version, hw.memory_bytes / MiB).chunked_prefill_size
     if sc.enable_expert_parallel and sc.data_parallel_size > 1 and sc.all2all_backend == "deepep_low_latency":
         # vLLM's batched-DP MoE (ParallelConfig.use_batched_dp_moe) defaults the token budget to 256
         # (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, EngineArgs defaults): DeepEP's
@@ -124,6 +145,13 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default)
     )
     formats = resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides)
+    fraction = sc.gpu_memory_utilization
+    if fraction is None:
+        fraction = DEFAULT_GPU_MEMORY_UTILIZATION
+        if static is not None:
+            method = sc.speculative.method if sc.speculative is not None else None
+            group = sc.tp * sc.data_parallel_size  # SGLang's tp_size spans the attention-DP ranks
+            fraction = static.fraction(version, hw.memory_bytes / MiB, group, sc.pp, budget, method)
     return Resolved(
         tp=sc.tp,
         pp=sc.pp,
@@ -134,7 +162,8 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         act_bytes_per_element=dtype_bytes(model.dtype),
         max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
         max_num_batched_tokens=budget,
-        gpu_memory_utilization=sc.gpu_memory_utilization,
+        gpu_memory_utilization=fraction,
+        static_pool=static is not None,
         weight_formats=formats,
         expert_layout=_expert_layout(formats, hw, sc),
         lora=sc.lora,

@@ -28,10 +28,11 @@ from planner.efficiency import BOUND, Efficiency
 from planner.engine import DEFAULT_ENGINE, EngineProfile, resolve_engine
 from planner.estimate import lora, multimodal, step
 from planner.estimate.resolve import Resolved, resolve
-from planner.hardware import Dtype, HardwareProfile
+from planner.hardware import Dtype, HardwareProfile, get_profile
 from planner.model.ops import Op, StepShape, elementwise, gemm
 from planner.model.spec import ModelSpec, derived, dtype_bytes
 from planner.scenario import Scenario
+from planner.units import MiB
 
 Bound = Literal["compute", "memory", "interconnect", "overhead"]
 Stage = Literal["prefill", "decode"]
@@ -143,15 +144,21 @@ def engine_of(sc: Scenario | None) -> EngineProfile:
     off where that version's default or the scenario (``disable_custom_all_reduce``) turns it off."""
     if sc is None:
         return resolve_engine(DEFAULT_ENGINE)[0]
-    return _engine_at(sc.engine_version, sc.disable_custom_all_reduce)
+    return _engine_at(sc.engine_version, sc.disable_custom_all_reduce, sc.gpu, sc.tp * sc.data_parallel_size)
 
 
 @functools.lru_cache(maxsize=64)
-def _engine_at(spec: str, disable_custom_all_reduce: bool) -> EngineProfile:
+def _engine_at(spec: str, disable_custom_all_reduce: bool, gpu: str, group: int) -> EngineProfile:
+    """The profile at that version; an engine that sizes its captured batches by card and TP size (SGLang's
+    ``cuda_graph_max_bs``: ``StaticMemory.graph_max_bs``) with the largest for ``gpu`` and a TP group of ``group``."""
     profile, version = resolve_engine(spec)
+    update: dict[str, Any] = {}
     if profile.custom_allreduce and (disable_custom_all_reduce or not profile.custom_allreduce_at(version)):
-        return profile.model_copy(update={"custom_allreduce": False})
-    return profile
+        update["custom_allreduce"] = False
+    if profile.static_memory is not None:
+        memory = get_profile(gpu).memory_bytes / MiB
+        update["max_cuda_graph_batch"] = profile.static_memory.graph_max_bs(version, memory, group)
+    return profile.model_copy(update=update) if update else profile
 
 
 def efficiency_for(

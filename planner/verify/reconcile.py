@@ -77,7 +77,7 @@ from planner.model.families import build_spec
 from planner.model.quantization import canonical_dtype
 from planner.model.sources import load_config
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario
+from planner.scenario import DEFAULT_GPU_MEMORY_UTILIZATION, Scenario
 from planner.units import GiB, fmt_gib
 from planner.verify.vllm_log import VllmStartupReport
 
@@ -395,7 +395,7 @@ def scenario_from_report(
             defaults["gpu_memory_utilization"] = OLD_UTILIZATION_DEFAULT
         notes.append(
             "gpu_memory_utilization not in the log; vLLM's default of that release "
-            f"({defaults.get('gpu_memory_utilization', Scenario.model_fields['gpu_memory_utilization'].default)}) "
+            f"({defaults.get('gpu_memory_utilization', DEFAULT_GPU_MEMORY_UTILIZATION)}) "
             "assumed"
         )
     if report.block_size is not None:

@@ -61,7 +61,7 @@ from planner.serve.workload import (
     Workload,
 )
 from planner.verify.public_records import catalog_model, match_gpu, match_model, reference_dir
-from planner.verify.public_records_express import SGLANG_MEM_FRACTION, SHAREGPT_STD_OVER_MEAN
+from planner.verify.public_records_express import SHAREGPT_STD_OVER_MEAN
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
 
@@ -200,14 +200,15 @@ ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
         "max_num_batched_tokens by card (engines.md section 5)",
     ),
     "sglang": ServingDefaults(
-        SGLANG_MEM_FRACTION,
+        None,
         4096,
-        8192,
+        None,
         needs_full_context=False,
-        source="SGLang 0.5: mem_fraction_static ~0.88 (as public_records), chunked_prefill_size "
-        "8192 on 80 GB cards, max_running_requests derived from the KV pool (capped here at "
-        "4096; believed, not checked); it sizes a token pool and starts even when one "
-        "full-context request would not fit",
+        source="SGLang: mem_fraction_static and chunked_prefill_size are the engine profile's defaults for the "
+        "record's version, card and TP size (planner/engines/sglang.yaml static_memory: a table by TP before "
+        "0.5.3, the reserved-memory rule since); max_running_requests derived from the KV pool (capped here at "
+        "4096; believed, not checked); it sizes a token pool and starts even when one full-context request "
+        "would not fit",
     ),
     "trtllm": ServingDefaults(
         None,
@@ -229,6 +230,9 @@ FLAG_FIELDS: tuple[tuple[str, str, type], ...] = (
     (r"--max-num-seqs[ =](\d+)", "max_num_seqs", int),
     (r"--max-num-batched-tokens[ =](\d+)", "max_num_batched_tokens", int),
     (r"--gpu-memory-utilization[ =](0?\.\d+)", "gpu_memory_utilization", float),
+    (r"--mem-fraction-static[ =](0?\.\d+)", "gpu_memory_utilization", float),  # SGLang's static pool
+    (r"--chunked-prefill-size[ =](\d+)", "max_num_batched_tokens", int),
+    (r"--max-running-requests[ =](\d+)", "max_num_seqs", int),
 )
 #: Serving-command switches (no value) -> Scenario field and the value they set.
 SWITCH_FIELDS: tuple[tuple[str, str, Any], ...] = ((r"--enforce-eager\b", "engine", "eager"),)
