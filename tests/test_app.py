@@ -533,12 +533,11 @@ def test_no_figure_is_cached_across_sessions() -> None:
 
 SIDEBAR_DEFAULTS = {p.key: p.default for p in PARAMS}
 NOT_IN_THE_SIDEBAR = {
-    "engine_version",
     "non_torch_memory_bytes",
     "cuda_graph_memory_bytes",
     "scheduling_policy",
 }
-"""Scenario fields only the CLI sets (measured overrides, the engine version; --scheduling-policy, which orders
+"""Scenario fields only the CLI sets (measured overrides; --scheduling-policy, which orders
 request classes of a --workload-file, and the app simulates one class). The parallelism fields (--num-nodes, expert
 and data parallelism) are in the sidebar's Parallelism expander (tests/test_app_issue11.py)."""
 WORKLOAD_NOT_IN_THE_SIDEBAR: set[str] = set()
@@ -594,9 +593,11 @@ def test_sidebar_updates_invert_scenario_from(scenario: Scenario) -> None:
         ({"precision_overrides": {}}, {"mixed": False}),
         ({"precision_overrides": {"mlp": "int4"}}, {}),  # not a split the sidebar can show: left alone
         ({"workload": {"batch_size": 16}}, {"batch": 16}),
-        ({"engine_version": "0.11.0"}, {}),  # a field without a sidebar input
+        ({"scheduling_policy": "priority"}, {}),  # a field without a sidebar input
+        ({"engine_version": "sglang@0.5.5"}, {"ev": "sglang@0.5.5"}),
+        ({"gpu_memory_utilization": None}, {"util": 0.92}),  # the engine's default: the slider shows vLLM's
     ],
-    ids=["fields", "no-overrides", "unshowable-overrides", "workload", "cli-only"],
+    ids=["fields", "no-overrides", "unshowable-overrides", "workload", "cli-only", "engine-version", "engine-default"],
 )
 def test_sidebar_updates_table(changes: dict, expected: dict) -> None:
     assert sidebar_updates(changes) == expected

@@ -127,6 +127,8 @@ def test_a_pool_that_leaves_too_little_for_activations_and_graphs_does_not_start
     outside = plan.activation_bytes_per_gpu + plan.cuda_graph_bytes_per_gpu
     assert hw.memory_bytes * (1 - most) >= outside  # the way out it names is one that works
     assert plan_memory(model, hw, Scenario(engine_version="sglang@0.5.5", gpu_memory_utilization=most)).fits
+    assert plan.max_model_len_that_fits is None  # no shorter context helps: the shortfall is outside the pool
+    assert not any("--max-model-len" in s for s in plan.suggestions)
 
 
 def test_suggestions_name_sglangs_flag() -> None:
@@ -146,6 +148,12 @@ def test_the_sglang_export_writes_the_fraction_the_plan_used() -> None:
     text = bundle.artefact("throughput", "sglang").text
     fraction = bundle.profile("throughput").plan.resolved.gpu_memory_utilization
     assert f"--mem-fraction-static {fraction:g}" in text
+    # the vLLM files keep vLLM's own budget: SGLang's default pool says nothing of it
+    vllm_yaml = bundle.artefact("throughput", "vllm-yaml").text
+    assert f"gpu-memory-utilization: {DEFAULT_GPU_MEMORY_UTILIZATION}" in vllm_yaml
+    chosen = export_bundle(model, hw, sc.model_copy(update={"gpu_memory_utilization": 0.8}), loaded=loaded)
+    assert "gpu-memory-utilization: 0.8" in chosen.artefact("throughput", "vllm-yaml").text
+    assert "--mem-fraction-static 0.8" in chosen.artefact("throughput", "sglang").text
 
 
 def test_corpus_reads_sglangs_flags_from_the_serving_command() -> None:

@@ -109,6 +109,10 @@ def _memoized(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 
+#: The terms an engine with a static pool (SGLang) keeps outside it, so outside the requested fraction.
+OUTSIDE_STATIC_POOL = frozenset({"activations", "cuda_graphs", "encoder_activations"})
+
+
 @_memoized
 def memory_bar(plan: MemoryPlan) -> go.Figure:
     """One GPU's memory as a stacked bar (exact and estimated terms), against the requested and total capacity."""
@@ -125,25 +129,33 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
         )
     requested = plan.requested_memory_bytes_per_gpu / GiB
     total = plan.total_memory_bytes_per_gpu / GiB
-    used = sum(term.bytes for term in plan.terms if term.name != "free") / GiB
-    if used > requested:  # does not start: show how far past the budget the terms reach
+    outside = OUTSIDE_STATIC_POOL if plan.resolved.static_pool else frozenset()  # SGLang: not in the budget
+    used = sum(term.bytes for term in plan.terms if term.name != "free" and term.name not in outside) / GiB
+    beyond = sum(term.bytes for term in plan.terms if term.name in outside) / GiB
+    # does not start: how far past the budget the terms reach, or (a static pool) past the card the terms outside it
+    over = [(requested, used, "over the budget")] if used > requested else []
+    if outside and requested + beyond > total:
+        over.append((total, requested + beyond, "outside the pool, past the card"))
+    for x0, x1, words in over:
         fig.add_vrect(
-            x0=requested,
-            x1=used,
+            x0=x0,
+            x1=x1,
             fillcolor="#E45756",
             opacity=0.25,
             line_width=0,
             layer="below",
-            annotation_text=f"over the budget by {used - requested:,.1f} GiB",
+            annotation_text=f"{words} by {x1 - x0:,.1f} GiB",
             annotation_position="top right",
             annotation_font_size=12,
             annotation_font_color="#B22222",
         )
+    # SGLang's static pool (weights + KV) is its --mem-fraction-static; vLLM's budget its --gpu-memory-utilization
+    fraction_name = "mem_fraction_static" if plan.resolved.static_pool else "gpu_memory_utilization"
     fig.add_vline(
         x=requested,
         line_dash="dash",
         line_color="#333",
-        annotation_text=f"gpu_memory_utilization {plan.resolved.gpu_memory_utilization:g} → {requested:,.1f} GiB",
+        annotation_text=f"{fraction_name} {plan.resolved.gpu_memory_utilization:g} → {requested:,.1f} GiB",
         annotation_position="top left",
         annotation_yshift=12,
         annotation_font_size=11,

@@ -50,6 +50,13 @@ TERM_NOTES: dict[str, str] = {
     "free": "outside gpu_memory_utilization, or left over",
     "lora": "LoRA adapter slots: --max-loras x --max-lora-rank, every target module (exact)",
 }
+STATIC_POOL_NOTES: dict[str, str] = {
+    "kv_cache": "KV-cache pool SGLang allocates: its static pool less the weights",
+    "activations": "activation peak, outside SGLang's static pool",
+    "cuda_graphs": "CUDA-graph memory, outside SGLang's static pool (0 with eager)",
+    "free": "outside mem_fraction_static, or left over",
+}
+"""The terms an engine with a static pool (SGLang) accounts differently: what ``TERM_NOTES`` says for vLLM."""
 
 
 # ------------------------------------------------------------------------------ tables as the page shows them
@@ -99,6 +106,7 @@ def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
     """One row per slice of a GPU's memory: GiB, share of the card, and whether it is exact or an estimate."""
     import pandas as pd
 
+    notes = STATIC_POOL_NOTES if plan.resolved.static_pool else {}
     return pd.DataFrame(
         [
             {
@@ -106,7 +114,7 @@ def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
                 "GiB": t.bytes / GiB,
                 "share": t.bytes / plan.total_memory_bytes_per_gpu,
                 "kind": t.kind,
-                "what": TERM_NOTES.get(t.name, ""),
+                "what": notes.get(t.name, TERM_NOTES.get(t.name, "")),
             }
             for t in plan.terms
         ]

@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote
 import streamlit as st
 from pydantic import BaseModel
 
+from planner.engine import EngineError, resolve_engine
 from planner.errors import PlannerError
 from planner.estimate.resolve import KV_DTYPES
 from planner.hardware import load_profiles
@@ -108,6 +109,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _engine_spec(text: str) -> str:
+    """An engine and version from a link, as ``--engine-version`` takes it ('sglang@0.5.5', 'vllm@0.15.1', a profile
+    id): refused with the known engines and ranges when no profile holds it."""
+    spec = text.strip()
+    try:
+        resolve_engine(spec)
+    except EngineError as err:
+        raise ValueError(str(err)) from None
+    return spec
+
+
 def _bool(text: str) -> bool:
     lowered = text.lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -147,7 +159,7 @@ def _remote_name(text: str) -> str:
     try:
         return check_remote_name(text)
     except PlannerError as err:
-        raise ValueError(err.message) from None
+        raise ValueError(str(err)) from None
 
 
 def _image_size(text: str) -> str:
@@ -159,7 +171,7 @@ def _image_size(text: str) -> str:
     try:
         return _size_text(parse_image_size(text))
     except PlannerError as err:
-        raise ValueError(err.message) from None
+        raise ValueError(str(err)) from None
 
 
 def _size_text(size: tuple[int, int] | None) -> str:
@@ -303,6 +315,7 @@ PARAMS: tuple[Param, ...] = (
     _field("seqs", "max_num_seqs", _optional_int()),
     _field("tokens", "max_num_batched_tokens", _optional_int()),
     _field("engine", "engine", _one_of(lambda: ENGINES)),
+    _field("ev", "engine_version", _engine_spec),
     _field("chunked", "enable_chunked_prefill", _bool),
     _field("in", "workload.input_len", _int()),
     _field("out", "workload.output_len", _int()),

@@ -7,15 +7,19 @@ Widget help texts are the ``Field`` descriptions of ``planner.scenario.Scenario`
 from __future__ import annotations
 
 import streamlit as st
+from pydantic import ValidationError
 
-from planner.hardware import HardwareProfile, load_profiles
+from planner.engine import DEFAULT_ENGINE
+from planner.errors import PlannerError
+from planner.estimate.resolve import resolve
+from planner.hardware import HardwareProfile, get_profile, load_profiles
 from planner.model.spec import ModelSpec
-from planner.scenario import MAX_IMAGES_PER_REQUEST
+from planner.scenario import DEFAULT_GPU_MEMORY_UTILIZATION, MAX_IMAGES_PER_REQUEST
 from ui import params
 from ui.errors import plain
 from ui.format import fmt_gib, kind_legend
 from ui.params import BY_KEY
-from ui.state import TOKEN_KEY, UPLOAD_KEY, load_model, model_choice, sidebar_values
+from ui.state import TOKEN_KEY, UPLOAD_KEY, load_model, model_choice, scenario_from, sidebar_values
 
 
 def _help(key: str) -> str:
@@ -44,6 +48,26 @@ def max_model_len_note(model: ModelSpec, length: int | None) -> str:
             "Type a length to plan for shorter requests."
         )
     return f"The model allows up to {most} tokens (vLLM's default): clear the field to plan with that."
+
+
+def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
+    """Under the memory slider, for an engine that sizes a static pool (SGLang): the fraction it defaults to on this
+    card and TP size, which the slider's vLLM default stands for; None for vLLM, or while the inputs do not resolve
+    (the page says why)."""
+    try:
+        sc = scenario_from(values)
+        res = resolve(model, get_profile(sc.gpu), sc)
+    except (PlannerError, ValidationError, ValueError):
+        return None
+    if not res.static_pool:
+        return None
+    flag = f"--mem-fraction-static {res.gpu_memory_utilization:g}"
+    if sc.gpu_memory_utilization is not None:
+        return f"{sc.engine_version}: the static pool (weights + KV cache) is {flag} of each GPU."
+    return (
+        f"{sc.engine_version} sizes its static pool (weights + KV cache) at **{flag}** by default on this card and "
+        f"TP size: the slider at {DEFAULT_GPU_MEMORY_UTILIZATION} stands for that default; any other value sets it."
+    )
 
 
 def _model_section() -> ModelSpec | None:
@@ -239,7 +263,12 @@ def _memory_section(model: ModelSpec | None) -> None:
     if model is not None:
         st.caption(max_model_len_note(model, sidebar_values().get("len")))
     st.slider("gpu_memory_utilization", min_value=0.5, max_value=1.0, step=0.01, key="util", help=_help("util"))
-    with st.expander("vLLM limits and engine"):
+    if model is not None:
+        note = memory_fraction_note(model, sidebar_values())
+        if note:
+            st.caption(note)
+    with st.expander("Engine, version and limits"):
+        st.text_input("Engine and version", key="ev", placeholder=DEFAULT_ENGINE, help=_help("ev"))
         st.selectbox(
             "block_size",
             params.BLOCK_SIZES,

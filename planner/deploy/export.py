@@ -43,12 +43,13 @@ from planner.errors import ScenarioError
 from planner.estimate import placement
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.operating_points import PROFILES, Profile, ServingProfile, latency_profile, throughput_profile
+from planner.estimate.resolve import Resolved
 from planner.estimate.speculative import vllm_speculative_config
 from planner.hardware import HardwareProfile
 from planner.model.quantization import canonical_dtype
 from planner.model.sources import LoadedConfig
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario
+from planner.scenario import DEFAULT_GPU_MEMORY_UTILIZATION, Scenario
 from planner.units import cdiv, fmt_seconds
 
 Target = Literal["vllm-yaml", "vllm-cmd", "sglang", "k8s", "bench"]
@@ -583,7 +584,7 @@ def vllm_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> dict[s
     elif dep.gpus_per_replica > 1:
         args["distributed-executor-backend"] = "mp"
     args["max-model-len"] = res.max_model_len
-    args["gpu-memory-utilization"] = res.gpu_memory_utilization
+    args["gpu-memory-utilization"] = vllm_memory_fraction(sc, res)
     args["kv-cache-dtype"] = _VLLM_KV_DTYPE.get(_kv_choice(model, prof), "auto")
     if sc.block_size:
         args["block-size"] = res.block_size
@@ -788,6 +789,15 @@ def _dp_vllm_command(
     )
 
 
+def vllm_memory_fraction(sc: Scenario, res: Resolved) -> float:
+    """vLLM's --gpu-memory-utilization for the vLLM files: the plan's fraction, except where the plan is another
+    engine's static pool at that engine's own default (SGLang's --mem-fraction-static), which says nothing of vLLM's
+    budget: then vLLM's default."""
+    if res.static_pool and sc.gpu_memory_utilization is None:
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+    return res.gpu_memory_utilization
+
+
 def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tuple[list[tuple[str, Any]], list[str]]:
     """SGLang launch flags for the profile, and what they cannot say."""
     sc, p, res = prof.scenario, prof.plan, prof.plan.resolved
@@ -854,6 +864,22 @@ def sglang_args(model: ModelSpec, dep: Deployment, prof: ServingProfile) -> tupl
     return flags, notes
 
 
+def sglang_memory_words(prof: ServingProfile) -> list[str]:
+    """What the SGLang command's expectations and --mem-fraction-static are: planned for SGLang (its engine profile,
+    its static pool), or the vLLM plan's numbers carried over."""
+    res = prof.plan.resolved
+    if res.static_pool:
+        return [
+            f"The expectations are timed with the {prof.scenario.engine_version} engine profile. "
+            f"--mem-fraction-static {res.gpu_memory_utilization:g} is the static pool (weights + KV cache) the plan "
+            "used: SGLang's own default for these flags on this card unless the scenario set one."
+        ]
+    return [
+        "The expectations are for vLLM; SGLang's scheduler and kernels differ. --mem-fraction-static is the "
+        "weights + KV cache share of memory the planner sized (approximate)."
+    ]
+
+
 def sglang_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warnings: list[str]) -> str:
     flags, notes = sglang_args(model, dep, prof)
     words = list(SGLANG_COMMAND)
@@ -862,8 +888,7 @@ def sglang_command(model: ModelSpec, dep: Deployment, prof: ServingProfile, warn
     header = [
         f"SGLang launch command, {prof.profile} profile ({SGLANG_FLAG_SOURCE}).",
         *expected_metrics(dep, prof),
-        "The expectations are for vLLM; SGLang's scheduler and kernels differ. --mem-fraction-static is the "
-        "weights + KV cache share of memory the planner sized (approximate).",
+        *sglang_memory_words(prof),
         *[f"note: {w}" for w in [*warnings, *notes]],
         "For gated models: export HF_TOKEN=... first (it is not written here).",
     ]

@@ -523,7 +523,9 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     )
     total = hw.memory_bytes
     kv_tokens = int(concurrency * res.max_model_len) if layout.blocks_per_request else 0
-    best_len = _max_len_that_fits(model.max_position_embeddings, res, blocks, _stage_groups(model, res, stages[s]))
+    best_len = None  # a static pool short of room outside it starts at no length
+    if not numbers.short:
+        best_len = _max_len_that_fits(model.max_position_embeddings, res, blocks, _stage_groups(model, res, stages[s]))
     reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested, numbers.short)
     terms = [
         MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
@@ -534,6 +536,8 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
         MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate"),
     ]
+    if res.static_pool:  # SGLang: the pool's terms first (weights, KV, non-torch), then what lives outside it
+        terms = [terms[0], terms[1], terms[4], terms[2], terms[3]]
     if res.lora is not None:  # vLLM --enable-lora: the adapter slots, exact from the shapes
         terms.insert(1, MemoryTerm(name="lora", bytes=adapters, kind="exact"))
     images = sc.workload.images_per_request > 0

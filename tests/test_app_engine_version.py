@@ -1,0 +1,93 @@
+"""The app's engine and version input (sidebar "Engine and version", link parameter ``ev``): every page plans and
+times with that engine's profile, as ``--engine-version`` does in the CLI (AppTest, no browser, no network).
+
+Checked against the core's own answer for the same scenario: SGLang's memory plan (its static pool at its default
+``--mem-fraction-static``), the caption under the memory slider that says which fraction the default stands for, the
+SGLang command on the Export page, and a version no profile holds refused with the known ranges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from planner.engine import DEFAULT_ENGINE, resolve_engine
+from planner.estimate.memory import plan_memory
+from planner.estimate.resolve import resolve
+from planner.hardware import get_profile
+from planner.model.families import build_spec
+from planner.model.sources import load_config
+from planner.scenario import Scenario
+from planner.units import MiB
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+MODEL = "meta-llama/Llama-3.1-8B"
+
+
+def fresh(page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def spec():
+    loaded = load_config(MODEL)
+    return build_spec(loaded.config, loaded.name)
+
+
+def test_the_default_is_the_export_target_and_says_nothing_more() -> None:
+    at = fresh(query={"model": MODEL})
+    assert at.text_input(key="ev").value == DEFAULT_ENGINE
+    assert not any("--mem-fraction-static" in c.value for c in at.sidebar.caption)
+
+
+def test_sglang_from_the_link_plans_sglangs_static_pool() -> None:
+    at = fresh(query={"model": MODEL, "ev": "sglang@0.5.5", "len": "8192"})
+    assert at.text_input(key="ev").value == "sglang@0.5.5"
+    sc = Scenario(engine_version="sglang@0.5.5", max_model_len=8192)
+    plan = plan_memory(spec(), get_profile(sc.gpu), sc)
+    assert at.success[0].value == plan.reason  # the page's verdict is SGLang's plan
+    fraction = resolve(spec(), get_profile(sc.gpu), sc).gpu_memory_utilization
+    note = " ".join(c.value for c in at.sidebar.caption)
+    assert f"--mem-fraction-static {fraction:g}" in note and "stands for that default" in note
+
+
+def test_a_fraction_set_on_the_slider_is_sglangs_static_fraction() -> None:
+    at = fresh(query={"model": MODEL, "ev": "sglang@0.5.5", "len": "8192", "util": "0.8"})
+    sc = Scenario(engine_version="sglang@0.5.5", max_model_len=8192, gpu_memory_utilization=0.8)
+    assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
+    assert any("--mem-fraction-static 0.8 of each GPU" in c.value for c in at.sidebar.caption)
+
+
+def test_the_export_pages_sglang_commands_carry_sglangs_own_default_for_their_flags() -> None:
+    at = fresh("views/export.py", {"model": MODEL, "ev": "sglang@0.5.5", "len": "8192"})
+    commands = [c.value for c in at.code if "sglang serve" in c.value]
+    assert len(commands) == 2  # the latency and the throughput profile
+    static = resolve_engine("sglang@0.5.5")[0].static_memory
+    assert static is not None
+    memory = get_profile("h100-sxm").memory_bytes / MiB
+    for text in commands:
+        words = text.split()
+        chunk = int(words[words.index("--chunked-prefill-size") + 1])
+        fraction = float(words[words.index("--mem-fraction-static") + 1])
+        # what SGLang 0.5.5 would pick itself for this command's chunk on this card at TP 1
+        assert fraction == static.fraction("0.5.5", memory, 1, 1, chunk, None)
+        assert "timed with the sglang@0.5.5 engine profile" in text
+
+
+def test_an_engine_version_no_profile_holds_is_refused_with_the_known_ranges() -> None:
+    at = fresh(query={"model": MODEL, "ev": "sglang@abc"})
+    warned = " ".join(w.value for w in at.sidebar.warning).replace("\\@", "@")  # markdown-escaped
+    assert "ev=sglang@abc" in warned and "has no number" in warned
+    assert at.text_input(key="ev").value == DEFAULT_ENGINE  # dropped, the default kept
+    at = fresh(query={"model": MODEL, "ev": "tgi@2.0"})
+    warned = " ".join(w.value for w in at.sidebar.warning).replace("\\@", "@")
+    assert "ev=tgi@2.0" in warned and "unknown engine" in warned
