@@ -187,7 +187,7 @@ def render_table(r: dict[str, Any]) -> str:
         f"{' ' + rec.engine if rec.engine else ''}"
     )
     scenario = (
-        f"max-model-len {rec.resolved.max_model_len:,}, gpu-memory-utilization {sc.gpu_memory_utilization}, "
+        f"max-model-len {rec.resolved.max_model_len:,}, gpu-memory-utilization {rec.resolved.gpu_memory_utilization}, "
         f"block-size {rec.resolved.block_size}, kv-cache-dtype {rec.resolved.kv_cache_dtype}, "
         f"max-num-batched-tokens {rec.resolved.max_num_batched_tokens:,}, engine {sc.engine}"
     )
