@@ -163,3 +163,16 @@ def test_corpus_reads_sglangs_flags_from_the_serving_command() -> None:
     flags = serving_corpus.stated_flags(record)
     stated = float(record.engine_flags.split("--mem-fraction-static", 1)[1].split()[0].strip("= "))
     assert flags["gpu_memory_utilization"] == stated
+
+
+def test_the_cli_plan_names_sglangs_flag_and_fraction(capsys: pytest.CaptureFixture[str]) -> None:
+    from planner.cli import main
+
+    argv = ["plan", "meta-llama/Llama-3.1-8B", "--max-model-len", "8192"]
+    assert main([*argv, "--engine-version", "sglang@0.5.5"]) == 0
+    model, _ = spec()
+    hw = get_profile("h100-sxm")
+    fraction = resolve(model, hw, Scenario(engine_version="sglang@0.5.5", max_model_len=8192)).gpu_memory_utilization
+    assert f"mem-fraction-static {fraction}" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert f"gpu-memory-utilization {DEFAULT_GPU_MEMORY_UTILIZATION}" in capsys.readouterr().out
