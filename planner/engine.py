@@ -132,6 +132,12 @@ class OutputReserve(BaseModel):
         return max(self.running_initial - fall, self.running_floor)
 
 
+#: How an engine sizes its KV cache: "budget" (vLLM: a fraction of the card less weights, activation peak, graph pool
+#: and the rest), "static_pool" (SGLang: a fraction of the card holds weights + KV, activations and graphs outside it),
+#: "free_fraction" (TensorRT-LLM: a fraction of the memory free after weights, activations and graphs).
+MemoryRule = Literal["budget", "static_pool", "free_fraction"]
+
+
 class CardDefaults(BaseModel):
     """An engine's batch defaults on cards below a memory size (SGLang picks them by the card's memory)."""
 
@@ -268,6 +274,17 @@ class EngineProfile(BaseModel):
         None,
         description="KV held back at admission for outputs not generated yet (None: none, vLLM's admission).",
     )
+    kv_fraction_of_free: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="The engine gives its KV cache this fraction of the memory free after the weights, the activation "
+        "peak and the graph pool (TensorRT-LLM's kv_cache_free_gpu_memory_fraction); None: not this rule.",
+    )
+    memory_fraction_flag: str = Field(
+        "--gpu-memory-utilization",
+        description="The engine's flag for the memory fraction the scenario's gpu_memory_utilization stands for.",
+    )
     static_memory: StaticMemory | None = Field(
         None,
         description="The engine sizes a static pool (weights + KV) as a fraction of the card, activations and graphs "
@@ -280,6 +297,14 @@ class EngineProfile(BaseModel):
     efficiency: Efficiency = Field(
         default_factory=Efficiency, description="Fitted kernel and host factors for this engine (fitted.yaml)."
     )
+
+    @property
+    def memory_rule(self) -> MemoryRule:
+        """How the engine sizes its KV cache: vLLM's budget, SGLang's static pool or TensorRT-LLM's share of the free
+        memory (``planner.estimate.memory``)."""
+        if self.static_memory is not None:
+            return "static_pool"
+        return "free_fraction" if self.kv_fraction_of_free is not None else "budget"
 
     def holds(self, version: tuple[int, ...]) -> bool:
         lo = parse_version(self.min_version)

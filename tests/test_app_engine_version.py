@@ -64,7 +64,7 @@ def test_a_fraction_set_on_the_slider_is_sglangs_static_fraction() -> None:
     at = fresh(query={"model": MODEL, "ev": "sglang@0.5.5", "len": "8192", "util": "0.8"})
     sc = Scenario(engine_version="sglang@0.5.5", max_model_len=8192, gpu_memory_utilization=0.8)
     assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
-    assert any("--mem-fraction-static 0.8 of each GPU" in c.value for c in at.sidebar.caption)
+    assert any("is --mem-fraction-static 0.8." in c.value for c in at.sidebar.caption)
 
 
 def test_the_export_pages_sglang_commands_carry_sglangs_own_default_for_their_flags() -> None:
@@ -91,3 +91,11 @@ def test_an_engine_version_no_profile_holds_is_refused_with_the_known_ranges() -
     at = fresh(query={"model": MODEL, "ev": "tgi@2.0"})
     warned = " ".join(w.value for w in at.sidebar.warning).replace("\\@", "@")
     assert "ev=tgi@2.0" in warned and "unknown engine" in warned
+
+
+def test_tensorrt_llm_from_the_link_plans_its_share_of_the_free_memory() -> None:
+    at = fresh(query={"model": MODEL, "ev": "trtllm@1.2", "len": "8192"})
+    sc = Scenario(engine_version="trtllm@1.2", max_model_len=8192)
+    assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
+    note = " ".join(c.value for c in at.sidebar.caption)
+    assert "--kv_cache_free_gpu_memory_fraction 0.9" in note and "stands for that default" in note

@@ -149,13 +149,19 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
             annotation_font_size=12,
             annotation_font_color="#B22222",
         )
-    # SGLang's static pool (weights + KV) is its --mem-fraction-static; vLLM's budget its --gpu-memory-utilization
-    fraction_name = "mem_fraction_static" if plan.resolved.static_pool else "gpu_memory_utilization"
+    # the engine's own name of the fraction: vLLM's gpu_memory_utilization, SGLang's mem_fraction_static (its static
+    # pool of weights + KV), TensorRT-LLM's kv_cache_free_gpu_memory_fraction (its KV share of the free memory)
+    res = plan.resolved
+    fraction_name = res.fraction_flag.lstrip("-").replace("-", "_")
+    if res.memory_rule == "free_fraction":
+        label = f"{fraction_name} {res.gpu_memory_utilization:g} of the free memory → {requested:,.1f} GiB in use"
+    else:
+        label = f"{fraction_name} {res.gpu_memory_utilization:g} → {requested:,.1f} GiB"
     fig.add_vline(
         x=requested,
         line_dash="dash",
         line_color="#333",
-        annotation_text=f"{fraction_name} {plan.resolved.gpu_memory_utilization:g} → {requested:,.1f} GiB",
+        annotation_text=label,
         annotation_position="top left",
         annotation_yshift=12,
         annotation_font_size=11,

@@ -57,6 +57,13 @@ STATIC_POOL_NOTES: dict[str, str] = {
     "free": "outside mem_fraction_static, or left over",
 }
 """The terms an engine with a static pool (SGLang) accounts differently: what ``TERM_NOTES`` says for vLLM."""
+FREE_FRACTION_NOTES: dict[str, str] = {
+    "kv_cache": "TensorRT-LLM's share of the memory free after weights and buffers",
+    "activations": "activation peak of TensorRT-LLM's profiling forward",
+    "free": "the rest of the free memory (1 - kv_cache_free_gpu_memory_fraction), or left over",
+}
+"""The same for an engine that gives its KV cache a share of the free memory (TensorRT-LLM)."""
+NOTES_BY_RULE: dict[str, dict[str, str]] = {"static_pool": STATIC_POOL_NOTES, "free_fraction": FREE_FRACTION_NOTES}
 
 
 # ------------------------------------------------------------------------------ tables as the page shows them
@@ -106,7 +113,7 @@ def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
     """One row per slice of a GPU's memory: GiB, share of the card, and whether it is exact or an estimate."""
     import pandas as pd
 
-    notes = STATIC_POOL_NOTES if plan.resolved.static_pool else {}
+    notes = NOTES_BY_RULE.get(plan.resolved.memory_rule, {})
     return pd.DataFrame(
         [
             {

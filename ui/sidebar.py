@@ -59,14 +59,19 @@ def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
         res = resolve(model, get_profile(sc.gpu), sc)
     except (PlannerError, ValidationError, ValueError):
         return None
-    if not res.static_pool:
+    if res.memory_rule == "budget":
         return None
-    flag = f"--mem-fraction-static {res.gpu_memory_utilization:g}"
+    flag = f"{res.fraction_flag} {res.gpu_memory_utilization:g}"
+    what = {
+        "static_pool": "its static pool (weights + KV cache) is",
+        "free_fraction": "its KV cache takes, of the memory free after weights, activations and CUDA graphs,",
+    }[res.memory_rule]
     if sc.gpu_memory_utilization is not None:
-        return f"{sc.engine_version}: the static pool (weights + KV cache) is {flag} of each GPU."
+        return f"{sc.engine_version}: {what} {flag}."
+    default = "on this card and TP size" if res.static_pool else "(its default)"
     return (
-        f"{sc.engine_version} sizes its static pool (weights + KV cache) at **{flag}** by default on this card and "
-        f"TP size: the slider at {DEFAULT_GPU_MEMORY_UTILIZATION} stands for that default; any other value sets it."
+        f"{sc.engine_version}: {what} **{flag}** {default}. The slider at {DEFAULT_GPU_MEMORY_UTILIZATION} stands for "
+        "that default; any other value sets it."
     )
 
 

@@ -92,7 +92,7 @@ def render_table(r: dict[str, Any]) -> str:
         f"{r['model']} on {plan.gpu_name} (tp {res.tp}, pp {res.pp}{nodes}); max-model-len "
         f"{res.max_model_len:,}, kv-cache-dtype {res.kv_cache_dtype}, block-size {res.block_size}, max-num-seqs "
         f"{res.max_num_seqs}, max-num-batched-tokens {res.max_num_batched_tokens:,}, "
-        f"{'mem-fraction-static' if res.static_pool else 'gpu-memory-utilization'} {res.gpu_memory_utilization}"
+        f"{res.fraction_flag.lstrip('-')} {res.gpu_memory_utilization}"
     )
     memory = table(
         ["use", "bytes", "kind"],

@@ -790,10 +790,10 @@ def _dp_vllm_command(
 
 
 def vllm_memory_fraction(sc: Scenario, res: Resolved) -> float:
-    """vLLM's --gpu-memory-utilization for the vLLM files: the plan's fraction, except where the plan is another
-    engine's static pool at that engine's own default (SGLang's --mem-fraction-static), which says nothing of vLLM's
-    budget: then vLLM's default."""
-    if res.static_pool and sc.gpu_memory_utilization is None:
+    """vLLM's --gpu-memory-utilization for the vLLM files: the plan's fraction, except where it is another engine's
+    default (SGLang's --mem-fraction-static for its static pool) or means something else (TensorRT-LLM's share of the
+    free memory), which say nothing of vLLM's budget: then vLLM's default."""
+    if res.memory_rule == "free_fraction" or (res.static_pool and sc.gpu_memory_utilization is None):
         return DEFAULT_GPU_MEMORY_UTILIZATION
     return res.gpu_memory_utilization
 

@@ -17,6 +17,12 @@ An engine with a static pool (SGLang, ``EngineProfile.static_memory``) sizes wei
 with the fraction, when the scenario leaves it unset, SGLang's default for its version, card and TP
 size (``StaticMemory.fraction``).
 
+An engine that gives its KV cache a share of the free memory (TensorRT-LLM, ``kv_fraction_of_free``):
+
+    kv_budget  = floor(fraction x (total_memory - weights_rank - non_torch - activation_peak - cuda_graph_pool))
+
+One function, ``kv_budget``, applies the rule the engine profile names (``EngineProfile.memory_rule``).
+
 Weights and KV follow from the config exactly (vocab padded to 64, GQA heads ``max(1, K // tp)``,
 MLA replicated, sliding groups capped at their window, Mamba state per sequence). The three
 overheads cannot be read from config.json; they are documented estimates a user can override:
@@ -456,7 +462,6 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     res = resolve(model, hw, sc)
     stages = stage_layers(model.num_layers, res.pp)
     weights = stage_weight_bytes(model, res)
-    requested = math.ceil(hw.memory_bytes * res.gpu_memory_utilization)
     act = activation_peak_bytes(model, res)
     non_torch = non_torch_bytes(sc) + all2all_buffer_bytes(model, hw, res)  # DeepEP's buffers: outside torch
     adapters = lora_slots.stage_lora_bytes(model, res, stages)
@@ -468,14 +473,14 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     for s, layers in enumerate(stages):
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
-        budget = requested - weights[s] - non_torch - adapters[s] - encoder - encoder_cache
-        budget -= _in_budget(res, act + graphs + encoder_act)
+        held = weights[s] + non_torch + adapters[s] + encoder + encoder_cache
+        requested, budget = kv_budget(res, hw.memory_bytes, held, act + graphs + encoder_act)
         blocks = _capacity(budget, layout)[0]
-        row = (blocks, s, layout, graphs, budget)
+        row = (blocks, s, layout, graphs, budget, requested)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
             worst = row
     assert worst is not None, "stage_layers gives one range per pipeline stage, and pp >= 1"
-    _, s, layout, graphs, budget = worst
+    _, s, layout, graphs, budget, requested = worst
     blocks, concurrency, fits = _capacity(budget, layout)
     short = _outside_short(hw, res, requested, act + graphs + encoder_act)
     fits = fits and not short
@@ -501,10 +506,23 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     )
 
 
-def _in_budget(res: Resolved, outside_kv: int) -> int:
-    """The share of the activation peak and graph pool (``outside_kv`` bytes) that comes out of the KV budget: all
-    of it under vLLM's budget, none under a static pool (SGLang keeps them outside ``--mem-fraction-static``)."""
-    return 0 if res.static_pool else outside_kv
+def kv_budget(res: Resolved, total: int, held: int, peaks: int) -> tuple[int, int]:
+    """(requested, KV budget) of one GPU under the engine's rule (``Resolved.memory_rule``), with ``held`` the bytes
+    resident before the KV cache (weights, non-torch memory, adapter slots, the encoder and its cache) and ``peaks``
+    the activation peak and the CUDA-graph pool (the encoder's forward included):
+
+    * budget (vLLM): requested = ceil(total x fraction); the KV cache gets requested - held - peaks;
+    * static_pool (SGLang): requested = ceil(total x fraction) holds weights + KV; the KV cache gets
+      requested - held, the peaks live outside it (``_outside_short`` checks they fit);
+    * free_fraction (TensorRT-LLM): the KV cache gets floor(fraction x (total - held - peaks)), and requested is
+      everything the engine then holds (held + peaks + KV)."""
+    fraction = res.gpu_memory_utilization
+    if res.memory_rule == "free_fraction":
+        free = total - held - peaks
+        budget = math.floor(fraction * free) if free > 0 else free
+        return held + peaks + max(0, budget), budget
+    requested = math.ceil(total * fraction)
+    return requested, requested - held - (0 if res.static_pool else peaks)
 
 
 def _outside_short(hw: HardwareProfile, res: Resolved, requested: int, outside_kv: int) -> int:
@@ -618,14 +636,22 @@ def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, req
             f"{fmt_gib(outside)} outside --mem-fraction-static {res.gpu_memory_utilization:g} is "
             f"{fmt_gib(short)} short of what they need; use --mem-fraction-static {most:.2f} or less"
         )
+    need_kv = layout.blocks_per_request * layout.bytes_per_block
+    if res.memory_rule == "free_fraction":  # TensorRT-LLM: a share of what weights and overheads leave
+        free = hw.memory_bytes - requested + max(0, budget)
+        return (
+            f"does not start: one {res.max_model_len:,}-token request needs {fmt_gib(need_kv)} of KV cache per GPU; "
+            f"weights ({fmt_gib(weights)}) and overheads leave {fmt_gib(max(0, free))} free, and "
+            f"{res.fraction_flag} {res.gpu_memory_utilization:g} of it is {fmt_gib(max(0, budget))}"
+        )
     if budget <= 0:
+        fraction_name = "gpu_memory_utilization" if res.memory_rule == "budget" else res.fraction_flag
         need = requested - budget + layout.blocks_per_request * layout.bytes_per_block
         return (
             f"does not start: needs {fmt_gib(need)} per GPU for weights ({fmt_gib(weights)}), overheads and one "
-            f"{res.max_model_len:,}-token request, but gpu_memory_utilization {res.gpu_memory_utilization} x "
+            f"{res.max_model_len:,}-token request, but {fraction_name} {res.gpu_memory_utilization} x "
             f"{fmt_gib(hw.memory_bytes)} gives {fmt_gib(requested)}"
         )
-    need_kv = layout.blocks_per_request * layout.bytes_per_block
     return (
         f"does not start: one {res.max_model_len:,}-token request needs {fmt_gib(need_kv)} of KV cache per GPU, "
         f"{fmt_gib(budget)} is left after weights and overheads ({concurrency:.2f} requests)"
@@ -645,8 +671,7 @@ def _candidates(model: ModelSpec, hw: HardwareProfile, sc: Scenario, plan: Memor
         out.append(("--quantization fp8 (weight dtype fp8)", {"weight_dtype": "fp8"}))
         out.append(("an AWQ/GPTQ int4 checkpoint (weight dtype int4)", {"weight_dtype": "int4"}))
     if res.gpu_memory_utilization < 0.95:
-        flag = "--mem-fraction-static" if res.static_pool else "--gpu-memory-utilization"
-        out.append((f"{flag} 0.95", {"gpu_memory_utilization": 0.95}))
+        out.append((f"{res.fraction_flag} 0.95", {"gpu_memory_utilization": 0.95}))
     if sc.engine != "eager":
         out.append(("--enforce-eager (frees the CUDA-graph pool)", {"engine": "eager"}))
     pp = sc.pp * 2
@@ -666,10 +691,10 @@ def _budget_only(base: _Numbers, model: ModelSpec, hw: HardwareProfile, sc: Scen
     """``_numbers(model, hw, sc)`` for a scenario that differs from ``base``'s only in ``BUDGET_ONLY_FIELDS``, on one
     pipeline stage: the same arithmetic on the terms that move (tests/test_memory_suggestions.py checks it equal)."""
     fraction = base.res.gpu_memory_utilization if sc.gpu_memory_utilization is None else sc.gpu_memory_utilization
-    requested = math.ceil(hw.memory_bytes * fraction)
     graphs = cuda_graph_bytes(model, sc, len(base.stages[base.stage]))
     res = base.res.model_copy(update={"gpu_memory_utilization": fraction})
-    budget = base.budget + (requested - base.requested) + _in_budget(res, base.graphs - graphs)
+    held = base.weights[base.stage] + base.non_torch + base.lora + base.encoder + base.encoder_cache
+    requested, budget = kv_budget(res, hw.memory_bytes, held, base.act + graphs + base.encoder_activations)
     blocks, concurrency, fits = _capacity(budget, base.layout)
     short = _outside_short(hw, res, requested, base.act + graphs + base.encoder_activations)
     return base._replace(

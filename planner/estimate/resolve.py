@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.engine import DEFAULT_ENGINE, MoeWeightLayout, resolve_engine
+from planner.engine import DEFAULT_ENGINE, MemoryRule, MoeWeightLayout, resolve_engine
 from planner.errors import ScenarioError
 from planner.estimate import placement
 from planner.hardware import HardwareProfile
@@ -53,12 +53,24 @@ class Resolved(BaseModel):
         description="Fraction of total memory the engine may use: vLLM's --gpu-memory-utilization, SGLang's "
         "--mem-fraction-static (its static pool); the scenario's, else the engine's default."
     )
-    static_pool: bool = Field(
-        False,
-        exclude_if=lambda v: not v,
-        description="The engine sizes one static pool of weights + KV cache as that fraction and keeps activations "
-        "and CUDA graphs outside it (SGLang: EngineProfile.static_memory); False: vLLM's budget.",
+    memory_rule: MemoryRule = Field(
+        "budget",
+        exclude_if=lambda v: v == "budget",
+        description="How the engine sizes its KV cache from that fraction (EngineProfile.memory_rule): 'budget' "
+        "(vLLM), 'static_pool' (SGLang: weights + KV, activations and graphs outside), 'free_fraction' "
+        "(TensorRT-LLM: a share of the memory free after weights, activations and graphs).",
     )
+    fraction_flag: str = Field(
+        "--gpu-memory-utilization",
+        exclude_if=lambda v: v == "--gpu-memory-utilization",
+        description="The engine's flag for that fraction.",
+    )
+
+    @property
+    def static_pool(self) -> bool:
+        """SGLang's rule: the fraction holds weights + KV cache, activations and graphs outside it."""
+        return self.memory_rule == "static_pool"
+
     weight_formats: dict[str, WeightFormat] = Field(description="Storage format per component.")
     expert_layout: MoeWeightLayout | None = Field(
         None,
@@ -147,7 +159,7 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
     formats = resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides)
     fraction = sc.gpu_memory_utilization
     if fraction is None:
-        fraction = DEFAULT_GPU_MEMORY_UTILIZATION
+        fraction = profile.kv_fraction_of_free or DEFAULT_GPU_MEMORY_UTILIZATION
         if static is not None:
             method = sc.speculative.method if sc.speculative is not None else None
             group = sc.tp * sc.data_parallel_size  # SGLang's tp_size spans the attention-DP ranks
@@ -163,7 +175,8 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
         max_num_batched_tokens=budget,
         gpu_memory_utilization=fraction,
-        static_pool=static is not None,
+        memory_rule=profile.memory_rule,
+        fraction_flag=profile.memory_fraction_flag,
         weight_formats=formats,
         expert_layout=_expert_layout(formats, hw, sc),
         lora=sc.lora,

@@ -185,7 +185,6 @@ class ServingDefaults:
     gpu_memory_utilization: float | None
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
-    kv_fraction_of_free: float | None = None
     needs_full_context: bool = True
     source: str = ""
 
@@ -214,12 +213,11 @@ ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
         None,
         2048,
         8192,
-        kv_fraction_of_free=0.9,
         needs_full_context=False,
         source="trtllm-serve 1.x (tensorrt_llm/commands/serve.py click options): --max_batch_size "
-        "2048 (BuildConfig's max_batch_size), --max_num_tokens 8192, --kv_cache_free_gpu_memory_fraction "
-        "0.9 ('Free GPU memory fraction reserved for KV Cache, after allocating model weights and "
-        "buffers'); it sizes the KV pool and starts even when one full-context request would not fit",
+        "2048 (BuildConfig's max_batch_size), --max_num_tokens 8192; --kv_cache_free_gpu_memory_fraction 0.9 is "
+        "the engine profile's (trtllm.yaml kv_fraction_of_free: the KV cache's share of the memory free after the "
+        "weights and buffers); it sizes the KV pool and starts even when one full-context request would not fit",
     ),
 }
 
@@ -231,6 +229,7 @@ FLAG_FIELDS: tuple[tuple[str, str, type], ...] = (
     (r"--max-num-batched-tokens[ =](\d+)", "max_num_batched_tokens", int),
     (r"--gpu-memory-utilization[ =](0?\.\d+)", "gpu_memory_utilization", float),
     (r"--mem-fraction-static[ =](0?\.\d+)", "gpu_memory_utilization", float),  # SGLang's static pool
+    (r"--kv_cache_free_gpu_memory_fraction[ =](0?\.\d+)", "gpu_memory_utilization", float),  # TensorRT-LLM's
     (r"--chunked-prefill-size[ =](\d+)", "max_num_batched_tokens", int),
     (r"--max-running-requests[ =](\d+)", "max_num_seqs", int),
 )
@@ -550,19 +549,15 @@ def _arrivals(record: ServingRecord) -> tuple[Any, int, str, str]:
 def _memory_settings(
     profile: EngineProfile, model: ModelSpec, hw: HardwareProfile, base: dict[str, Any]
 ) -> dict[str, Any]:
-    """gpu_memory_utilization, max_num_seqs and max_num_batched_tokens from the engine's defaults, where
-    the command did not set them. TensorRT-LLM gives the KV cache a fraction of the memory left after the
-    weights: utilization = w + f x (1 - w), with w the weights' share of the card (from the memory plan)."""
+    """gpu_memory_utilization, max_num_seqs and max_num_batched_tokens from the engine's serving defaults, where
+    the command did not set them (None: the engine profile's own default, which ``resolve`` takes: SGLang's static
+    fraction, TensorRT-LLM's share of the free memory)."""
     defaults = ENGINE_DEFAULTS[profile.engine]
     out = dict(base)
     for name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
         value = getattr(defaults, name)
         if value is not None:
             out.setdefault(name, value)
-    if defaults.kv_fraction_of_free is not None and "gpu_memory_utilization" not in out:
-        weights = plan_memory(model, hw, Scenario(**{**out, "gpu_memory_utilization": 0.9}), suggest=False)
-        share = min(weights.weight_bytes_per_gpu / hw.memory_bytes, 1.0)
-        out["gpu_memory_utilization"] = round(share + defaults.kv_fraction_of_free * (1.0 - share), 4)
     return out
 
 
