@@ -99,3 +99,11 @@ def test_tensorrt_llm_from_the_link_plans_its_share_of_the_free_memory() -> None
     assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
     note = " ".join(c.value for c in at.sidebar.caption)
     assert "--kv_cache_free_gpu_memory_fraction 0.9" in note and "stands for that default" in note
+
+
+def test_the_simulate_page_says_which_engine_schedules_it() -> None:
+    at = fresh("views/simulate.py", {"model": MODEL, "ev": "sglang@0.5.5", "len": "8192", "requests": "50"})
+    said = " ".join(c.value for c in at.caption)
+    assert "as sglang\\@0.5.5 schedules it (SGLang" in said or "as sglang@0.5.5 schedules it (SGLang" in said
+    at = fresh("views/simulate.py", {"model": MODEL, "len": "8192", "requests": "50"})
+    assert "schedules it (vLLM V1" in " ".join(c.value for c in at.caption)

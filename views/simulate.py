@@ -3,6 +3,7 @@ time), and the cheapest deployment that meets latency targets at that rate."""
 
 import streamlit as st
 
+from planner.estimate.roofline import engine_of
 from planner.hardware import load_profiles
 from planner.scenario import Scenario
 from planner.serve.disagg import KV_LINKS, MAX_INSTANCES, DisaggLayout
@@ -99,8 +100,9 @@ st.caption(
     + (f", DP {sc.data_parallel_size}" if sc.data_parallel_size > 1 else "")
     + (", expert parallel" if sc.enable_expert_parallel else "")
     + ") from the sidebar · "
-    "a discrete-event simulation of vLLM's continuous batching, timed step by step with the planner's "
-    "latency model. Numbers are simulated, not measured."
+    f"a discrete-event simulation of continuous batching as {plain(sc.engine_version)} schedules it "
+    f"({plain(engine_of(sc).name)}), timed step by step with the planner's latency model. Numbers are simulated, "
+    "not measured."
 )
 
 with st.container(border=True):
