@@ -7,11 +7,6 @@ SGLang command on the Export page, and a version no profile holds refused with t
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import streamlit as st
-from streamlit.testing.v1 import AppTest
-
 from planner.engine import DEFAULT_ENGINE, resolve_engine
 from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
@@ -20,22 +15,9 @@ from planner.model.families import build_spec
 from planner.model.sources import load_config
 from planner.scenario import Scenario
 from planner.units import MiB
+from tests.app_test import fresh
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 MODEL = "meta-llama/Llama-3.1-8B"
-
-
-def fresh(page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
-    st.cache_data.clear()
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def spec():

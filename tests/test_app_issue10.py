@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from planner.estimate.memory import plan_memory
@@ -26,6 +25,7 @@ from planner.scenario import Scenario
 from planner.serve.replica import simulate_scenario
 from planner.serve.workload import FixedLength, PoissonArrivals, Workload
 from planner.verify.mismatch import card_mismatch, model_key, model_mismatch, weights_mismatch
+from tests import app_test
 from ui import charts
 from ui.derived import (
     CANDIDATE_FORMATS,
@@ -40,7 +40,6 @@ from ui.format import fmt_kv_cache, fmt_usd
 from ui.prices import PRICES_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 LOGS = ROOT / "tests" / "data" / "logs"
 BENCH = ROOT / "tests" / "data" / "bench"
 TIMEOUT_S = 240
@@ -53,15 +52,7 @@ def spec_of(name: str):
 
 
 def fresh(page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
-    st.cache_data.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_test.fresh(page, query, timeout_s=TIMEOUT_S)
 
 
 def metrics(at: AppTest) -> dict[str, str]:

@@ -10,11 +10,9 @@ message, and that the inputs travel in the link like every other input.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from planner.errors import PlannerError
@@ -29,14 +27,13 @@ from planner.serve.disagg import DisaggLayout, compare_layouts
 from planner.serve.replica import length_distribution
 from planner.serve.slo import SLO, CandidateSpace, SearchSettings, plan_slo
 from planner.serve.workload import PoissonArrivals, Workload
+from tests import app_test
 from ui.errors import describe, plain
 from ui.format import fmt_bytes, fmt_gib, fmt_seconds
 from ui.params import ALL2ALL_BACKENDS, PARAMS, sidebar_updates
 from ui.sidebar import ALL2ALL_LABELS, PARALLELISM_BOX
 from ui.state import scenario_from
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 TIMEOUT_S = 120
 LLAMA_70B = "meta-llama/Llama-3.1-70B"
 QWEN_MOE = "Qwen/Qwen3-30B-A3B"  # 48 layers, 128 routed experts
@@ -51,17 +48,7 @@ def spec_of(name: str):
 
 def fresh(page: str | None = None, query: dict[str, str] | None = None, box_open: bool = True) -> AppTest:
     """A first run of the app; the sidebar's Parallelism expander open (closed, it draws none of its inputs)."""
-    st.cache_data.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    if box_open:
-        at.session_state[PARALLELISM_BOX] = True
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_test.fresh(page, query, state={PARALLELISM_BOX: True} if box_open else None, timeout_s=TIMEOUT_S)
 
 
 def chart(at: AppTest, key: str) -> dict:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from planner.estimate.latency import estimate_latency
@@ -22,12 +20,11 @@ from planner.hardware import get_profile
 from planner.model.families import build_spec
 from planner.model.sources import load_config
 from planner.scenario import LoRA, Scenario, SpeculativeDecoding
+from tests.app_test import fresh
 from ui.format import fmt_bytes, fmt_gib, fmt_int, fmt_seconds
 from ui.params import DRAFTED_METHODS, SPECULATIVE_METHODS, sidebar_updates
 from ui.state import scenario_from
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 TIMEOUT_S = 120
 MODEL = "meta-llama/Llama-3.1-8B"
 GiB = 2**30
@@ -36,18 +33,6 @@ GiB = 2**30
 def spec_of(name: str = MODEL):
     loaded = load_config(name)
     return build_spec(loaded.config, loaded.name)
-
-
-def fresh(page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
-    st.cache_data.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def metrics(at: AppTest) -> dict[str, str]:
