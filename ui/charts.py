@@ -109,10 +109,6 @@ def _memoized(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 
-#: The terms an engine with a static pool (SGLang) keeps outside it, so outside the requested fraction.
-OUTSIDE_STATIC_POOL = frozenset({"activations", "cuda_graphs", "encoder_activations"})
-
-
 @_memoized
 def memory_bar(plan: MemoryPlan) -> go.Figure:
     """One GPU's memory as a stacked bar (exact and estimated terms), against the requested and total capacity."""
@@ -129,7 +125,9 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
         )
     requested = plan.requested_memory_bytes_per_gpu / GiB
     total = plan.total_memory_bytes_per_gpu / GiB
-    outside = OUTSIDE_STATIC_POOL if plan.resolved.static_pool else frozenset()  # SGLang: not in the budget
+    from planner.estimate.memory import PEAK_TERMS  # the plan's own list of what a static pool keeps outside
+
+    outside = PEAK_TERMS if plan.resolved.static_pool else frozenset()  # SGLang: not in the budget
     used = sum(term.bytes for term in plan.terms if term.name != "free" and term.name not in outside) / GiB
     beyond = sum(term.bytes for term in plan.terms if term.name in outside) / GiB
     # does not start: how far past the budget the terms reach, or (a static pool) past the card the terms outside it

@@ -525,6 +525,11 @@ def kv_budget(res: Resolved, total: int, held: int, peaks: int) -> tuple[int, in
     return requested, requested - held - (0 if res.static_pool else peaks)
 
 
+#: The plan's terms that are the step's peaks (activation peak, CUDA-graph pool, the encoder's forward): a static pool
+#: (SGLang) keeps them outside the fraction it requests.
+PEAK_TERMS = frozenset({"activations", "cuda_graphs", "encoder_activations"})
+
+
 def _outside_short(hw: HardwareProfile, res: Resolved, requested: int, outside_kv: int) -> int:
     """A static pool's shortfall: the bytes the memory outside it lacks for the activation peak and graph pool
     (``outside_kv``); 0 when they fit, or under vLLM's budget (which holds them)."""
@@ -545,17 +550,19 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
     if not numbers.short:
         best_len = _max_len_that_fits(model.max_position_embeddings, res, blocks, _stage_groups(model, res, stages[s]))
     reason = _verdict(fits, model, hw, sc, res, weights[s], budget, layout, concurrency, requested, numbers.short)
+    peaks = [
+        MemoryTerm(name="activations", bytes=act, kind="estimate"),
+        MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
+    ]
+    non_torch_term = MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate")
     terms = [
         MemoryTerm(name="weights", bytes=weights[s], kind="exact"),
         MemoryTerm(
             name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="estimate"
         ),  # what the estimated overheads leave
-        MemoryTerm(name="activations", bytes=act, kind="estimate"),
-        MemoryTerm(name="cuda_graphs", bytes=graphs, kind="estimate"),
-        MemoryTerm(name="non_torch", bytes=non_torch, kind="estimate"),
+        # a static pool (SGLang) lists its own terms first, then the peaks it keeps outside
+        *([non_torch_term, *peaks] if res.static_pool else [*peaks, non_torch_term]),
     ]
-    if res.static_pool:  # SGLang: the pool's terms first (weights, KV, non-torch), then what lives outside it
-        terms = [terms[0], terms[1], terms[4], terms[2], terms[3]]
     if res.lora is not None:  # vLLM --enable-lora: the adapter slots, exact from the shapes
         terms.insert(1, MemoryTerm(name="lora", bytes=adapters, kind="exact"))
     images = sc.workload.images_per_request > 0
