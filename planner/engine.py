@@ -136,6 +136,13 @@ class OutputReserve(BaseModel):
 #: and the rest), "static_pool" (SGLang: a fraction of the card holds weights + KV, activations and graphs outside it),
 #: "free_fraction" (TensorRT-LLM: a fraction of the memory free after weights, activations and graphs).
 MemoryRule = Literal["budget", "static_pool", "free_fraction"]
+#: Each rule's flag for the fraction the scenario's gpu_memory_utilization stands for: vLLM's budget, SGLang's static
+#: pool, TensorRT-LLM's share of the free memory (trtllm-serve's spelling).
+FRACTION_FLAGS: dict[str, str] = {
+    "budget": "--gpu-memory-utilization",
+    "static_pool": "--mem-fraction-static",
+    "free_fraction": "--kv_cache_free_gpu_memory_fraction",
+}
 
 
 class CardDefaults(BaseModel):
@@ -280,10 +287,6 @@ class EngineProfile(BaseModel):
         le=1,
         description="The engine gives its KV cache this fraction of the memory free after the weights, the activation "
         "peak and the graph pool (TensorRT-LLM's kv_cache_free_gpu_memory_fraction); None: not this rule.",
-    )
-    memory_fraction_flag: str = Field(
-        "--gpu-memory-utilization",
-        description="The engine's flag for the memory fraction the scenario's gpu_memory_utilization stands for.",
     )
     static_memory: StaticMemory | None = Field(
         None,

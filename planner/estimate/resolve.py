@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.engine import DEFAULT_ENGINE, MemoryRule, MoeWeightLayout, resolve_engine
+from planner.engine import DEFAULT_ENGINE, FRACTION_FLAGS, MemoryRule, MoeWeightLayout, resolve_engine
 from planner.errors import ScenarioError
 from planner.estimate import placement
 from planner.hardware import HardwareProfile
@@ -60,11 +60,11 @@ class Resolved(BaseModel):
         "(vLLM), 'static_pool' (SGLang: weights + KV, activations and graphs outside), 'free_fraction' "
         "(TensorRT-LLM: a share of the memory free after weights, activations and graphs).",
     )
-    fraction_flag: str = Field(
-        "--gpu-memory-utilization",
-        exclude_if=lambda v: v == "--gpu-memory-utilization",
-        description="The engine's flag for that fraction.",
-    )
+
+    @property
+    def fraction_flag(self) -> str:
+        """The engine's flag for that fraction (``FRACTION_FLAGS`` of its rule)."""
+        return FRACTION_FLAGS[self.memory_rule]
 
     @property
     def static_pool(self) -> bool:
@@ -176,7 +176,6 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         max_num_batched_tokens=budget,
         gpu_memory_utilization=fraction,
         memory_rule=profile.memory_rule,
-        fraction_flag=profile.memory_fraction_flag,
         weight_formats=formats,
         expert_layout=_expert_layout(formats, hw, sc),
         lora=sc.lora,
