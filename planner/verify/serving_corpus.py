@@ -205,9 +205,10 @@ ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
         needs_full_context=False,
         source="SGLang: mem_fraction_static and chunked_prefill_size are the engine profile's defaults for the "
         "record's version, card and TP size (planner/engines/sglang.yaml static_memory: a table by TP before "
-        "0.5.3, the reserved-memory rule since); max_running_requests derived from the KV pool (capped here at "
-        "4096; believed, not checked); it sizes a token pool and starts even when one full-context request "
-        "would not fit",
+        "0.5.3, the reserved-memory rule since); max_running_requests 4096, the cap of ModelRunner's default "
+        "min(max(pool tokens / context_len x 512, 2048), 4096), which the corpus's largest pools reach (a smaller pool "
+        "gives 2,048-4,096, above every burst of 1,000 here); it sizes a token pool and starts even when one "
+        "full-context request would not fit",
     ),
     "trtllm": ServingDefaults(
         None,
@@ -546,9 +547,7 @@ def _arrivals(record: ServingRecord) -> tuple[Any, int, str, str]:
     raise Unexpressible("condition not given", f"load not understood (rate {record.request_rate!r})")
 
 
-def _memory_settings(
-    profile: EngineProfile, model: ModelSpec, hw: HardwareProfile, base: dict[str, Any]
-) -> dict[str, Any]:
+def _memory_settings(profile: EngineProfile, base: dict[str, Any]) -> dict[str, Any]:
     """gpu_memory_utilization, max_num_seqs and max_num_batched_tokens from the engine's serving defaults, where
     the command did not set them (None: the engine profile's own default, which ``resolve`` takes: SGLang's static
     fraction, TensorRT-LLM's share of the free memory)."""
@@ -577,7 +576,7 @@ def express_run(record: ServingRecord) -> RunPlan:
         "enable_chunked_prefill": profile.chunked_prefill_default,
         **stated_flags(record),
     }
-    settings = _memory_settings(profile, model, hw, base)
+    settings = _memory_settings(profile, base)
     longest = min(settings.get("max_model_len") or model.max_position_embeddings, model.max_position_embeddings)
     if not profile.chunked_prefill_default and settings.get("max_num_batched_tokens"):
         # without chunked prefill a prompt must fit one step: longer requests are refused by the engine
