@@ -238,3 +238,29 @@ def test_one_binder_per_step_binds_every_op_as_a_fresh_bind_does(repo, tp, engin
                 assert binder(op, graphs) == bind(op, hw, eff, res.tp, graphs, eng, shape.num_seqs, res.ep), op.name
                 checked += 1
     assert checked >= 4 * 15  # both stages, both modes, every op of a layer at least
+
+
+@pytest.mark.parametrize("repo,tp,engine", CASES)
+@pytest.mark.parametrize("version", ["vllm@0.15.1", "vllm@0.8.5"])  # host work overlapped, and added
+def test_the_simulators_inlined_steps_are_the_general_path_to_the_last_bit(repo, tp, engine, version):
+    """``step_seconds`` of a mixed step and ``decode_steps`` inline their calls for the simulator's hot path; the
+    floats are those of the general path (``_mixed_gpu``, ``_decode_scalar``, ``gpu_step_seconds``,
+    ``combine_step``)."""
+    model, hw = catalog_model(repo), get_profile("h100-sxm")
+    stm = StepTimeModel(model, hw, Scenario(tp=tp, engine=engine, engine_version=version))
+    tables = (stm.prefill_table, stm.decode_table)
+    for prefill, start, seqs, context in [(512, 0, 0, 0), (77, 300, 5, 900), (2048, 0, 130, 4000), (8, 16, 600, 1)]:
+        pairs, kv = prefill * (start + (prefill + 1) * 0.5), seqs * context
+        kernels, launches = stm._mixed_gpu(tables, prefill, pairs, 1, seqs, kv)
+        gpu = step.gpu_step_seconds(float(kernels), float(launches))
+        general = float(
+            step.combine_step(gpu, float(step.host_seconds(stm.eff, seqs + 1)), stm.engine.async_scheduling)
+        )
+        fast = stm.step_seconds(
+            prefill_tokens=prefill, prefill_attention_pairs=pairs, decode_seqs=seqs, decode_kv_tokens=kv
+        )
+        assert fast == general
+    for batch, context in DECODES:
+        assert stm.decode_steps(batch)[batch * context] == stm._decode_scalar(
+            float(batch), float(batch * context) / batch
+        )

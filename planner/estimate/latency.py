@@ -690,9 +690,15 @@ class DecodeSteps(dict):
         model.decode_steps_kept += 1
         context = kv / self.batch
         line = self.line
-        seconds = (
-            model._decode_scalar(float(self.batch), context) if line is None else model._decode_seconds(line, context)
-        )
+        if line is None:
+            seconds = model._decode_scalar(float(self.batch), context)
+        elif line[5] is None:
+            seconds = model._decode_seconds(line, context)
+        else:  # ``_decode_seconds`` of a line whose attention rows are scalar, its calls inlined (the same floats)
+            x = line[1] * context
+            kernels = line[3] + model._scalar_kernels(line[5], x, x)
+            gpu = max(kernels, line[4] + line[6])  # step.gpu_step_seconds
+            seconds = max(gpu, line[7]) if model.engine.async_scheduling else gpu + line[7]  # step.combine_step
         self[kv] = seconds
         return seconds
 
@@ -1201,6 +1207,18 @@ class StepTimeModel:
             return self.decode_steps(decode_seqs)[decode_kv_tokens]
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
+        if self.shared and self.pp == 1:  # the simulator's mixed step: the path below, its calls inlined
+            table = self.prefill_table
+            tokens, f2 = float(prefill_tokens + decode_seqs), float(seqs)
+            hit = self._memo.get((id(table), tokens, f2)) or self._rows_by_tokens(table, tokens, f2)
+            if hit[3] is not None:
+                kernels = hit[1] + self._scalar_kernels(
+                    hit[3], float(prefill_attention_pairs + decode_kv_tokens), float(prefill_tokens + decode_kv_tokens)
+                )
+                gpu = max(kernels, hit[2] + hit[4])  # step.gpu_step_seconds
+                eff = self.eff
+                host = float(eff.step_overhead_seconds + eff.host_seconds_per_seq * seqs)  # step.host_seconds
+                return max(gpu, host) if self.engine.async_scheduling else gpu + host  # step.combine_step
         if self.pp > 1:
             return self._pipelined_mixed(prefill_tokens, prefill_attention_pairs, chunks, decode_seqs, decode_kv_tokens)
         tables = (self.prefill_table, self.decode_table)
