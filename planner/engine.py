@@ -189,6 +189,20 @@ class StaticMemory(BaseModel):
         description="From heuristic_from: batch defaults by card memory, smallest bucket first, the last unbounded."
     )
     legacy_card_defaults: tuple[CardDefaults, ...] = Field(description="Before heuristic_from: the same.")
+    requests_per_context: int = Field(
+        ge=1, description="Request slots by default per context length of pool tokens (ModelRunner's 512)."
+    )
+    min_requests: int = Field(ge=1, description="Fewest request slots by default.")
+    max_requests: int = Field(ge=1, description="Most request slots by default.")
+
+    def running_requests(self, pool_tokens: int, context_len: int) -> int:
+        """Requests the engine runs at once by default (``--max-running-requests`` unset): the request slots it
+        sizes from its KV pool of ``pool_tokens`` tokens and its context length, min(max(pool / context x
+        requests_per_context, min_requests), max_requests), at most half the pool's tokens."""
+        slots = min(
+            max(int(pool_tokens / context_len * self.requests_per_context), self.min_requests), self.max_requests
+        )
+        return max(1, min(slots, pool_tokens // 2))
 
     def heuristic(self, version: str | None) -> bool:
         """Whether ``version``'s default is the reserved-memory rule (None: the range's newest, so yes)."""
@@ -292,6 +306,18 @@ class EngineProfile(BaseModel):
         None,
         description="The engine sizes a static pool (weights + KV) as a fraction of the card, activations and graphs "
         "outside it (SGLang); None: vLLM's budget (the fraction less weights, activation peak and graph pool).",
+    )
+    default_max_num_seqs: int | None = Field(
+        None,
+        ge=1,
+        description="Sequences per step when the command sets none; None: vLLM's by card "
+        "(``scenario.default_batch_limits``), or the static pool's request slots (``StaticMemory.running_requests``).",
+    )
+    default_max_num_batched_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens per step when the command sets none; None: vLLM's by card, or the static "
+        "pool's prefill chunk by card (``StaticMemory.card``).",
     )
     moe_weight_layouts: tuple[MoeWeightLayout, ...] = Field(
         (), description="Resident layouts of quantized expert weights by card; none listed: the checkpoint's bytes."

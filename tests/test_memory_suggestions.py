@@ -29,13 +29,17 @@ CHANGES = (
 
 @pytest.mark.parametrize("name", first_of_each_family())
 @pytest.mark.parametrize("gpu", ["h100-sxm", "l40s"])
-def test_a_budget_only_change_sums_to_what_a_new_plan_gives(name, gpu):
+@pytest.mark.parametrize(
+    ("engine", "context"),  # SGLang at a long context: the pool sizes its request slots between the floor and cap
+    [("vllm", 4096), ("sglang@0.5.5", 32768), ("trtllm@1.2", 4096)],
+)
+def test_a_budget_only_change_sums_to_what_a_new_plan_gives(name, gpu, engine, context):
     loaded = load_config(name)
     model = build_spec(loaded.config, loaded.name)
     hw = get_profile(gpu)
     checked = 0
     for tp in (1, 2, 4):
-        sc = Scenario(gpu=gpu, tp=tp, max_model_len=min(4096, model.max_position_embeddings))
+        sc = Scenario(gpu=gpu, tp=tp, max_model_len=min(context, model.max_position_embeddings), engine_version=engine)
         try:
             base = memory._numbers(model, hw, sc)
         except Exception:  # noqa: BLE001 (a layout the planner refuses: nothing to suggest from)

@@ -176,3 +176,47 @@ def test_the_cli_plan_names_sglangs_flag_and_fraction(capsys: pytest.CaptureFixt
     assert f"mem-fraction-static {fraction}" in capsys.readouterr().out
     assert main(argv) == 0
     assert f"gpu-memory-utilization {DEFAULT_GPU_MEMORY_UTILIZATION}" in capsys.readouterr().out
+
+
+def test_the_running_requests_are_the_slots_sglang_sizes_from_its_pool() -> None:
+    """--max-running-requests unset: ModelRunner sizes min(max(pool tokens / context x 512, 2048), 4096) request slots
+    (worked here by hand on the plan's pool), and the simulator admits that many; a command's own limit wins."""
+    hw = get_profile("h100-sxm")
+    model, _ = spec("Qwen/Qwen3-14B")  # 40,960-token context: the pool sizes slots between the floor and the cap
+    plan = plan_memory(model, hw, Scenario(engine_version="sglang@0.5.5"), suggest=False)
+    pool = plan.num_gpu_blocks * 16
+    assert 40960 * 4 < pool < 40960 * 8  # so the slots are pool / 80 tokens, inside [2048, 4096]
+    assert plan.resolved.max_num_seqs == int(pool / 40960 * 512) > 1024  # not vLLM's 1,024
+    assert resolve(model, hw, Scenario(engine_version="sglang@0.5.5")).max_num_seqs == 4096  # before the pool: the cap
+    short = plan_memory(model, hw, Scenario(engine_version="sglang@0.5.5", max_model_len=4096), suggest=False)
+    assert short.resolved.max_num_seqs == 4096  # a short context: the cap
+    tiny = plan_memory(model, hw, Scenario(engine_version="sglang@0.5.5", gpu_memory_utilization=0.38), suggest=False)
+    assert 0 < tiny.num_gpu_blocks * 16 / 40960 * 512 < 2048 and tiny.resolved.max_num_seqs == 2048  # the floor
+    assert plan_memory(model, hw, Scenario(engine_version="sglang@0.5.5", max_num_seqs=64)).resolved.max_num_seqs == 64
+    # the slots' fp32 logits are part of the peak kept outside the pool (vLLM's sampler term, 1,024 rows there)
+    vllm = plan_memory(model, hw, Scenario(), suggest=False)
+    vocab_bytes = model.padded_vocab_size * 4
+    logits_more = (plan.resolved.max_num_seqs - vllm.resolved.max_num_seqs) * vocab_bytes
+    assert plan.activation_bytes_per_gpu - vllm.activation_bytes_per_gpu == pytest.approx(logits_more, abs=1)
+
+
+def test_a_burst_runs_past_vllms_limit_under_sglangs_slots() -> None:
+    """The simulator takes the plan's slots: 1,500 short requests at once all run together under SGLang's default,
+    where vLLM's default holds 1,024 of them back."""
+    from planner.serve.replica import simulate_scenario
+    from planner.serve.workload import ConcurrencyArrivals, FixedLength, Workload
+
+    hw = get_profile("h100-sxm")
+    model, _ = spec()
+    workload = Workload(
+        arrivals=ConcurrencyArrivals(concurrency=1500),
+        num_requests=1500,
+        input_tokens=FixedLength(tokens=64),
+        output_tokens=FixedLength(tokens=64),
+    )
+    peaks = {}
+    for engine in ("sglang@0.5.5", "vllm@0.15.1"):
+        sc = Scenario(engine_version=engine, max_model_len=4096)
+        result = simulate_scenario(model, hw, sc, workload, saturation=False)
+        peaks[engine] = max(result.timeline.running_requests)
+    assert peaks == {"sglang@0.5.5": 1500, "vllm@0.15.1": 1024}

@@ -76,3 +76,17 @@ def test_the_vllm_files_keep_vllms_budget() -> None:
     assert (
         f"gpu-memory-utilization: {DEFAULT_GPU_MEMORY_UTILIZATION}" in bundle.artefact("throughput", "vllm-yaml").text
     )
+
+
+def test_trtllm_serves_its_own_batch_defaults() -> None:
+    """trtllm-serve's --max_batch_size 2048 and --max_num_tokens 8192 (trtllm.yaml), fixed with or without chunked
+    prefill, where vLLM's are 1,024 / 8,192 on an H100 and widen to a whole prompt without chunked prefill."""
+    hw = get_profile("h100-sxm")
+    model, _ = spec("meta-llama/Llama-3.1-8B")
+    for chunked in (True, False):
+        res = plan_memory(model, hw, Scenario(engine_version=TRTLLM, enable_chunked_prefill=chunked)).resolved
+        assert (res.max_num_seqs, res.max_num_batched_tokens) == (2048, 8192)
+    vllm = plan_memory(model, hw, Scenario(enable_chunked_prefill=False, max_model_len=32768)).resolved
+    assert (vllm.max_num_seqs, vllm.max_num_batched_tokens) == (1024, 32768)
+    own = plan_memory(model, hw, Scenario(engine_version=TRTLLM, max_num_seqs=96, max_num_batched_tokens=4096))
+    assert (own.resolved.max_num_seqs, own.resolved.max_num_batched_tokens) == (96, 4096)

@@ -45,6 +45,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.engine import DEFAULT_ENGINE, resolve_engine
 from planner.estimate import lora as lora_slots
 from planner.estimate import multimodal
 from planner.estimate.links import Link
@@ -482,6 +483,9 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     assert worst is not None, "stage_layers gives one range per pipeline stage, and pp >= 1"
     _, s, layout, graphs, budget, requested = worst
     blocks, concurrency, fits = _capacity(budget, layout)
+    pooled = pool_requests(sc, res, blocks)
+    if pooled is not res:  # the static pool's request slots: the sampler's rows of the activation peak follow
+        res, act = pooled, activation_peak_bytes(model, pooled)
     short = _outside_short(hw, res, requested, act + graphs + encoder_act)
     fits = fits and not short
     return _Numbers(
@@ -504,6 +508,22 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         encoder_act,
         short,
     )
+
+
+def pool_requests(sc: Scenario, res: Resolved, blocks: int) -> Resolved:
+    """``res`` with a static pool's default request slots (SGLang, ``--max-running-requests`` unset): sized from the
+    pool's ``blocks`` (``StaticMemory.running_requests`` at the context length), at most the step's token budget
+    (the simulator gives every running request a token of it; SGLang itself does not cap the decodes by its prefill
+    chunk, so on cards with 2,048-token chunks a pool that would size more slots is held to 2,048). ``res`` itself
+    (the same object) under any other rule or when the command sets the limit; a pool of no block (it does not start)
+    keeps ``resolve``'s default, the most slots."""
+    if not res.static_pool or sc.max_num_seqs is not None:
+        return res
+    static = resolve_engine(sc.engine_version or DEFAULT_ENGINE)[0].static_memory
+    assert static is not None, "a static pool's rule comes from the profile's static_memory"
+    slots = static.running_requests(blocks * res.block_size, res.max_model_len) if blocks > 0 else static.max_requests
+    seqs = min(slots, res.max_num_batched_tokens)
+    return res if seqs == res.max_num_seqs else res.model_copy(update={"max_num_seqs": seqs})
 
 
 def kv_budget(res: Resolved, total: int, held: int, peaks: int) -> tuple[int, int]:
@@ -703,9 +723,14 @@ def _budget_only(base: _Numbers, model: ModelSpec, hw: HardwareProfile, sc: Scen
     held = base.weights[base.stage] + base.non_torch + base.lora + base.encoder + base.encoder_cache
     requested, budget = kv_budget(res, hw.memory_bytes, held, base.act + graphs + base.encoder_activations)
     blocks, concurrency, fits = _capacity(budget, base.layout)
-    short = _outside_short(hw, res, requested, base.act + graphs + base.encoder_activations)
+    act, pooled = base.act, pool_requests(sc, res, blocks)  # a static pool's budget holds no peak: its blocks
+    if pooled.max_num_seqs != res.max_num_seqs:  # do not depend on the request slots they size
+        act = activation_peak_bytes(model, pooled)
+    res = pooled
+    short = _outside_short(hw, res, requested, act + graphs + base.encoder_activations)
     return base._replace(
         res=res,
+        act=act,
         requested=requested,
         graphs=graphs,
         budget=budget,

@@ -145,16 +145,20 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
     tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
     profile, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
     static = profile.static_memory
-    if static is not None:  # SGLang's prefill chunk by card memory (--chunked-prefill-size)
-        tokens_default = static.card(version, hw.memory_bytes / MiB).chunked_prefill_size
+    if static is not None:  # SGLang's prefill chunk by card memory (--chunked-prefill-size); its request slots
+        tokens_default = static.card(version, hw.memory_bytes / MiB).chunked_prefill_size  # come from the pool
+        seqs_default = static.max_requests  # (the plan sizes them: ``memory.pool_requests``), at most this
+    seqs_default = profile.default_max_num_seqs or seqs_default  # TensorRT-LLM's fixed defaults
     if sc.enable_expert_parallel and sc.data_parallel_size > 1 and sc.all2all_backend == "deepep_low_latency":
         # vLLM's batched-DP MoE (ParallelConfig.use_batched_dp_moe) defaults the token budget to 256
         # (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, EngineArgs defaults): DeepEP's
         # low-latency buffers are sized by it
         tokens_default = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
     block = sc.block_size or (MLA_BLOCK_SIZE if model.num_kv_heads == 1 and _has_mla(model) else DEFAULT_BLOCK_SIZE)
-    budget = sc.max_num_batched_tokens or (
-        tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default)
+    budget = (  # vLLM without chunked prefill widens its budget to one whole prompt; TensorRT-LLM's stays fixed
+        sc.max_num_batched_tokens
+        or profile.default_max_num_batched_tokens
+        or (tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default))
     )
     formats = resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides)
     fraction = sc.gpu_memory_utilization

@@ -200,24 +200,23 @@ ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
     ),
     "sglang": ServingDefaults(
         None,
-        4096,
+        None,
         None,
         needs_full_context=False,
-        source="SGLang: mem_fraction_static and chunked_prefill_size are the engine profile's defaults for the "
-        "record's version, card and TP size (planner/engines/sglang.yaml static_memory: a table by TP before "
-        "0.5.3, the reserved-memory rule since); max_running_requests 4096, the cap of ModelRunner's default "
-        "min(max(pool tokens / context_len x 512, 2048), 4096), which the corpus's largest pools reach (a smaller pool "
-        "gives 2,048-4,096, above every burst of 1,000 here); it sizes a token pool and starts even when one "
+        source="SGLang: mem_fraction_static, chunked_prefill_size and max_running_requests are the engine profile's "
+        "defaults for the record's version, card and TP size (planner/engines/sglang.yaml static_memory: a table by "
+        "TP before 0.5.3, the reserved-memory rule since; the request slots ModelRunner sizes from the pool, "
+        "min(max(pool tokens / context_len x 512, 2048), 4096)); it sizes a token pool and starts even when one "
         "full-context request would not fit",
     ),
     "trtllm": ServingDefaults(
         None,
-        2048,
-        8192,
+        None,
+        None,
         needs_full_context=False,
-        source="trtllm-serve 1.x (tensorrt_llm/commands/serve.py click options): --max_batch_size "
-        "2048 (BuildConfig's max_batch_size), --max_num_tokens 8192; --kv_cache_free_gpu_memory_fraction 0.9 is "
-        "the engine profile's (trtllm.yaml kv_fraction_of_free: the KV cache's share of the memory free after the "
+        source="trtllm-serve 1.x: --max_batch_size 2048, --max_num_tokens 8192 and --kv_cache_free_gpu_memory_fraction "
+        "0.9 are the engine profile's (planner/engines/trtllm.yaml: default_max_num_seqs, "
+        "default_max_num_batched_tokens, kv_fraction_of_free: the KV cache's share of the memory free after the "
         "weights and buffers); it sizes the KV pool and starts even when one full-context request would not fit",
     ),
 }
@@ -578,9 +577,10 @@ def express_run(record: ServingRecord) -> RunPlan:
     }
     settings = _memory_settings(profile, base)
     longest = min(settings.get("max_model_len") or model.max_position_embeddings, model.max_position_embeddings)
-    if not profile.chunked_prefill_default and settings.get("max_num_batched_tokens"):
+    step_tokens = settings.get("max_num_batched_tokens") or profile.default_max_num_batched_tokens
+    if not profile.chunked_prefill_default and step_tokens:
         # without chunked prefill a prompt must fit one step: longer requests are refused by the engine
-        longest = min(longest, settings["max_num_batched_tokens"])
+        longest = min(longest, step_tokens)
     sc = Scenario(**{**settings, "max_model_len": longest})
     inputs, outputs = _lengths(record)
     arrivals, n, kind, load = _arrivals(record)
