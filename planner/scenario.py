@@ -362,15 +362,15 @@ class Scenario(BaseModel):
         None,
         ge=1,
         le=MAX_SEQS,
-        description=f"Most sequences in one step, 1 to {MAX_SEQS:,}; default 1024 on >= 70 GiB cards except A100, "
-        "else 256.",
+        description=f"Most sequences in one step, 1 to {MAX_SEQS:,}; default the engine's: vLLM 1024 on >= 70 GiB "
+        "cards except A100, else 256; SGLang the request slots its KV pool sizes (2,048 to 4,096); TensorRT-LLM 2048.",
     )
     max_num_batched_tokens: int | None = Field(
         None,
         ge=1,
         le=MAX_TOKENS,
-        description=f"Token budget of one step, 1 to {MAX_TOKENS:,}; default 8192 on >= 70 GiB cards except A100, "
-        "else 2048 (API server).",
+        description=f"Token budget of one step, 1 to {MAX_TOKENS:,}; default the engine's: vLLM 8192 on >= 70 GiB "
+        "cards except A100, else 2048 (API server); SGLang its prefill chunk by card; TensorRT-LLM 8192.",
     )
     engine: Literal["eager", "cuda-graphs"] = Field(
         "cuda-graphs", description="eager (--enforce-eager) or CUDA graphs (vLLM's default)."

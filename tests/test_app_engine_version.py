@@ -89,3 +89,16 @@ def test_the_simulate_page_says_which_engine_schedules_it() -> None:
     assert "as sglang\\@0.5.5 schedules it (SGLang" in said or "as sglang@0.5.5 schedules it (SGLang" in said
     at = fresh("views/simulate.py", {"model": MODEL, "len": "8192", "requests": "50"})
     assert "schedules it (vLLM V1" in " ".join(c.value for c in at.caption)
+
+
+def test_the_latency_pages_batch_sweep_ends_at_sglangs_pool_sized_slots() -> None:
+    """The Latency page sweeps the batch up to the engine's own limit: SGLang's request slots from its pool (Qwen3-14B
+    on one H100: 3,124, the sweep's last point after 2,048), not the 4,096 cap ``resolve`` gives before the pool."""
+    from ui.sweeps import latency_vs_batch
+
+    loaded = load_config("Qwen/Qwen3-14B")
+    model, hw = build_spec(loaded.config, loaded.name), get_profile("h100-sxm")
+    sc = Scenario(engine_version="sglang@0.5.5")
+    slots = plan_memory(model, hw, sc, suggest=False).resolved.max_num_seqs
+    assert 2048 < slots < 4096 == resolve(model, hw, sc).max_num_seqs
+    assert latency_vs_batch(model, hw, sc)["batch"].max() == slots

@@ -153,7 +153,7 @@ def latency_vs_batch(
     decoding also its speed-up over plain decoding at each batch (``speedup``, the core's)."""
     import pandas as pd
 
-    limit = resolve(model, hw, sc).max_num_seqs
+    limit = plan_memory(model, hw, sc, suggest=False).resolved.max_num_seqs  # SGLang's: sized from its pool
     rows = []
     for eff in _efficiencies(hw, sc):
         for batch in powers_of_two(1, limit):
