@@ -90,3 +90,18 @@ def test_trtllm_serves_its_own_batch_defaults() -> None:
     assert (vllm.max_num_seqs, vllm.max_num_batched_tokens) == (1024, 32768)
     own = plan_memory(model, hw, Scenario(engine_version=TRTLLM, max_num_seqs=96, max_num_batched_tokens=4096))
     assert (own.resolved.max_num_seqs, own.resolved.max_num_batched_tokens) == (96, 4096)
+
+
+def test_the_throughput_profile_is_capped_at_the_engines_own_default() -> None:
+    """Short requests the KV cache holds by the thousand: the offline profile takes as many as the engine runs by
+    default, TensorRT-LLM's 2,048 where vLLM's is 1,024, and says whose default it is."""
+    from planner.estimate.operating_points import throughput_profile
+    from planner.scenario import RequestShape
+
+    hw = get_profile("h100-sxm")
+    model, _ = spec("meta-llama/Llama-3.1-8B")
+    shape = {"max_model_len": 256, "workload": RequestShape(input_len=128, output_len=64)}
+    trt = throughput_profile(model, hw, Scenario(engine_version=TRTLLM, **shape))
+    vllm = throughput_profile(model, hw, Scenario(**shape))
+    assert (trt.max_num_seqs, vllm.max_num_seqs) == (2048, 1024)
+    assert "at most TensorRT-LLM's default 2048" in trt.rule and "at most vLLM's default 1024" in vllm.rule

@@ -24,13 +24,15 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
+from planner.engine import DEFAULT_ENGINE, ENGINE_NAMES, resolve_engine
 from planner.estimate import multimodal
 from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.resolve import batch_defaults
 from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
-from planner.scenario import Scenario, default_batch_limits
+from planner.scenario import Scenario
 from planner.units import fmt_seconds
 
 Profile = Literal["latency", "throughput"]
@@ -181,7 +183,10 @@ def throughput_profile(
 ) -> ServingProfile:
     """Offline serving: as many sequences as the KV cache holds at the workload's lengths."""
     eff = efficiency or efficiency_for(hw, sc=sc)
-    default_tokens, default_seqs = default_batch_limits(hw.memory_bytes, hw.name)
+    engine, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
+    default_tokens, _ = batch_defaults(hw, engine, version)
+    # the engine's own sequence limit here (SGLang's request slots sized from its pool, TensorRT-LLM's batch size)
+    default_seqs = sc.max_num_seqs or plan_memory(model, hw, sc, suggest=False).resolved.max_num_seqs
     tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
     start = sc.max_num_seqs or default_seqs
     max_len = sc.max_model_len or model.max_position_embeddings
@@ -207,7 +212,7 @@ def throughput_profile(
                 seqs, fit = again, fit_again
         rule = (
             f"max-num-seqs {seqs}: the {fit:,} requests of {per_request:,} tokens the KV cache holds, "
-            f"at most vLLM's default {default_seqs}"
+            f"at most {ENGINE_NAMES[engine.engine]}'s default {default_seqs}"
         )
     legal = _legal_budget(tokens, seqs, sc, max_len)
     source = "as given" if sc.max_num_batched_tokens else "large step budget: prefills run as large GEMMs"

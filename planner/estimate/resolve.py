@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.engine import DEFAULT_ENGINE, FRACTION_FLAGS, MemoryRule, MoeWeightLayout, resolve_engine
+from planner.engine import DEFAULT_ENGINE, FRACTION_FLAGS, EngineProfile, MemoryRule, MoeWeightLayout, resolve_engine
 from planner.errors import ScenarioError
 from planner.estimate import placement
 from planner.hardware import HardwareProfile
@@ -142,13 +142,9 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
             hint=f"Use --max-model-len {model.max_position_embeddings:,} or less (vLLM refuses longer unless "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which may give wrong outputs).",
         )
-    tokens_default, seqs_default = default_batch_limits(hw.memory_bytes, hw.name)
     profile, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
     static = profile.static_memory
-    if static is not None:  # SGLang's prefill chunk by card memory (--chunked-prefill-size); its request slots
-        tokens_default = static.card(version, hw.memory_bytes / MiB).chunked_prefill_size  # come from the pool
-        seqs_default = static.max_requests  # (the plan sizes them: ``memory.pool_requests``), at most this
-    seqs_default = profile.default_max_num_seqs or seqs_default  # TensorRT-LLM's fixed defaults
+    tokens_default, seqs_default = batch_defaults(hw, profile, version)
     if sc.enable_expert_parallel and sc.data_parallel_size > 1 and sc.all2all_backend == "deepep_low_latency":
         # vLLM's batched-DP MoE (ParallelConfig.use_batched_dp_moe) defaults the token budget to 256
         # (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, EngineArgs defaults): DeepEP's
@@ -185,6 +181,18 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         lora=sc.lora,
         **_expert_parallel(sc),
     )
+
+
+def batch_defaults(hw: HardwareProfile, profile: EngineProfile, version: str | None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) an engine starts with on ``hw`` when the command sets neither, chunked
+    prefill on: vLLM's by card (``default_batch_limits``); SGLang's prefill chunk by card and its most request slots
+    (the plan sizes the slots from the pool: ``memory.pool_requests``); TensorRT-LLM's fixed
+    ``default_max_num_batched_tokens`` / ``default_max_num_seqs``."""
+    tokens, seqs = default_batch_limits(hw.memory_bytes, hw.name)
+    static = profile.static_memory
+    if static is not None:
+        tokens, seqs = static.card(version, hw.memory_bytes / MiB).chunked_prefill_size, static.max_requests
+    return profile.default_max_num_batched_tokens or tokens, profile.default_max_num_seqs or seqs
 
 
 def _expert_parallel(sc: Scenario) -> dict:

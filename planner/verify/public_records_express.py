@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
+from planner.engine import ENGINE_NAMES
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
@@ -204,9 +205,9 @@ def engine_spec(engine_text: str) -> str:
     'vLLM v0.5.4 (...)' -> 'vllm@0.5.4', 'SGLang v0.3.0' -> 'sglang@0.3.0'; vLLM V0/V1 without a number ->
     vllm@0.6.4 / vllm@0.8.0; anything else (Vidur's profilers) -> vllm@0.6.0."""
     found = re.search(r"(TensorRT-LLM|vLLM|SGLang)\D{0,4}?(\d+\.\d+(?:\.\d+)?)", engine_text)
-    names = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
     if found:
-        return f"{names[found.group(1)]}@{found.group(2)}"
+        families = {name: family for family, name in ENGINE_NAMES.items()}
+        return f"{families[found.group(1)]}@{found.group(2)}"
     if "TensorRT-LLM" in engine_text:
         return "trtllm@1.0"
     if "vLLM V1" in engine_text:

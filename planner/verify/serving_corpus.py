@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
-from planner.engine import EngineProfile, resolve_engine
+from planner.engine import ENGINE_NAMES, EngineProfile, resolve_engine
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.hardware import HardwareProfile, get_profile
@@ -236,7 +236,8 @@ FLAG_FIELDS: tuple[tuple[str, str, type], ...] = (
 #: Serving-command switches (no value) -> Scenario field and the value they set.
 SWITCH_FIELDS: tuple[tuple[str, str, Any], ...] = ((r"--enforce-eager\b", "engine", "eager"),)
 
-ENGINE_NAMES = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
+#: An engine's name in words -> its family.
+ENGINE_FAMILIES = {name: family for family, name in ENGINE_NAMES.items()}
 
 
 # ------------------------------------------------------------------------------------ reasons
@@ -336,7 +337,7 @@ def engine_version(record: ServingRecord) -> str:
     found = re.search(r"(TensorRT-LLM|vLLM|SGLang)", record.engine)
     if found is None:
         raise Unexpressible("engine not stated", f"engine not identified: '{record.engine}'")
-    name = ENGINE_NAMES[found.group(1)]
+    name = ENGINE_FAMILIES[found.group(1)]
     if name == "vllm" and "--async-scheduling" in serving_command(record):
         return "vllm-v1-async"
     version = re.search(r"(\d+\.\d+(?:\.\d+)?)", record.engine[found.end() :])
