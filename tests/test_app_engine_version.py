@@ -102,3 +102,37 @@ def test_the_latency_pages_batch_sweep_ends_at_sglangs_pool_sized_slots() -> Non
     slots = plan_memory(model, hw, sc, suggest=False).resolved.max_num_seqs
     assert 2048 < slots < 4096 == resolve(model, hw, sc).max_num_seqs
     assert latency_vs_batch(model, hw, sc)["batch"].max() == slots
+
+
+def test_the_step_limits_say_what_auto_stands_for_with_each_engine() -> None:
+    """Under max_num_seqs / max_num_batched_tokens: the engine's defaults on this card, SGLang's slots the plan's."""
+    loaded = load_config("Qwen/Qwen3-14B")
+    model = build_spec(loaded.config, loaded.name)
+    slots = plan_memory(model, get_profile("h100-sxm"), Scenario(engine_version="sglang@0.5.5")).resolved.max_num_seqs
+    notes = {
+        ev: [c.value for c in fresh(query={"model": "Qwen/Qwen3-14B", "ev": ev}).sidebar.caption if "auto:" in c.value]
+        for ev in ("sglang@0.5.5", "trtllm@1.2", DEFAULT_ENGINE)
+    }
+    assert notes["sglang@0.5.5"] == [
+        f"auto: SGLang runs up to **{slots:,}** sequences (the request slots it sizes from its KV pool) and **8,192** "
+        "tokens in one step here."
+    ]
+    assert notes["trtllm@1.2"] == [
+        "auto: TensorRT-LLM runs up to **2,048** sequences and **8,192** tokens in one step here."
+    ]
+    assert notes[DEFAULT_ENGINE] == ["auto: vLLM runs up to **1,024** sequences and **8,192** tokens in one step here."]
+    at = fresh(query={"model": "Qwen/Qwen3-14B", "seqs": "64", "tokens": "4096"})
+    assert not any("auto:" in c.value for c in at.sidebar.caption)
+
+
+def test_block_size_shows_auto_until_one_is_picked() -> None:
+    """The block_size picker holds "auto" (the engine's own, 16 or 64 for MLA), not an empty selection (a None option
+    shows as "Choose an option"); the scenario gets None for it, and a link's size is kept."""
+    from ui.state import scenario_from
+
+    at = fresh(query={"model": MODEL})
+    assert at.selectbox(key="block").value == "auto"
+    assert scenario_from({"block": at.selectbox(key="block").value}).block_size is None
+    at = fresh(query={"model": MODEL, "block": "32"})
+    assert at.selectbox(key="block").value == 32
+    assert scenario_from({"block": at.selectbox(key="block").value}).block_size == 32

@@ -415,14 +415,14 @@ def latency_curves(sweep: pd.DataFrame, x: str, x_title: str, points: list[Opera
                     x=bad[x],
                     y=bad[metric] * scale,
                     mode="markers",
-                    name="exceeds the KV cache (vLLM queues)",
+                    name="exceeds the KV cache (queued)",
                     legendgroup="exceeds",
                     showlegend=not shown_exceeds,
                     row=1,
                     col=col,
                     marker={"symbol": "x", "size": 8, "color": EXCEEDS_COLOR},
-                    hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:,.4g}}<br>exceeds the KV cache: vLLM would "
-                    f"queue or preempt<extra>{kind}</extra>",
+                    hovertemplate=f"{x_title} %{{x:,}}<br>{title} %{{y:,.4g}}<br>exceeds the KV cache: the engine "
+                    f"would queue or preempt<extra>{kind}</extra>",
                 )
                 shown_exceeds = True
         for point in points or []:

@@ -418,7 +418,7 @@ LATENCY_FORMATS: dict[str, Callable[[Any], str]] = {
     "e2e_s": fmt_seconds,
     "tokens_per_s": lambda v: f"{v:,.1f}",
     "tokens_per_s_per_gpu": lambda v: f"{v:,.1f}",
-    "fits_in_kv_cache": lambda v: "unknown" if v is None else ("yes" if v else "no: vLLM queues"),
+    "fits_in_kv_cache": lambda v: "unknown" if v is None else ("yes" if v else "no: the engine queues"),
     "speedup": lambda v: f"{v:.2f}x",
 }
 

@@ -50,7 +50,7 @@ DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
 WEIGHT_DTYPES: tuple[str, ...] = ("auto", *NAMED_FORMATS)
 HIGH_PRECISION_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8")
 LOW_PRECISION_DTYPES: tuple[str, ...] = ("fp8", "int8", "int4", "awq", "gptq", "mxfp4", "nvfp4", "nf4")
-BLOCK_SIZES: tuple[int | None, ...] = (None, 8, 16, 32, 64, 128)
+BLOCK_SIZES: tuple[int | str, ...] = ("auto", 8, 16, 32, 64, 128)  # "auto": the engine picks (16, MLA 64)
 ENGINES: tuple[str, ...] = ("cuda-graphs", "eager")
 ALL2ALL_BACKENDS: tuple[str, ...] = get_args(Scenario.model_fields["all2all_backend"].annotation)
 """vLLM --all2all-backend's choices the core prices (the expert dispatch/combine under data parallelism)."""
@@ -179,8 +179,8 @@ def _size_text(size: tuple[int, int] | None) -> str:
     return "" if size is None else f"{size[0]}x{size[1]}"
 
 
-def _block(text: str) -> int | None:
-    return _one_of(lambda: BLOCK_SIZES, lambda t: None if t in ("", "auto") else int(t))(text)
+def _block(text: str) -> int | str:
+    return _one_of(lambda: BLOCK_SIZES, lambda t: "auto" if t in ("", "auto") else int(t))(text)
 
 
 WORKLOAD_PREFIX = "workload."
@@ -311,7 +311,7 @@ PARAMS: tuple[Param, ...] = (
     _field("kv", "kv_cache_dtype", _one_of(lambda: KV_DTYPES)),
     _field("len", "max_model_len", _optional_int()),  # None: the model's maximum, as vLLM and the CLI default
     _field("util", "gpu_memory_utilization", _fraction, unset=DEFAULT_GPU_MEMORY_UTILIZATION),  # vLLM's default
-    _field("block", "block_size", _block),
+    _field("block", "block_size", _block, unset="auto"),  # a selectbox shows None as "Choose an option"
     _field("seqs", "max_num_seqs", _optional_int()),
     _field("tokens", "max_num_batched_tokens", _optional_int()),
     _field("engine", "engine", _one_of(lambda: ENGINES)),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import streamlit as st
 from pydantic import ValidationError
 
-from planner.engine import DEFAULT_ENGINE
+from planner.engine import DEFAULT_ENGINE, ENGINE_NAMES, resolve_engine
 from planner.errors import PlannerError
+from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
 from planner.hardware import HardwareProfile, get_profile, load_profiles
 from planner.model.spec import ModelSpec
@@ -72,6 +73,24 @@ def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
     return (
         f"{sc.engine_version}: {what} **{flag}** {default}. The slider at {DEFAULT_GPU_MEMORY_UTILIZATION} stands for "
         "that default; any other value sets it."
+    )
+
+
+def batch_limits_note(model: ModelSpec, values: dict) -> str | None:
+    """Under the step limits: what "auto" stands for, the engine's own defaults on this card (SGLang's request slots
+    sized from its KV pool: the plan's); None when both are set, or while the inputs do not plan (the page says why)."""
+    try:
+        sc = scenario_from(values)
+        res = plan_memory(model, get_profile(sc.gpu), sc, suggest=False).resolved
+    except (PlannerError, ValidationError, ValueError):
+        return None
+    if sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None:
+        return None
+    name = ENGINE_NAMES[resolve_engine(sc.engine_version or DEFAULT_ENGINE)[0].engine]
+    slots = " (the request slots it sizes from its KV pool)" if res.static_pool and sc.max_num_seqs is None else ""
+    return (
+        f"auto: {name} runs up to **{res.max_num_seqs:,}** sequences{slots} and **{res.max_num_batched_tokens:,}** "
+        "tokens in one step here."
     )
 
 
@@ -278,7 +297,7 @@ def _memory_section(model: ModelSpec | None) -> None:
             "block_size",
             params.BLOCK_SIZES,
             key="block",
-            format_func=lambda b: "auto" if b is None else str(b),
+            format_func=str,
             help=_help("block"),
         )
         st.number_input(
@@ -293,6 +312,10 @@ def _memory_section(model: ModelSpec | None) -> None:
             placeholder="auto",
             help=_help("tokens"),
         )
+        if model is not None:
+            limits = batch_limits_note(model, sidebar_values())
+            if limits:
+                st.caption(limits)
         st.radio(
             "Engine",
             params.ENGINES,

@@ -72,7 +72,7 @@ if estimate.image_tokens_per_request:
 if starts and estimate.fits_in_kv_cache is False:
     st.warning(
         f"{wl.batch_size} request(s) of {wl.input_len:,} + {wl.output_len:,} tokens do not fit the planned KV "
-        "cache (see Plan): vLLM would queue or preempt some, so these figures are optimistic.",
+        "cache (see Plan): the engine would queue or preempt some, so these figures are optimistic.",
         icon=":material/warning:",
     )
 
@@ -132,7 +132,7 @@ with tab_batch:
     st.caption(
         f"Prompts of {wl.input_len:,} tokens, answers of {wl.output_len:,}. Dotted: the roofline bound "
         "(no real run is faster); solid: the estimate; grey crosses: batches the KV cache cannot hold at once "
-        "(vLLM would queue or preempt, so those figures are not reachable)."
+        "(the engine would queue or preempt them, so those figures are not reachable)."
     )
 with tab_context:
     plotted(charts.latency_curves, by_context, "input_len", "prompt tokens", key="latency_context")
