@@ -136,11 +136,10 @@ class OutputReserve(BaseModel):
 #: and the rest), "static_pool" (SGLang: a fraction of the card holds weights + KV, activations and graphs outside it),
 #: "free_fraction" (TensorRT-LLM: a fraction of the memory free after weights, activations and graphs).
 MemoryRule = Literal["budget", "static_pool", "free_fraction"]
-#: Each rule's flag for the fraction the scenario's gpu_memory_utilization stands for: vLLM's budget, SGLang's static
-#: pool, TensorRT-LLM's share of the free memory (trtllm-serve's spelling).
 #: Engine family -> its name in words.
 ENGINE_NAMES: dict[str, str] = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
-
+#: Each rule's flag for the fraction the scenario's gpu_memory_utilization stands for: vLLM's budget, SGLang's static
+#: pool, TensorRT-LLM's share of the free memory (trtllm-serve's spelling).
 FRACTION_FLAGS: dict[str, str] = {
     "budget": "--gpu-memory-utilization",
     "static_pool": "--mem-fraction-static",
