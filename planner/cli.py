@@ -379,8 +379,9 @@ def build_parser(commands: list[ModuleType] | None = None) -> Parser:
     """The top-level parser with one subcommand per command module, each with ``--format``."""
     parser = Parser(
         prog="python -m planner",
-        description="LLM-inference capacity planner: will a model fit on a GPU under vLLM, how fast will it "
-        "run, and how to deploy it. Every predicted number says whether it is a bound, an estimate or calibrated.",
+        description="LLM-inference capacity planner: will a model fit on a GPU under vLLM (or SGLang, TensorRT-LLM), "
+        "how fast will it run, and how to deploy it. Every predicted number says whether it is a bound, an estimate "
+        "or calibrated.",
         epilog="exit status: 0 ok (a plan that does not fit included), 2 bad flags, values or config, "
         "1 network, file system or planner bug.",
         allow_abbrev=False,

@@ -390,8 +390,9 @@ class Scenario(BaseModel):
     engine_version: str = Field(
         "vllm@0.33.0",
         max_length=64,
-        description="Serving engine and version whose profile times each step (ENGINE@VERSION: vllm@0.15.1, "
-        "sglang@0.5.4, trtllm@1.2, or a profile id from planner/engines/); default the version the exports target.",
+        description="Serving engine and version whose profile sizes the memory, sets the scheduler's defaults and "
+        "times each step (ENGINE@VERSION: vllm@0.15.1, sglang@0.5.4, trtllm@1.2, or a profile id from "
+        "planner/engines/); default the version the exports target.",
     )
     non_torch_memory_bytes: int | None = Field(
         None,

@@ -26,8 +26,8 @@ from planner.estimate.placement import Placement, place
 
 NAME = "plan"
 HELP = (
-    "Memory plan per GPU under vLLM: does it start, KV-cache tokens, blocks, max concurrency, "
-    "and what would make it fit."
+    "Memory plan per GPU under the engine's rules (vLLM's, or --engine-version's: SGLang, TensorRT-LLM): does it "
+    "start, KV-cache tokens, blocks, max concurrency, and what would make it fit."
 )
 EXAMPLE = "python -m planner plan Qwen/Qwen3-30B-A3B --gpu h100-sxm --tp 2 --kv-dtype fp8 --max-model-len 32768"
 
