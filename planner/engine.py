@@ -321,6 +321,12 @@ class EngineProfile(BaseModel):
         description="Tokens per step when the command sets none; None: vLLM's by card, or the static "
         "pool's prefill chunk by card (``StaticMemory.card``).",
     )
+    profile_requests: Literal["max_num_seqs", "context_requests"] = Field(
+        "max_num_seqs",
+        description="Whose logits the profiling forward that sizes the KV cache holds: 'max_num_seqs' rows (vLLM's "
+        "sampler run), or one per dummy context request (TensorRT-LLM: requests of min(max_num_tokens, max_seq_len) "
+        "tokens until max_num_tokens are filled, each with one output token).",
+    )
     moe_weight_layouts: tuple[MoeWeightLayout, ...] = Field(
         (), description="Resident layouts of quantized expert weights by card; none listed: the checkpoint's bytes."
     )
@@ -336,6 +342,13 @@ class EngineProfile(BaseModel):
         if self.static_memory is not None:
             return "static_pool"
         return "free_fraction" if self.kv_fraction_of_free is not None else "budget"
+
+    def profiled_rows(self, step_tokens: int, max_model_len: int) -> int | None:
+        """Rows of logits in the profiling forward when they are not max_num_seqs (``profile_requests``): the dummy
+        context requests of min(step_tokens, max_model_len) tokens that fill ``step_tokens``; None: max_num_seqs."""
+        if self.profile_requests == "max_num_seqs":
+            return None
+        return -(-step_tokens // max(1, min(step_tokens, max_model_len)))
 
     def holds(self, version: tuple[int, ...]) -> bool:
         lo = parse_version(self.min_version)

@@ -105,3 +105,16 @@ def test_the_throughput_profile_is_capped_at_the_engines_own_default() -> None:
     vllm = throughput_profile(model, hw, Scenario(**shape))
     assert (trt.max_num_seqs, vllm.max_num_seqs) == (2048, 1024)
     assert "at most TensorRT-LLM's default 2048" in trt.rule and "at most vLLM's default 1024" in vllm.rule
+
+
+@pytest.mark.parametrize(("max_len", "rows"), [(131072, 1), (2048, 4), (3000, 3)])
+def test_the_profiling_forward_holds_one_logits_row_per_dummy_request(max_len, rows) -> None:
+    """TensorRT-LLM sizes its KV cache after a forward of dummy context requests of min(max_num_tokens, max_seq_len)
+    tokens that fill max_num_tokens, one output token each (trtllm.yaml profile_requests): its activation peak is
+    vLLM's for 8,192 tokens with that many sampled rows, not its 2,048-request batch's."""
+    hw = get_profile("h100-sxm")
+    model, _ = spec("meta-llama/Llama-3.1-8B")
+    trt = plan_memory(model, hw, Scenario(engine_version=TRTLLM, max_model_len=max_len), suggest=False)
+    same = Scenario(max_model_len=max_len, max_num_batched_tokens=8192, max_num_seqs=rows)
+    assert trt.resolved.max_num_seqs == 2048
+    assert trt.activation_bytes_per_gpu == plan_memory(model, hw, same, suggest=False).activation_bytes_per_gpu

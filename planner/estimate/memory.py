@@ -269,12 +269,13 @@ def activation_peak_bytes(model: ModelSpec, res: Resolved) -> int:
 
     T x (3 x I_token / tp + 3 x h) x act_bytes: the gate/up output (2 I), the activated product (I)
     and a few hidden-size buffers, at the widest FFN a token passes through (k experts for MoE),
-    plus fp32 logits for max_num_seqs sampled rows.
+    plus fp32 logits for max_num_seqs sampled rows (or the engine's own profiled rows: ``Resolved.profiled_rows``).
     """
     width = _widest_token_path(model)
     tokens = res.max_num_batched_tokens
     act = tokens * (3 * width / res.tp + 3 * model.hidden_size) * res.act_bytes_per_element
-    logits = res.max_num_seqs * model.padded_vocab_size / res.tp * 4
+    rows = res.max_num_seqs if res.profiled_rows is None else res.profiled_rows
+    logits = rows * model.padded_vocab_size / res.tp * 4
     return int(act + logits)
 
 

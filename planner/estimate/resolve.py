@@ -49,6 +49,13 @@ class Resolved(BaseModel):
     act_bytes_per_element: float = Field(description="Bytes per activation element (the model dtype).")
     max_num_seqs: int = Field(description="Sequences per step.")
     max_num_batched_tokens: int = Field(description="Token budget per step.")
+    profiled_rows: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Rows of fp32 logits in the engine's profiling forward when they are not max_num_seqs "
+        "(TensorRT-LLM: one per dummy context request, EngineProfile.profile_rows); None: max_num_seqs (vLLM's "
+        "sampler run; SGLang's slots, whose logits live outside its pool).",
+    )
     gpu_memory_utilization: float = Field(
         description="Fraction of total memory the engine may use: vLLM's --gpu-memory-utilization, SGLang's "
         "--mem-fraction-static (its static pool); the scenario's, else the engine's default."
@@ -174,6 +181,7 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         act_bytes_per_element=dtype_bytes(model.dtype),
         max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
         max_num_batched_tokens=budget,
+        profiled_rows=profile.profiled_rows(budget, max_len),
         gpu_memory_utilization=fraction,
         memory_rule=profile.memory_rule,
         weight_formats=formats,
