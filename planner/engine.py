@@ -138,6 +138,8 @@ class OutputReserve(BaseModel):
 MemoryRule = Literal["budget", "static_pool", "free_fraction"]
 #: Engine family -> its name in words.
 ENGINE_NAMES: dict[str, str] = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+#: An engine's name in words -> its family (how published records name it).
+ENGINE_FAMILIES: dict[str, str] = {name: family for family, name in ENGINE_NAMES.items()}
 #: Each rule's flag for the fraction the scenario's gpu_memory_utilization stands for: vLLM's budget, SGLang's static
 #: pool, TensorRT-LLM's share of the free memory (trtllm-serve's spelling).
 FRACTION_FLAGS: dict[str, str] = {

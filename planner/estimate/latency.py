@@ -694,11 +694,10 @@ class DecodeSteps(dict):
             seconds = model._decode_scalar(float(self.batch), context)
         elif line[5] is None:
             seconds = model._decode_seconds(line, context)
-        else:  # ``_decode_seconds`` of a line whose attention rows are scalar, its calls inlined (the same floats)
+        else:  # ``_decode_seconds`` of a line whose attention rows are scalar, its lookups inlined (the same floats)
             x = line[1] * context
-            kernels = line[3] + model._scalar_kernels(line[5], x, x)
-            gpu = max(kernels, line[4] + line[6])  # step.gpu_step_seconds
-            seconds = max(gpu, line[7]) if model.engine.async_scheduling else gpu + line[7]  # step.combine_step
+            gpu = step.gpu_step_seconds(line[3] + model._scalar_kernels(line[5], x, x), line[4] + line[6])
+            seconds = step.combine_step(gpu, line[7], model.engine.async_scheduling)
         self[kv] = seconds
         return seconds
 
@@ -1207,7 +1206,7 @@ class StepTimeModel:
             return self.decode_steps(decode_seqs)[decode_kv_tokens]
         chunks = prefill_seqs if prefill_seqs is not None else 1
         seqs = decode_seqs + chunks
-        if self.shared and self.pp == 1:  # the simulator's mixed step: the path below, its calls inlined
+        if self.shared and self.pp == 1:  # the simulator's mixed step: the path below, its lookups inlined
             table = self.prefill_table
             tokens, f2 = float(prefill_tokens + decode_seqs), float(seqs)
             hit = self._memo.get((id(table), tokens, f2)) or self._rows_by_tokens(table, tokens, f2)
@@ -1215,10 +1214,9 @@ class StepTimeModel:
                 kernels = hit[1] + self._scalar_kernels(
                     hit[3], float(prefill_attention_pairs + decode_kv_tokens), float(prefill_tokens + decode_kv_tokens)
                 )
-                gpu = max(kernels, hit[2] + hit[4])  # step.gpu_step_seconds
-                eff = self.eff
-                host = float(eff.step_overhead_seconds + eff.host_seconds_per_seq * seqs)  # step.host_seconds
-                return max(gpu, host) if self.engine.async_scheduling else gpu + host  # step.combine_step
+                gpu = step.gpu_step_seconds(kernels, hit[2] + hit[4])
+                host = float(step.host_seconds(self.eff, seqs))
+                return step.combine_step(gpu, host, self.engine.async_scheduling)
         if self.pp > 1:
             return self._pipelined_mixed(prefill_tokens, prefill_attention_pairs, chunks, decode_seqs, decode_kv_tokens)
         tables = (self.prefill_table, self.decode_table)

@@ -484,9 +484,7 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     assert worst is not None, "stage_layers gives one range per pipeline stage, and pp >= 1"
     _, s, layout, graphs, budget, requested = worst
     blocks, concurrency, fits = _capacity(budget, layout)
-    pooled = pool_requests(sc, res, blocks)
-    if pooled is not res:  # the static pool's request slots: the sampler's rows of the activation peak follow
-        res, act = pooled, activation_peak_bytes(model, pooled)
+    res, act = _pooled(model, sc, res, blocks, act)
     short = _outside_short(hw, res, requested, act + graphs + encoder_act)
     fits = fits and not short
     return _Numbers(
@@ -525,6 +523,13 @@ def pool_requests(sc: Scenario, res: Resolved, blocks: int) -> Resolved:
     slots = static.running_requests(blocks * res.block_size, res.max_model_len) if blocks > 0 else static.max_requests
     seqs = min(slots, res.max_num_batched_tokens)
     return res if seqs == res.max_num_seqs else res.model_copy(update={"max_num_seqs": seqs})
+
+
+def _pooled(model: ModelSpec, sc: Scenario, res: Resolved, blocks: int, act: int) -> tuple[Resolved, int]:
+    """(res, activation peak) with the static pool's request slots (``pool_requests``): the sampler's rows of the
+    peak follow them; ``res`` and ``act`` as they are when the slots do not change."""
+    pooled = pool_requests(sc, res, blocks)
+    return (res, act) if pooled is res else (pooled, activation_peak_bytes(model, pooled))
 
 
 def kv_budget(res: Resolved, total: int, held: int, peaks: int) -> tuple[int, int]:
@@ -724,10 +729,7 @@ def _budget_only(base: _Numbers, model: ModelSpec, hw: HardwareProfile, sc: Scen
     held = base.weights[base.stage] + base.non_torch + base.lora + base.encoder + base.encoder_cache
     requested, budget = kv_budget(res, hw.memory_bytes, held, base.act + graphs + base.encoder_activations)
     blocks, concurrency, fits = _capacity(budget, base.layout)
-    act, pooled = base.act, pool_requests(sc, res, blocks)  # a static pool's budget holds no peak: its blocks
-    if pooled.max_num_seqs != res.max_num_seqs:  # do not depend on the request slots they size
-        act = activation_peak_bytes(model, pooled)
-    res = pooled
+    res, act = _pooled(model, sc, res, blocks, base.act)  # a static pool's blocks do not depend on its slots
     short = _outside_short(hw, res, requested, act + graphs + base.encoder_activations)
     return base._replace(
         res=res,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
-from planner.engine import ENGINE_NAMES
+from planner.engine import ENGINE_FAMILIES
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
@@ -206,8 +206,7 @@ def engine_spec(engine_text: str) -> str:
     vllm@0.6.4 / vllm@0.8.0; anything else (Vidur's profilers) -> vllm@0.6.0."""
     found = re.search(r"(TensorRT-LLM|vLLM|SGLang)\D{0,4}?(\d+\.\d+(?:\.\d+)?)", engine_text)
     if found:
-        families = {name: family for family, name in ENGINE_NAMES.items()}
-        return f"{families[found.group(1)]}@{found.group(2)}"
+        return f"{ENGINE_FAMILIES[found.group(1)]}@{found.group(2)}"
     if "TensorRT-LLM" in engine_text:
         return "trtllm@1.0"
     if "vLLM V1" in engine_text:

@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.efficiency import Efficiency
-from planner.engine import ENGINE_NAMES, EngineProfile, resolve_engine
+from planner.engine import ENGINE_FAMILIES, EngineProfile, resolve_engine
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.hardware import HardwareProfile, get_profile
@@ -235,10 +235,6 @@ FLAG_FIELDS: tuple[tuple[str, str, type], ...] = (
 )
 #: Serving-command switches (no value) -> Scenario field and the value they set.
 SWITCH_FIELDS: tuple[tuple[str, str, Any], ...] = ((r"--enforce-eager\b", "engine", "eager"),)
-
-#: An engine's name in words -> its family.
-ENGINE_FAMILIES = {name: family for family, name in ENGINE_NAMES.items()}
-
 
 # ------------------------------------------------------------------------------------ reasons
 
