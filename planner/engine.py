@@ -19,7 +19,7 @@ import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -130,6 +130,28 @@ class OutputReserve(BaseModel):
             return self.running_initial
         fall = (self.running_initial - self.running_floor) * decode_steps / self.decay_steps
         return max(self.running_initial - fall, self.running_floor)
+
+
+class LongContextChunking(BaseModel):
+    """vLLM V0's rule (vllm-project/vllm #6666, from 0.5.4): with ``--enable-chunked-prefill`` unset, chunked prefill is
+    on for a max_model_len above ``above_tokens``, "to avoid OOM errors in the initial memory profiling phase", except
+    for models or features it did not support (``exempt_words``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    above_tokens: int = Field(
+        ge=1, description="The rule turns chunked prefill on above this max_model_len, in tokens."
+    )
+    from_version: str = Field(description="First version with the rule.")
+
+    #: What keeps chunked prefill off under the rule (EngineArgs._set_default_args_v0: multimodal or MLA models, a
+    #: sliding window, speculative decoding, LoRA); the planner applies every exception at every version of the rule.
+    exempt_words: ClassVar[str] = "a multimodal or MLA model, sliding-window layers, speculative decoding or LoRA"
+
+    def holds(self, version: str | None, max_model_len: int, exempt: bool) -> bool:
+        """Whether the rule turns chunked prefill on at ``version`` (None: the range's newest)."""
+        at = version is None or parse_version(version) >= parse_version(self.from_version)
+        return at and not exempt and max_model_len > self.above_tokens
 
 
 #: How an engine sizes its KV cache: "budget" (vLLM: a fraction of the card less weights, activation peak, graph pool
@@ -289,6 +311,28 @@ class EngineProfile(BaseModel):
         description="Version from which reserves_cuda_graph_memory holds inside this range (None: the whole range)."
     )
     chunked_prefill_default: bool = Field(description="Chunked prefill is on by default.")
+    chunked_prefill_long_context: LongContextChunking | None = Field(
+        None,
+        description="A rule that turns chunked prefill on by default for long contexts (vLLM V0); None: none.",
+    )
+    chunked_prefill_budgets: tuple[tuple[str, int], ...] = Field(
+        (),
+        description="(first version, tokens) steps, oldest first: the token budget with chunked prefill when the "
+        "command sets none, from that version on (vLLM V0's SchedulerConfig: 512, then 2048); empty: vLLM's by card, "
+        "or default_max_num_batched_tokens.",
+    )
+    long_prompts: Literal["refused_at_start", "refused_per_request"] = Field(
+        "refused_at_start",
+        description="Without chunked prefill, a max_model_len above the step budget: 'refused_at_start' (vLLM's "
+        "SchedulerConfig check), or the engine starts and refuses each prompt above the budget, "
+        "'refused_per_request' (TensorRT-LLM).",
+    )
+    unchunked_min_batched_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Without chunked prefill the budget is max(max_model_len, this) when the command sets none (vLLM "
+        "V0's SchedulerConfig: 2048); None: max(max_model_len, vLLM's budget by card).",
+    )
     mixed_batches: Literal["always", "with_chunked_prefill", "never"] = Field(
         "always",
         description="Whether a step carries prefill chunks and decodes together: 'always' (vLLM V1's token budget, "
@@ -365,6 +409,23 @@ class EngineProfile(BaseModel):
         if self.cuda_graph_mode == "piecewise":
             return False
         return not any(kind in self.no_full_graph_kv for kind in kv_kinds)
+
+    def chunked_prefill_at(self, version: str | None, max_model_len: int, exempt: bool) -> bool:
+        """Whether chunked prefill is on when the command does not say, at ``version`` (None: the range's newest),
+        for ``max_model_len``; ``exempt``: the model or the features keep the long-context rule off
+        (``LongContextChunking.exempt_words``)."""
+        rule = self.chunked_prefill_long_context
+        return self.chunked_prefill_default or (rule is not None and rule.holds(version, max_model_len, exempt))
+
+    def chunked_budget_at(self, version: str | None) -> int | None:
+        """The token budget with chunked prefill at ``version`` when the command sets none (None: not this rule)."""
+        if not self.chunked_prefill_budgets:
+            return None
+        if version is None:
+            return self.chunked_prefill_budgets[-1][1]
+        v = parse_version(version)
+        steps = [tokens for first, tokens in self.chunked_prefill_budgets if parse_version(first) <= v]
+        return steps[-1] if steps else self.chunked_prefill_budgets[0][1]
 
     def mixes_batches(self, chunked_prefill: bool) -> bool:
         """Whether prefill chunks and decodes share a step with chunked prefill on or off (``mixed_batches``)."""

@@ -381,7 +381,11 @@ class Scenario(BaseModel):
         description="Every tensor-parallel all-reduce through NCCL (vLLM --disable-custom-all-reduce); default: the "
         "engine version's own choice.",
     )
-    enable_chunked_prefill: bool = Field(True, description="Split long prompts over steps (vLLM V1 default: on).")
+    enable_chunked_prefill: bool | None = Field(
+        None,
+        description="Split long prompts over steps (vLLM --enable-chunked-prefill); None: the engine's default at its "
+        "version (vLLM V1 and SGLang on, TensorRT-LLM off, vLLM V0 off but above 32K tokens of context).",
+    )
     scheduling_policy: Literal["fcfs", "priority"] = Field(
         "fcfs",
         description="Waiting-queue order (vLLM --scheduling-policy): fcfs by arrival, or priority by each "

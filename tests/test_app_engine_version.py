@@ -109,20 +109,34 @@ def test_the_step_limits_say_what_auto_stands_for_with_each_engine() -> None:
     loaded = load_config("Qwen/Qwen3-14B")
     model = build_spec(loaded.config, loaded.name)
     slots = plan_memory(model, get_profile("h100-sxm"), Scenario(engine_version="sglang@0.5.5")).resolved.max_num_seqs
-    notes = {
-        ev: [c.value for c in fresh(query={"model": "Qwen/Qwen3-14B", "ev": ev}).sidebar.caption if "auto:" in c.value]
-        for ev in ("sglang@0.5.5", "trtllm@1.2", DEFAULT_ENGINE)
-    }
+
+    def auto_notes(**query):
+        at = fresh(query={"model": "Qwen/Qwen3-14B", **query})
+        return [c.value for c in at.sidebar.caption if "auto:" in c.value]
+
+    notes = {ev: auto_notes(ev=ev) for ev in ("sglang@0.5.5", "trtllm@1.2", "vllm@0.6.3", DEFAULT_ENGINE)}
     assert notes["sglang@0.5.5"] == [
         f"auto: SGLang runs up to **{slots:,}** sequences (the request slots it sizes from its KV pool) and **8,192** "
-        "tokens in one step here."
+        "tokens in one step here, chunked prefill **on**."
     ]
     assert notes["trtllm@1.2"] == [
-        "auto: TensorRT-LLM runs up to **2,048** sequences and **8,192** tokens in one step here."
+        "auto: TensorRT-LLM runs up to **2,048** sequences and **8,192** tokens in one step here, chunked prefill "
+        "**off**."
     ]
-    assert notes[DEFAULT_ENGINE] == ["auto: vLLM runs up to **1,024** sequences and **8,192** tokens in one step here."]
-    at = fresh(query={"model": "Qwen/Qwen3-14B", "seqs": "64", "tokens": "4096"})
-    assert not any("auto:" in c.value for c in at.sidebar.caption)
+    assert notes["vllm@0.6.3"] == [  # V0: 256 on every card; a 40,960-token context turns chunked prefill on
+        "auto: vLLM runs up to **256** sequences and **512** tokens in one step here, chunked prefill **on**."
+    ]
+    assert notes[DEFAULT_ENGINE] == [
+        "auto: vLLM runs up to **1,024** sequences and **8,192** tokens in one step here, chunked prefill **on**."
+    ]
+    assert auto_notes(ev="vllm@0.6.3", len="8192") == [
+        "auto: vLLM runs up to **256** sequences and **8,192** tokens in one step here, chunked prefill **off**."
+    ]
+    assert auto_notes(seqs="64", tokens="4096") == ["auto: vLLM runs chunked prefill **on** here."]
+    assert auto_notes(seqs="64", tokens="4096", chunked="0") == []
+    assert auto_notes(chunked="0") == [
+        "auto: vLLM runs up to **1,024** sequences and **40,960** tokens in one step here."  # off: a whole prompt
+    ]
 
 
 def test_block_size_shows_auto_until_one_is_picked() -> None:

@@ -51,6 +51,7 @@ WEIGHT_DTYPES: tuple[str, ...] = ("auto", *NAMED_FORMATS)
 HIGH_PRECISION_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8")
 LOW_PRECISION_DTYPES: tuple[str, ...] = ("fp8", "int8", "int4", "awq", "gptq", "mxfp4", "nvfp4", "nf4")
 BLOCK_SIZES: tuple[int | str, ...] = ("auto", 8, 16, 32, 64, 128)  # "auto": the engine picks (16, MLA 64)
+CHUNKED_CHOICES: tuple[bool | str, ...] = ("auto", True, False)  # "auto": the engine's default at its version
 ENGINES: tuple[str, ...] = ("cuda-graphs", "eager")
 ALL2ALL_BACKENDS: tuple[str, ...] = get_args(Scenario.model_fields["all2all_backend"].annotation)
 """vLLM --all2all-backend's choices the core prices (the expert dispatch/combine under data parallelism)."""
@@ -177,6 +178,11 @@ def _image_size(text: str) -> str:
 def _size_text(size: tuple[int, int] | None) -> str:
     """An image size as its text input shows it: 'WxH', or '' for none (the encoder's native size)."""
     return "" if size is None else f"{size[0]}x{size[1]}"
+
+
+def _chunked(text: str) -> bool | str:
+    """Chunked prefill from a link: '1' / '0' (or on / off), 'auto' for the engine's default."""
+    return "auto" if text.lower() in ("", "auto") else _bool(text)
 
 
 def _block(text: str) -> int | str:
@@ -316,7 +322,7 @@ PARAMS: tuple[Param, ...] = (
     _field("tokens", "max_num_batched_tokens", _optional_int()),
     _field("engine", "engine", _one_of(lambda: ENGINES)),
     _field("ev", "engine_version", _engine_spec),
-    _field("chunked", "enable_chunked_prefill", _bool),
+    _field("chunked", "enable_chunked_prefill", _chunked, unset="auto"),  # None: the engine's default
     _field("in", "workload.input_len", _int()),
     _field("out", "workload.output_len", _int()),
     _field("batch", "workload.batch_size", _int(1, 65536)),

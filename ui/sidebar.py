@@ -78,19 +78,25 @@ def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
 
 def batch_limits_note(model: ModelSpec, values: dict) -> str | None:
     """Under the step limits: what "auto" stands for, the engine's own defaults on this card (SGLang's request slots
-    sized from its KV pool: the plan's); None when both are set, or while the inputs do not plan (the page says why)."""
+    sized from its KV pool: the plan's) and chunked prefill at its version; None when all three are set, or while the
+    inputs do not plan (the page says why)."""
     try:
         sc = scenario_from(values)
         res = plan_memory(model, get_profile(sc.gpu), sc, suggest=False).resolved
     except (PlannerError, ValidationError, ValueError):
         return None
-    if sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None:
+    limits_set = sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None
+    if limits_set and sc.enable_chunked_prefill is not None:
         return None
     name = ENGINE_NAMES[resolve_engine(sc.engine_version or DEFAULT_ENGINE)[0].engine]
+    chunked = f"chunked prefill **{'on' if res.enable_chunked_prefill else 'off'}**"
+    if limits_set:
+        return f"auto: {name} runs {chunked} here."
     slots = " (the request slots it sizes from its KV pool)" if res.static_pool and sc.max_num_seqs is None else ""
+    with_chunked = f", {chunked}" if sc.enable_chunked_prefill is None else ""
     return (
         f"auto: {name} runs up to **{res.max_num_seqs:,}** sequences{slots} and **{res.max_num_batched_tokens:,}** "
-        "tokens in one step here."
+        f"tokens in one step here{with_chunked}."
     )
 
 
@@ -324,7 +330,13 @@ def _memory_section(model: ModelSpec | None) -> None:
             format_func=lambda e: {"cuda-graphs": "CUDA graphs", "eager": "eager"}[e],
             help=_help("engine"),
         )
-        st.checkbox("Chunked prefill", key="chunked", help=_help("chunked"))
+        st.selectbox(
+            "Chunked prefill",
+            params.CHUNKED_CHOICES,
+            key="chunked",
+            format_func=lambda c: {"auto": "auto (the engine's default)", True: "on", False: "off"}[c],
+            help=_help("chunked"),
+        )
 
 
 def _workload_section() -> None:

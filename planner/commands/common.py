@@ -57,7 +57,7 @@ FIELD_FLAGS: dict[str, str] = {
     "max_num_batched_tokens": "--max-num-batched-tokens",
     "engine": "--engine",
     "engine_version": "--engine-version",
-    "enable_chunked_prefill": "--no-chunked-prefill",
+    "enable_chunked_prefill": "--enable-chunked-prefill / --no-chunked-prefill",
     "scheduling_policy": "--scheduling-policy",
     "input_len": "--input-len",
     "output_len": "--output-len",
@@ -204,6 +204,29 @@ def warn(message: str) -> None:
 
 
 # -------------------------------------------------------------------------- the scenario
+
+
+def add_chunked_prefill_flags(group: Any) -> None:
+    """``--enable-chunked-prefill`` / ``--no-chunked-prefill`` (vLLM's ``--no-enable-chunked-prefill`` too) into
+    ``args.chunked_prefill``: True, False, or None (neither given: the engine's default at its version)."""
+    flags = group.add_mutually_exclusive_group()
+    flags.add_argument(
+        "--enable-chunked-prefill",
+        dest="chunked_prefill",
+        action="store_const",
+        const=True,
+        default=None,
+        help="Turn chunked prefill on (vLLM --enable-chunked-prefill).",
+    )
+    flags.add_argument(
+        "--no-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        dest="chunked_prefill",
+        action="store_const",
+        const=False,
+        help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill). Neither flag: the engine's default at "
+        "--engine-version (vLLM V1 and SGLang on; TensorRT-LLM off; vLLM V0 off but above 32K tokens of context).",
+    )
 
 
 def _described(model: type[BaseModel], field: str, extra: str = "") -> str:
@@ -360,11 +383,7 @@ def add_scenario_flags(parser: argparse.ArgumentParser, *, workload: bool = True
             f"Default: {_default(Scenario, 'engine_version')}; a bare version (0.15.1) means vLLM.",
         ),
     )
-    s.add_argument(
-        "--no-chunked-prefill",
-        action="store_true",
-        help="Turn chunked prefill off (vLLM --no-enable-chunked-prefill); on by default.",
-    )
+    add_chunked_prefill_flags(s)
     s.add_argument(
         "--scheduling-policy",
         choices=("fcfs", "priority"),
@@ -484,7 +503,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         engine="eager" if args.enforce_eager else args.engine,
         disable_custom_all_reduce=getattr(args, "disable_custom_all_reduce", False),
         engine_version=getattr(args, "engine_version", None) or _default(Scenario, "engine_version"),
-        enable_chunked_prefill=not args.no_chunked_prefill,
+        enable_chunked_prefill=args.chunked_prefill,
         scheduling_policy=getattr(args, "scheduling_policy", None) or _default(Scenario, "scheduling_policy"),
         non_torch_memory_bytes=_gib_to_bytes(getattr(args, "non_torch_memory_gib", None)),
         cuda_graph_memory_bytes=_gib_to_bytes(getattr(args, "cuda_graph_memory_gib", None)),

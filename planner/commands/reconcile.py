@@ -95,8 +95,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["precision_overrides"] = parse_precision(args.precision)
     if args.enforce_eager:
         out["engine"] = "eager"
-    if args.no_chunked_prefill:
-        out["enable_chunked_prefill"] = False
+    if args.chunked_prefill is not None:
+        out["enable_chunked_prefill"] = args.chunked_prefill
     return out
 
 

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from planner.commands.common import (
     Number,
+    add_chunked_prefill_flags,
     add_model_argument,
     add_price_flag,
     comma_list,
@@ -176,7 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=_S["block_size"].description,
     )
     b.add_argument("--enforce-eager", action="store_true", help="Eager mode, no CUDA graphs (vLLM's flag).")
-    b.add_argument("--no-chunked-prefill", action="store_true", help="Turn chunked prefill off.")
+    add_chunked_prefill_flags(b)
     add_price_flag(parser.add_argument_group("cost"), several_cards=True)
     q = parser.add_argument_group("search")
     defaults = SearchSettings()
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> SLOPlan:
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,
         engine="eager" if args.enforce_eager else "cuda-graphs",
-        enable_chunked_prefill=not args.no_chunked_prefill,
+        enable_chunked_prefill=args.chunked_prefill,
     )
     space = CandidateSpace(
         gpus=args.gpus,

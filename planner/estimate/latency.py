@@ -182,7 +182,7 @@ def estimate_latency(
     eff = efficiency or efficiency_for(hw, sc=sc)
     res = resolve(model, hw, sc)
     n_text, n_in = n_in, multimodal.prompt_tokens(model, sc, n_in)  # the images' tokens are prefilled too
-    steps = cdiv(B * n_in, res.max_num_batched_tokens) if sc.enable_chunked_prefill else B
+    steps = cdiv(B * n_in, res.max_num_batched_tokens) if res.enable_chunked_prefill else B
     pre = _given_or_roofline(prefill_roofline, model, hw, sc, eff, "prefill", B, n_in, res.tp)
     ttft = first_token_seconds(pre.total_seconds, steps, B, eff, engine_of(sc))
     decode_context = decode_context_len(n_in, n_out)

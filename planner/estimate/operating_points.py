@@ -28,7 +28,7 @@ from planner.engine import DEFAULT_ENGINE, ENGINE_NAMES, resolve_engine
 from planner.estimate import multimodal
 from planner.estimate.latency import LatencyEstimate, estimate_latency
 from planner.estimate.memory import MemoryPlan, plan_memory
-from planner.estimate.resolve import batch_defaults
+from planner.estimate.resolve import batch_defaults, resolve
 from planner.estimate.roofline import efficiency_for
 from planner.hardware import HardwareProfile
 from planner.model.spec import ModelSpec
@@ -91,10 +91,10 @@ def _with_limits(sc: Scenario, seqs: int, tokens: int) -> Scenario:
     )
 
 
-def _legal_budget(tokens: int, seqs: int, sc: Scenario, max_model_len: int) -> int:
+def _legal_budget(tokens: int, seqs: int, chunked: bool, max_model_len: int) -> int:
     """vLLM requires max_num_batched_tokens >= max_num_seqs, and >= max_model_len without chunked prefill."""
     tokens = max(tokens, seqs)
-    return tokens if sc.enable_chunked_prefill else max(tokens, max_model_len)
+    return tokens if chunked else max(tokens, max_model_len)
 
 
 def _finish(
@@ -107,6 +107,7 @@ def _finish(
     rule: str,
     seqs: int,
     tokens: int,
+    chunked: bool,
     draft_model: ModelSpec | None = None,
 ) -> ServingProfile:
     final = _with_limits(sc, seqs, tokens)
@@ -116,7 +117,7 @@ def _finish(
         rule=rule,
         max_num_seqs=seqs,
         max_num_batched_tokens=tokens,
-        enable_chunked_prefill=sc.enable_chunked_prefill,
+        enable_chunked_prefill=chunked,
         scenario=final,
         plan=plan_memory(model, hw, final),
         latency=estimate_latency(model, hw, final, batch_size=seqs, efficiency=eff, draft_model=draft_model),
@@ -136,8 +137,11 @@ def latency_profile(
     eff = efficiency or efficiency_for(hw, sc=sc)
     tokens = sc.max_num_batched_tokens or LATENCY_BATCHED_TOKENS
     max_len = sc.max_model_len or model.max_position_embeddings  # as planner.estimate.resolve.resolve sets it
+    chunked = resolve(model, hw, sc).enable_chunked_prefill  # the command's, else the engine's default
     start = sc.max_num_seqs or 1
-    probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
+    probe = plan_memory(
+        model, hw, _with_limits(sc, start, _legal_budget(tokens, start, chunked, max_len)), suggest=False
+    )
     per_request = _tokens_per_request(model, sc, max_len)
     if sc.max_num_seqs:
         seqs = sc.max_num_seqs
@@ -166,11 +170,21 @@ def latency_profile(
             f"{per_request:,} tokens the KV cache holds)"
         )
         seqs = max(seqs, floor)
-    legal = _legal_budget(tokens, seqs, sc, max_len)
+    legal = _legal_budget(tokens, seqs, chunked, max_len)
     source = "as given" if sc.max_num_batched_tokens else "small step budget: short decode stalls behind prefill chunks"
     rule += f"; max-num-batched-tokens {legal:,} ({source})"
     return _finish(
-        model, hw, sc, eff, "latency", "online serving: low TTFT and TPOT per request", rule, seqs, legal, draft_model
+        model,
+        hw,
+        sc,
+        eff,
+        "latency",
+        "online serving: low TTFT and TPOT per request",
+        rule,
+        seqs,
+        legal,
+        chunked,
+        draft_model,
     )
 
 
@@ -190,7 +204,10 @@ def throughput_profile(
     tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
     start = sc.max_num_seqs or default_seqs
     max_len = sc.max_model_len or model.max_position_embeddings
-    probe = plan_memory(model, hw, _with_limits(sc, start, _legal_budget(tokens, start, sc, max_len)), suggest=False)
+    chunked = resolve(model, hw, sc).enable_chunked_prefill
+    probe = plan_memory(
+        model, hw, _with_limits(sc, start, _legal_budget(tokens, start, chunked, max_len)), suggest=False
+    )
     per_request = _tokens_per_request(model, sc, max_len)
     if sc.max_num_seqs:
         seqs = sc.max_num_seqs
@@ -199,7 +216,7 @@ def throughput_profile(
 
         def fits_at(seqs: int) -> int:  # requests the KV cache holds with this many sequences' logits reserved
             plan = plan_memory(
-                model, hw, _with_limits(sc, seqs, _legal_budget(tokens, seqs, sc, max_len)), suggest=False
+                model, hw, _with_limits(sc, seqs, _legal_budget(tokens, seqs, chunked, max_len)), suggest=False
             )
             return plan.kv_cache_tokens // per_request
 
@@ -214,7 +231,7 @@ def throughput_profile(
             f"max-num-seqs {seqs}: the {fit:,} requests of {per_request:,} tokens the KV cache holds, "
             f"at most {ENGINE_NAMES[engine.engine]}'s default {default_seqs}"
         )
-    legal = _legal_budget(tokens, seqs, sc, max_len)
+    legal = _legal_budget(tokens, seqs, chunked, max_len)
     source = "as given" if sc.max_num_batched_tokens else "large step budget: prefills run as large GEMMs"
     rule += f"; max-num-batched-tokens {legal:,} ({source})"
     return _finish(
@@ -227,5 +244,6 @@ def throughput_profile(
         rule,
         seqs,
         legal,
+        chunked,
         draft_model,
     )

@@ -49,6 +49,12 @@ class Resolved(BaseModel):
     act_bytes_per_element: float = Field(description="Bytes per activation element (the model dtype).")
     max_num_seqs: int = Field(description="Sequences per step.")
     max_num_batched_tokens: int = Field(description="Token budget per step.")
+    enable_chunked_prefill: bool = Field(
+        True,
+        exclude_if=lambda v: v is True,
+        description="Chunked prefill on: the scenario's, else the engine's default at its version (vLLM V1 and "
+        "SGLang on; TensorRT-LLM off; vLLM V0 off but above 32K tokens of context).",
+    )
     profiled_rows: int | None = Field(
         None,
         exclude_if=lambda v: v is None,
@@ -158,10 +164,15 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         # low-latency buffers are sized by it
         tokens_default = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
     block = sc.block_size or (MLA_BLOCK_SIZE if model.num_kv_heads == 1 and _has_mla(model) else DEFAULT_BLOCK_SIZE)
+    chunked = chunked_prefill(model, sc, profile, version, max_len)
     budget = (  # vLLM without chunked prefill widens its budget to one whole prompt; TensorRT-LLM's stays fixed
         sc.max_num_batched_tokens
         or profile.default_max_num_batched_tokens
-        or (tokens_default if sc.enable_chunked_prefill else max(max_len, tokens_default))
+        or (
+            (profile.chunked_budget_at(version) or tokens_default)
+            if chunked
+            else max(max_len, profile.unchunked_min_batched_tokens or tokens_default)
+        )
     )
     formats = resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides)
     fraction = sc.gpu_memory_utilization
@@ -181,6 +192,7 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         act_bytes_per_element=dtype_bytes(model.dtype),
         max_num_seqs=sc.max_num_seqs or min(seqs_default, budget),
         max_num_batched_tokens=budget,
+        enable_chunked_prefill=chunked,
         profiled_rows=profile.profiled_rows(budget, max_len),
         gpu_memory_utilization=fraction,
         memory_rule=profile.memory_rule,
@@ -189,6 +201,23 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         lora=sc.lora,
         **_expert_parallel(sc),
     )
+
+
+def chunked_prefill(model: ModelSpec, sc: Scenario, profile: EngineProfile, version: str | None, max_len: int) -> bool:
+    """Whether the engine runs chunked prefill: the command's ``--enable-chunked-prefill`` / ``--no-enable-chunked-
+    prefill``, else the engine's default at ``version`` (``EngineProfile.chunked_prefill_at``: on for vLLM V1 and
+    SGLang, off for TensorRT-LLM, and vLLM V0 off but for a long context)."""
+    if sc.enable_chunked_prefill is not None:
+        return sc.enable_chunked_prefill
+    exempt = (
+        model.encoder is not None
+        or model.unsupported_encoder is not None
+        or _has_mla(model)
+        or any(getattr(layer.mixer, "window_tokens", None) is not None for layer in model.layers)
+        or sc.speculative is not None
+        or sc.lora is not None
+    )
+    return profile.chunked_prefill_at(version, max_len, exempt)
 
 
 def batch_defaults(hw: HardwareProfile, profile: EngineProfile, version: str | None) -> tuple[int, int]:

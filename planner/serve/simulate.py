@@ -270,6 +270,11 @@ class SchedulerConfig(BaseModel):
         description="Longest prompt + output a request may have, in tokens (vLLM --max-model-len); "
         "None: limited only by the KV cache.",
     )
+    long_prompts: Literal["refused_at_start", "refused_per_request"] = Field(
+        "refused_at_start",
+        description="Without chunked prefill, a max_model_len above the step budget: vLLM refuses to start; "
+        "TensorRT-LLM starts and refuses each prompt above it (EngineProfile.long_prompts).",
+    )
     mixed_batches: bool = Field(
         True,
         description="Prefill chunks and decodes share a step (vLLM V1, TensorRT-LLM); False: a step that admits "
@@ -304,6 +309,7 @@ class SchedulerConfig(BaseModel):
             )
         if (
             not self.enable_chunked_prefill
+            and self.long_prompts == "refused_at_start"
             and self.max_model_len is not None
             and self.max_model_len > self.max_num_batched_tokens
         ):
@@ -538,7 +544,16 @@ def rejections(
             f"smaller weights) or shorten them."
         ),
     )
-    if not scheduler.enable_chunked_prefill:
+    if not scheduler.enable_chunked_prefill and scheduler.long_prompts == "refused_per_request":
+        note(  # TensorRT-LLM's LLM._check_arguments on the PyTorch backend: the prompt alone against max_num_tokens
+            prompt > scheduler.max_num_batched_tokens,
+            lambda k, m: (
+                f"{k} request(s) have prompts of up to {int(prompt[m].max())} tokens but without chunked prefill "
+                f"the engine refuses a prompt above max_num_tokens={scheduler.max_num_batched_tokens}; enable "
+                f"chunked prefill or raise max_num_tokens."
+            ),
+        )
+    elif not scheduler.enable_chunked_prefill:
         recompute = total - 1 - cached
         note(
             recompute > scheduler.max_num_batched_tokens,

@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.efficiency import BOUND, Efficiency
+from planner.engine import DEFAULT_ENGINE, resolve_engine
 from planner.errors import PlannerError, ScenarioError
 from planner.estimate.latency import estimate_latency
 from planner.estimate.memory import plan_memory
@@ -914,10 +915,20 @@ class Symptom(BaseModel):
     how_to_test: str = Field(description="What to measure before and after.")
 
 
+def _current(sc: Scenario, field: str) -> Setting:
+    """The scenario's value of ``field``; chunked prefill left to the engine is its default at the scenario's version
+    (without a model, the long-context rule of vLLM V0 is judged on the scenario's own max_model_len)."""
+    value = getattr(sc, field)
+    if field == "enable_chunked_prefill" and value is None:
+        profile, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
+        return profile.chunked_prefill_at(version, sc.max_model_len or 0, exempt=False)
+    return value
+
+
 def _label(sc: Scenario, change: dict[str, Setting]) -> str:
     if not change:
         return "already set in this scenario"
-    return ", ".join(f"{k}: {getattr(sc, k)} -> {v}" for k, v in change.items())
+    return ", ".join(f"{k}: {_current(sc, k)} -> {v}" for k, v in change.items())
 
 
 def symptom_table(sc: Scenario | None = None) -> list[Symptom]:
@@ -927,7 +938,7 @@ def symptom_table(sc: Scenario | None = None) -> list[Symptom]:
     budget = sc.max_num_batched_tokens or 8192
 
     def changed(**updates: Setting) -> dict[str, Setting]:
-        return {k: v for k, v in updates.items() if getattr(sc, k) != v}
+        return {k: v for k, v in updates.items() if _current(sc, k) != v}
 
     rows = [
         (

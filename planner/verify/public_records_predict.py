@@ -191,9 +191,7 @@ class StaticBatch:
     def __post_init__(self) -> None:
         res = resolve(self.model, self.hw, self.sc)
         self.steps = (
-            cdiv(self.batch * self.input_len, res.max_num_batched_tokens)
-            if self.sc.enable_chunked_prefill
-            else self.batch
+            cdiv(self.batch * self.input_len, res.max_num_batched_tokens) if res.enable_chunked_prefill else self.batch
         )
         self._prefill = StepOps(self.model, self.hw, self.sc, "prefill", self.batch, self.input_len)
         self._decode = StepOps(

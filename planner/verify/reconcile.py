@@ -62,6 +62,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from planner.engine import engine_profiles
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.resolve import KV_DTYPES, Resolved
@@ -119,10 +120,9 @@ TERM_UNITS: dict[str, str] = {
 CARD_MEMORY_TOLERANCE = 0.005
 """A card matches by memory when its CUDA total is within 0.5% of the printed total (vLLM prints
 0.01 GiB steps; the profiles' totals are runtime printouts, so the right card is within ~0.1%)."""
-V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32768
-"""vLLM V0's API server turned chunked prefill on by default only above this max_model_len."""
-V0_MAX_NUM_SEQS = 256
-"""vLLM V0's default max_num_seqs on every card."""
+V0_PROFILE = "vllm-v0"
+"""The engine profile whose scheduler defaults a V0 log's engine started with (chunked prefill only above 32K tokens
+of context, max_num_seqs 256 on every card: planner/engines/vllm-v0.yaml)."""
 V1_DEFAULT_FROM = (0, 8)
 """vLLM 0.8.0 made the V1 engine the default."""
 OLD_UTILIZATION_DEFAULT = 0.9
@@ -417,9 +417,12 @@ def scenario_from_report(
         read["max_num_batched_tokens"] = report.max_num_batched_tokens
     if generation == "V0":
         length = report.max_model_len or model.max_position_embeddings
-        chunked = length > V0_CHUNKED_PREFILL_ABOVE_TOKENS
+        v0 = engine_profiles()[V0_PROFILE]
+        long_context = v0.chunked_prefill_long_context
+        assert long_context is not None and v0.default_max_num_seqs is not None, "the V0 profile has both"
+        chunked = v0.chunked_prefill_at(None, length, exempt=False)
         defaults["enable_chunked_prefill"] = chunked
-        defaults["max_num_seqs"] = V0_MAX_NUM_SEQS
+        defaults["max_num_seqs"] = v0.default_max_num_seqs
         defaults["cuda_graph_memory_bytes"] = 0
         notes.append(
             "V0 engine: the KV cache was sized before CUDA graphs were captured, so the graph pool is not "
@@ -428,7 +431,7 @@ def scenario_from_report(
         if report.max_num_batched_tokens is None:
             notes.append(
                 f"V0 engine: chunked prefill {'on' if chunked else 'off'} (V0 enabled it only above "
-                f"{V0_CHUNKED_PREFILL_ABOVE_TOKENS:,} tokens), so the profiling run covers "
+                f"{long_context.above_tokens:,} tokens), so the profiling run covers "
                 + (f"{length:,} tokens (max_model_len)" if not chunked else "the default token budget")
             )
     weight_dtype = _weight_dtype(report, model, notes)
