@@ -19,7 +19,7 @@ import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -321,6 +321,12 @@ class EngineProfile(BaseModel):
         "command sets none, from that version on (vLLM V0's SchedulerConfig: 512, then 2048); empty: vLLM's by card, "
         "or default_max_num_batched_tokens.",
     )
+    gpu_memory_utilization_steps: tuple[tuple[str, float], ...] = Field(
+        (),
+        description="(first version, fraction) steps, oldest first: vLLM's default --gpu-memory-utilization from that "
+        "version on (0.9, then 0.92 from 0.33.0); empty: not vLLM's budget rule (SGLang's static pool, TensorRT-LLM's "
+        "share of the free memory).",
+    )
     long_prompts: Literal["refused_at_start", "refused_per_request"] = Field(
         "refused_at_start",
         description="Without chunked prefill, a max_model_len above the step budget: 'refused_at_start' (vLLM's "
@@ -419,13 +425,11 @@ class EngineProfile(BaseModel):
 
     def chunked_budget_at(self, version: str | None) -> int | None:
         """The token budget with chunked prefill at ``version`` when the command sets none (None: not this rule)."""
-        if not self.chunked_prefill_budgets:
-            return None
-        if version is None:
-            return self.chunked_prefill_budgets[-1][1]
-        v = parse_version(version)
-        steps = [tokens for first, tokens in self.chunked_prefill_budgets if parse_version(first) <= v]
-        return steps[-1] if steps else self.chunked_prefill_budgets[0][1]
+        return _step_at(self.chunked_prefill_budgets, version)
+
+    def gpu_memory_utilization_at(self, version: str | None) -> float | None:
+        """vLLM's default --gpu-memory-utilization at ``version`` (None: not this profile's rule)."""
+        return _step_at(self.gpu_memory_utilization_steps, version)
 
     def mixes_batches(self, chunked_prefill: bool) -> bool:
         """Whether prefill chunks and decodes share a step with chunked prefill on or off (``mixed_batches``)."""
@@ -451,6 +455,18 @@ class EngineProfile(BaseModel):
         if self.reserves_cuda_graph_memory_from is None or version is None:
             return True
         return parse_version(version) >= parse_version(self.reserves_cuda_graph_memory_from)
+
+
+def _step_at(steps: tuple[tuple[str, Any], ...], version: str | None) -> Any:
+    """The value of ``(first version, value)`` steps (oldest first) at ``version``: the last step at or before it;
+    None: the newest; before the first step, the first value. None when there are no steps."""
+    if not steps:
+        return None
+    if version is None:
+        return steps[-1][1]
+    v = parse_version(version)
+    held = [value for first, value in steps if parse_version(first) <= v]
+    return held[-1] if held else steps[0][1]
 
 
 @functools.lru_cache(maxsize=1)

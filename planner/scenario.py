@@ -349,7 +349,7 @@ class Scenario(BaseModel):
         allow_inf_nan=False,
         description="Fraction of each GPU's total memory the engine may use (> 0 and <= 1): vLLM "
         f"--gpu-memory-utilization, SGLang --mem-fraction-static (weights + KV cache); default the engine's: vLLM "
-        f"{DEFAULT_GPU_MEMORY_UTILIZATION}, SGLang's by version, card and TP size.",
+        f"{DEFAULT_GPU_MEMORY_UTILIZATION} (0.9 before 0.33.0), SGLang's by version, card and TP size.",
     )
     block_size: int | None = Field(
         None,

@@ -83,6 +83,22 @@ def test_tensorrt_llm_from_the_link_plans_its_share_of_the_free_memory() -> None
     assert "--kv_cache_free_gpu_memory_fraction 0.9" in note and "stands for that default" in note
 
 
+def test_a_vllm_release_before_0_33_plans_its_own_default_fraction() -> None:
+    """vLLM before 0.33.0 defaults to --gpu-memory-utilization 0.9: the slider's 0.92 stands for it, the caption says
+    so, and the plan is the one at 0.9; at 0.33.0 (the default engine) no caption, 0.92."""
+    at = fresh(query={"model": MODEL, "ev": "vllm@0.15.1", "len": "8192"})
+    sc = Scenario(engine_version="vllm@0.15.1", max_model_len=8192, gpu_memory_utilization=0.9)
+    assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
+    notes = [c.value for c in at.sidebar.caption if "--gpu-memory-utilization" in c.value]
+    assert notes == [
+        "vllm@0.15.1: vLLM's default at this version is **--gpu-memory-utilization 0.9** (0.92 from 0.33.0). The "
+        "slider at 0.92 stands for that default; any other value sets it."
+    ]
+    moved = fresh(query={"model": MODEL, "ev": "vllm@0.15.1", "len": "8192", "util": "0.85"})
+    assert not any("--gpu-memory-utilization" in c.value for c in moved.sidebar.caption)
+    assert not any("--gpu-memory-utilization" in c.value for c in fresh(query={"model": MODEL}).sidebar.caption)
+
+
 def test_the_simulate_page_says_which_engine_schedules_it() -> None:
     at = fresh("views/simulate.py", {"model": MODEL, "ev": "sglang@0.5.5", "len": "8192", "requests": "50"})
     said = " ".join(c.value for c in at.caption)

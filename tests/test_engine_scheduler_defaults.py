@@ -162,3 +162,25 @@ def test_the_cli_takes_either_flag_and_neither(capsys):
     assert resolved("--no-enable-chunked-prefill", *json_out).get("enable_chunked_prefill") is False  # vLLM's name
     assert main(["plan", "meta-llama/Llama-3.1-8B", "--enable-chunked-prefill", "--no-chunked-prefill"]) == 2
     assert "not allowed with argument --enable-chunked-prefill" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("version", "fraction"),
+    [("vllm@0.5.4", 0.9), ("vllm@0.6.3", 0.9), ("vllm@0.11.0", 0.9), ("vllm@0.15.1", 0.9), ("vllm@0.33.0", 0.92)],
+)
+def test_vllms_default_memory_fraction_follows_its_version(version, fraction):
+    res = _res(engine_version=version, max_model_len=8192)
+    assert res.gpu_memory_utilization == fraction
+    sc = Scenario(engine_version=version, max_model_len=8192)
+    same = plan_memory(LLAMA, H100, sc.model_copy(update={"gpu_memory_utilization": fraction}))
+    plan = plan_memory(LLAMA, H100, sc)
+    assert plan.kv_cache_tokens == same.kv_cache_tokens  # the default is that fraction, to the token
+    assert _res(engine_version=version, max_model_len=8192, gpu_memory_utilization=0.8).gpu_memory_utilization == 0.8
+
+
+def test_the_log_reconciler_takes_the_releases_default_fraction_from_its_profile():
+    from planner.verify.reconcile import _default_utilization
+
+    assert _default_utilization("0.6.3", "V0") == _default_utilization(None, "V0") == 0.9
+    assert _default_utilization("0.11.2rc1+rhai0.cuda", "V1") == 0.9
+    assert _default_utilization("0.33.1", "V1") == _default_utilization(None, None) == 0.92

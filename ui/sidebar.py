@@ -52,16 +52,22 @@ def max_model_len_note(model: ModelSpec, length: int | None) -> str:
 
 
 def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
-    """Under the memory slider, for an engine that sizes a static pool (SGLang): the fraction it defaults to on this
-    card and TP size, which the slider's vLLM default stands for; None for vLLM, or while the inputs do not resolve
-    (the page says why)."""
+    """Under the memory slider: the fraction the engine defaults to (SGLang's static pool on this card and TP size,
+    TensorRT-LLM's share of the free memory, vLLM's before 0.33.0), which the slider's vLLM default stands for; None
+    where the default is the slider's, or while the inputs do not resolve (the page says why)."""
     try:
         sc = scenario_from(values)
         res = resolve(model, get_profile(sc.gpu), sc)
     except (PlannerError, ValidationError, ValueError):
         return None
-    if res.memory_rule == "budget":
-        return None
+    if res.memory_rule == "budget":  # vLLM: a note only where its version's default is not the slider's
+        if sc.gpu_memory_utilization is not None or res.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION:
+            return None
+        return (
+            f"{sc.engine_version}: vLLM's default at this version is **--gpu-memory-utilization "
+            f"{res.gpu_memory_utilization:g}** ({DEFAULT_GPU_MEMORY_UTILIZATION} from 0.33.0). The slider at "
+            f"{DEFAULT_GPU_MEMORY_UTILIZATION} stands for that default; any other value sets it."
+        )
     flag = f"{res.fraction_flag} {res.gpu_memory_utilization:g}"
     what = {
         "static_pool": "its static pool (weights + KV cache) is",

@@ -177,7 +177,9 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
     formats = resolve_formats(model.dtype, model.quantization, sc.weight_dtype, sc.precision_overrides)
     fraction = sc.gpu_memory_utilization
     if fraction is None:
-        fraction = profile.kv_fraction_of_free or DEFAULT_GPU_MEMORY_UTILIZATION
+        fraction = (
+            profile.kv_fraction_of_free or profile.gpu_memory_utilization_at(version) or DEFAULT_GPU_MEMORY_UTILIZATION
+        )
         if static is not None:
             method = sc.speculative.method if sc.speculative is not None else None
             group = sc.tp * sc.data_parallel_size  # SGLang's tp_size spans the attention-DP ranks

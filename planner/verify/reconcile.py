@@ -62,7 +62,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.engine import engine_profiles
+from planner.engine import EngineError, engine_profiles, resolve_engine
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
 from planner.estimate.memory import MemoryPlan, plan_memory
 from planner.estimate.resolve import KV_DTYPES, Resolved
@@ -125,8 +125,6 @@ V0_PROFILE = "vllm-v0"
 of context, max_num_seqs 256 on every card: planner/engines/vllm-v0.yaml)."""
 V1_DEFAULT_FROM = (0, 8)
 """vLLM 0.8.0 made the V1 engine the default."""
-OLD_UTILIZATION_DEFAULT = 0.9
-"""gpu_memory_utilization default before vLLM 0.33.0 (see planner.scenario)."""
 OVERHEADS_SUBDIR = "overheads"
 OVERHEADS_FILE = "memory_overheads.yaml"
 _MODEL_SUFFIXES = ("-Instruct", "-instruct", "-Chat", "-chat", "-it")
@@ -246,6 +244,19 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     if not match:
         return None
     return tuple(int(g) for g in match.groups() if g is not None)
+
+
+def _default_utilization(version: str | None, generation: Literal["V0", "V1"] | None) -> float:
+    """vLLM's default --gpu-memory-utilization of the release the log printed (its engine profile's), of the V0
+    profile for a V0 log without a readable version, else the newest release's."""
+    numbers = _version_tuple(version)
+    unread = "vllm-v0" if generation == "V0" else "vllm"
+    spec = unread if numbers is None else "vllm@" + ".".join(map(str, numbers))
+    try:
+        profile, at = resolve_engine(spec)
+    except EngineError:  # a release no profile holds: the newest default
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+    return profile.gpu_memory_utilization_at(at) or DEFAULT_GPU_MEMORY_UTILIZATION
 
 
 def engine_generation(report: VllmStartupReport) -> tuple[Literal["V0", "V1"] | None, str | None]:
@@ -390,9 +401,9 @@ def scenario_from_report(
         read["gpu_memory_utilization"] = ratio
         notes.append(f"gpu_memory_utilization {ratio} derived from the printed requested / total memory")
     else:
-        version = _version_tuple(report.vllm_version)
-        if generation == "V0" or (version is not None and version[:2] < (0, 33)):
-            defaults["gpu_memory_utilization"] = OLD_UTILIZATION_DEFAULT
+        default = _default_utilization(report.vllm_version, generation)
+        if default != DEFAULT_GPU_MEMORY_UTILIZATION:
+            defaults["gpu_memory_utilization"] = default
         notes.append(
             "gpu_memory_utilization not in the log; vLLM's default of that release "
             f"({defaults.get('gpu_memory_utilization', DEFAULT_GPU_MEMORY_UTILIZATION)}) "
