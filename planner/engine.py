@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -37,8 +37,10 @@ class EngineError(PlannerError):
     """An engine name or version the planner has no profile for, or a malformed profile file."""
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_version(text: str) -> tuple[int, ...]:
-    """'0.15.1' -> (0, 15, 1); 'v0.5.4.post2' -> (0, 5, 4); '1.2.0rc1' -> (1, 2, 0)."""
+    """'0.15.1' -> (0, 15, 1); 'v0.5.4.post2' -> (0, 5, 4); '1.2.0rc1' -> (1, 2, 0). Kept per text: a plan's
+    re-plans read the profile's version steps again and again."""
     parts = re.findall(r"\d+", text.lstrip("vV").split("rc")[0].split(".post")[0].split("+")[0])
     if not parts:
         raise EngineError(f"engine version {text!r} has no number.", hint="Write it as e.g. vllm@0.15.1.")
@@ -148,10 +150,13 @@ class LongContextChunking(BaseModel):
     #: sliding window, speculative decoding, LoRA); the planner applies every exception at every version of the rule.
     exempt_words: ClassVar[str] = "a multimodal or MLA model, sliding-window layers, speculative decoding or LoRA"
 
-    def holds(self, version: str | None, max_model_len: int, exempt: bool) -> bool:
-        """Whether the rule turns chunked prefill on at ``version`` (None: the range's newest)."""
+    def holds(self, version: str | None, max_model_len: int, exempt: Callable[[], bool]) -> bool:
+        """Whether the rule turns chunked prefill on at ``version`` (None: the range's newest); ``exempt()`` is asked
+        only when the version and the length would turn it on."""
+        if max_model_len <= self.above_tokens:
+            return False
         at = version is None or parse_version(version) >= parse_version(self.from_version)
-        return at and not exempt and max_model_len > self.above_tokens
+        return at and not exempt()
 
 
 #: How an engine sizes its KV cache: "budget" (vLLM: a fraction of the card less weights, activation peak, graph pool
@@ -416,10 +421,10 @@ class EngineProfile(BaseModel):
             return False
         return not any(kind in self.no_full_graph_kv for kind in kv_kinds)
 
-    def chunked_prefill_at(self, version: str | None, max_model_len: int, exempt: bool) -> bool:
+    def chunked_prefill_at(self, version: str | None, max_model_len: int, exempt: Callable[[], bool]) -> bool:
         """Whether chunked prefill is on when the command does not say, at ``version`` (None: the range's newest),
-        for ``max_model_len``; ``exempt``: the model or the features keep the long-context rule off
-        (``LongContextChunking.exempt_words``)."""
+        for ``max_model_len``; ``exempt()``: the model or the features keep the long-context rule off
+        (``LongContextChunking.exempt_words``), asked only where the rule would apply."""
         rule = self.chunked_prefill_long_context
         return self.chunked_prefill_default or (rule is not None and rule.holds(version, max_model_len, exempt))
 

@@ -211,15 +211,22 @@ def chunked_prefill(model: ModelSpec, sc: Scenario, profile: EngineProfile, vers
     SGLang, off for TensorRT-LLM, and vLLM V0 off but for a long context)."""
     if sc.enable_chunked_prefill is not None:
         return sc.enable_chunked_prefill
-    exempt = (
-        model.encoder is not None
-        or model.unsupported_encoder is not None
-        or _has_mla(model)
-        or any(getattr(layer.mixer, "window_tokens", None) is not None for layer in model.layers)
-        or sc.speculative is not None
-        or sc.lora is not None
+    return profile.chunked_prefill_at(
+        version, max_len, lambda: _long_context_exempt(model) or sc.speculative is not None or sc.lora is not None
     )
-    return profile.chunked_prefill_at(version, max_len, exempt)
+
+
+def _long_context_exempt(model: ModelSpec) -> bool:
+    """The model is one vLLM V0's long-context chunked prefill leaves out: multimodal, MLA or with sliding windows."""
+    memo = derived(model)
+    if "long_context_exempt" not in memo:
+        memo["long_context_exempt"] = (
+            model.encoder is not None
+            or model.unsupported_encoder is not None
+            or _has_mla(model)
+            or any(getattr(layer.mixer, "window_tokens", None) is not None for layer in model.layers)
+        )
+    return memo["long_context_exempt"]
 
 
 def batch_defaults(hw: HardwareProfile, profile: EngineProfile, version: str | None) -> tuple[int, int]:

@@ -921,7 +921,7 @@ def _current(sc: Scenario, field: str) -> Setting:
     value = getattr(sc, field)
     if field == "enable_chunked_prefill" and value is None:
         profile, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
-        return profile.chunked_prefill_at(version, sc.max_model_len or 0, exempt=False)
+        return profile.chunked_prefill_at(version, sc.max_model_len or 0, lambda: False)
     return value
 
 

@@ -431,7 +431,7 @@ def scenario_from_report(
         v0 = engine_profiles()[V0_PROFILE]
         long_context = v0.chunked_prefill_long_context
         assert long_context is not None and v0.default_max_num_seqs is not None, "the V0 profile has both"
-        chunked = v0.chunked_prefill_at(None, length, exempt=False)
+        chunked = v0.chunked_prefill_at(None, length, lambda: False)
         defaults["enable_chunked_prefill"] = chunked
         defaults["max_num_seqs"] = v0.default_max_num_seqs
         defaults["cuda_graph_memory_bytes"] = 0
