@@ -46,7 +46,7 @@ def test_a_fraction_set_on_the_slider_is_sglangs_static_fraction() -> None:
     at = fresh(query={"model": MODEL, "ev": "sglang@0.5.5", "len": "8192", "util": "0.8"})
     sc = Scenario(engine_version="sglang@0.5.5", max_model_len=8192, gpu_memory_utilization=0.8)
     assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
-    assert any("is --mem-fraction-static 0.8." in c.value for c in at.sidebar.caption)
+    assert any("is `--mem-fraction-static 0.8`." in c.value for c in at.sidebar.caption)  # code: no dash
 
 
 def test_the_export_pages_sglang_commands_carry_sglangs_own_default_for_their_flags() -> None:
@@ -91,8 +91,8 @@ def test_a_vllm_release_before_0_33_plans_its_own_default_fraction() -> None:
     assert at.success[0].value == plan_memory(spec(), get_profile(sc.gpu), sc).reason
     notes = [c.value for c in at.sidebar.caption if "--gpu-memory-utilization" in c.value]
     assert notes == [
-        "vllm@0.15.1: vLLM's default at this version is **--gpu-memory-utilization 0.9** (0.92 from 0.33.0). The "
-        "slider at 0.92 stands for that default; any other value sets it."
+        "vllm@0.15.1: vLLM's default at this version is **`--gpu-memory-utilization 0.9`** (0.92 from 0.33.0). The "
+        "slider at 0.92 stands for that default; any other value sets it."  # in code: markdown makes -- a dash
     ]
     moved = fresh(query={"model": MODEL, "ev": "vllm@0.15.1", "len": "8192", "util": "0.85"})
     assert not any("--gpu-memory-utilization" in c.value for c in moved.sidebar.caption)

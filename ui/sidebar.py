@@ -64,8 +64,8 @@ def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
         if sc.gpu_memory_utilization is not None or res.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION:
             return None
         return (
-            f"{sc.engine_version}: vLLM's default at this version is **--gpu-memory-utilization "
-            f"{res.gpu_memory_utilization:g}** ({DEFAULT_GPU_MEMORY_UTILIZATION} from 0.33.0). The slider at "
+            f"{sc.engine_version}: vLLM's default at this version is **`--gpu-memory-utilization "
+            f"{res.gpu_memory_utilization:g}`** ({DEFAULT_GPU_MEMORY_UTILIZATION} from 0.33.0). The slider at "
             f"{DEFAULT_GPU_MEMORY_UTILIZATION} stands for that default; any other value sets it."
         )
     flag = f"{res.fraction_flag} {res.gpu_memory_utilization:g}"
@@ -74,11 +74,11 @@ def memory_fraction_note(model: ModelSpec, values: dict) -> str | None:
         "free_fraction": "its KV cache takes, of the memory free after weights, activations and CUDA graphs,",
     }[res.memory_rule]
     if sc.gpu_memory_utilization is not None:
-        return f"{sc.engine_version}: {what} {flag}."
+        return f"{sc.engine_version}: {what} `{flag}`."
     default = "on this card and TP size" if res.static_pool else "(its default)"
     return (
-        f"{sc.engine_version}: {what} **{flag}** {default}. The slider at {DEFAULT_GPU_MEMORY_UTILIZATION} stands for "
-        "that default; any other value sets it."
+        f"{sc.engine_version}: {what} **`{flag}`** {default}. The slider at {DEFAULT_GPU_MEMORY_UTILIZATION} stands "
+        "for that default; any other value sets it."
     )
 
 
