@@ -83,10 +83,8 @@ def test_a_commands_flag_wins_over_every_engines_default():
     assert (on.enable_chunked_prefill, on.max_num_batched_tokens) == (True, 512)
     off = _res(engine_version="vllm@0.6.3", max_model_len=65536, enable_chunked_prefill=False)
     assert (off.enable_chunked_prefill, off.max_num_batched_tokens) == (False, 65536)
-    v1 = _res(max_model_len=4096, enable_chunked_prefill=False)  # V1 off: the budget is max_model_len
-    assert (v1.enable_chunked_prefill, v1.max_num_batched_tokens, v1.max_num_seqs) == (False, 4096, 1024)
-    short = _res(max_model_len=512, enable_chunked_prefill=False)  # and max_num_seqs at most that budget
-    assert (short.max_num_batched_tokens, short.max_num_seqs) == (512, 512)
+    v1 = _res(max_model_len=4096, enable_chunked_prefill=False)  # V1 off: max(max_model_len, its by-card budget)
+    assert (v1.enable_chunked_prefill, v1.max_num_batched_tokens, v1.max_num_seqs) == (False, 8192, 1024)
     trt = _res(engine_version="trtllm@1.2", max_model_len=4096, enable_chunked_prefill=True)
     assert (trt.enable_chunked_prefill, trt.max_num_batched_tokens) == (True, 8192)  # trtllm-serve's fixed budget
 
