@@ -19,7 +19,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -45,6 +45,11 @@ def parse_version(text: str) -> tuple[int, ...]:
     if not parts:
         raise EngineError(f"engine version {text!r} has no number.", hint="Write it as e.g. vllm@0.15.1.")
     return tuple(int(p) for p in parts[:4])
+
+
+def at_or_after(version: str | None, first: str) -> bool:
+    """Whether ``version`` is ``first`` or later; None (a profile's newest) is."""
+    return version is None or parse_version(version) >= parse_version(first)
 
 
 class MoeWeightLayout(BaseModel):
@@ -137,7 +142,8 @@ class OutputReserve(BaseModel):
 class LongContextChunking(BaseModel):
     """vLLM V0's rule (vllm-project/vllm #6666, from 0.5.4): with ``--enable-chunked-prefill`` unset, chunked prefill is
     on for a max_model_len above ``above_tokens``, "to avoid OOM errors in the initial memory profiling phase", except
-    for models or features it did not support (``exempt_words``)."""
+    for models or features it did not support: multimodal models, layers of ``exempt_kv_kinds``, speculative decoding
+    and LoRA (``resolve.chunked_prefill``; the planner applies every exception at every version of the rule)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -145,20 +151,19 @@ class LongContextChunking(BaseModel):
         ge=1, description="The rule turns chunked prefill on above this max_model_len, in tokens."
     )
     from_version: str = Field(description="First version with the rule.")
-
-    #: What keeps chunked prefill off under the rule (EngineArgs._set_default_args_v0: multimodal or MLA models, a
-    #: sliding window, speculative decoding, LoRA); the planner applies every exception at every version of the rule.
-    exempt_words: ClassVar[str] = "a multimodal or MLA model, sliding-window layers, speculative decoding or LoRA"
+    exempt_kv_kinds: frozenset[str] = Field(
+        description="KV-cache kinds (planner.model.kv: 'mla', 'sliding_window', ...) of models the rule leaves out."
+    )
 
     def holds(self, version: str | None, max_model_len: int, exempt: Callable[[], bool]) -> bool:
         """Whether the rule turns chunked prefill on at ``version`` (None: the range's newest); ``exempt()`` is asked
         only when the version and the length would turn it on."""
-        if max_model_len <= self.above_tokens:
-            return False
-        at = version is None or parse_version(version) >= parse_version(self.from_version)
-        return at and not exempt()
+        return max_model_len > self.above_tokens and at_or_after(version, self.from_version) and not exempt()
 
 
+#: Without chunked prefill, a max_model_len above the step budget: vLLM refuses to start (its SchedulerConfig check);
+#: TensorRT-LLM starts and refuses each prompt above the budget (``LLM._check_arguments``).
+LongPrompts = Literal["refused_at_start", "refused_per_request"]
 #: How an engine sizes its KV cache: "budget" (vLLM: a fraction of the card less weights, activation peak, graph pool
 #: and the rest), "static_pool" (SGLang: a fraction of the card holds weights + KV, activations and graphs outside it),
 #: "free_fraction" (TensorRT-LLM: a fraction of the memory free after weights, activations and graphs).
@@ -237,7 +242,7 @@ class StaticMemory(BaseModel):
 
     def heuristic(self, version: str | None) -> bool:
         """Whether ``version``'s default is the reserved-memory rule (None: the range's newest, so yes)."""
-        return version is None or parse_version(version) >= parse_version(self.heuristic_from)
+        return at_or_after(version, self.heuristic_from)
 
     def card(self, version: str | None, memory_mib: float) -> CardDefaults:
         """The batch defaults of a card with ``memory_mib`` at ``version``."""
@@ -332,11 +337,8 @@ class EngineProfile(BaseModel):
         "version on (0.9, then 0.92 from 0.33.0); empty: not vLLM's budget rule (SGLang's static pool, TensorRT-LLM's "
         "share of the free memory).",
     )
-    long_prompts: Literal["refused_at_start", "refused_per_request"] = Field(
-        "refused_at_start",
-        description="Without chunked prefill, a max_model_len above the step budget: 'refused_at_start' (vLLM's "
-        "SchedulerConfig check), or the engine starts and refuses each prompt above the budget, "
-        "'refused_per_request' (TensorRT-LLM).",
+    long_prompts: LongPrompts = Field(
+        "refused_at_start", description="A prompt above the step without chunked prefill (``LongPrompts``)."
     )
     unchunked_min_batched_tokens: int | None = Field(
         None,
@@ -424,7 +426,7 @@ class EngineProfile(BaseModel):
     def chunked_prefill_at(self, version: str | None, max_model_len: int, exempt: Callable[[], bool]) -> bool:
         """Whether chunked prefill is on when the command does not say, at ``version`` (None: the range's newest),
         for ``max_model_len``; ``exempt()``: the model or the features keep the long-context rule off
-        (``LongContextChunking.exempt_words``), asked only where the rule would apply."""
+        (``LongContextChunking``), asked only where the rule would apply."""
         rule = self.chunked_prefill_long_context
         return self.chunked_prefill_default or (rule is not None and rule.holds(version, max_model_len, exempt))
 
@@ -455,11 +457,8 @@ class EngineProfile(BaseModel):
 
     def reserves_graph_memory_at(self, version: str | None) -> bool:
         """Whether the graph pool is reserved before KV sizing at ``version`` (None: the range's newest)."""
-        if not self.reserves_cuda_graph_memory:
-            return False
-        if self.reserves_cuda_graph_memory_from is None or version is None:
-            return True
-        return parse_version(version) >= parse_version(self.reserves_cuda_graph_memory_from)
+        first = self.reserves_cuda_graph_memory_from
+        return self.reserves_cuda_graph_memory and (first is None or at_or_after(version, first))
 
 
 def _step_at(steps: tuple[tuple[str, Any], ...], version: str | None) -> Any:
@@ -467,10 +466,7 @@ def _step_at(steps: tuple[tuple[str, Any], ...], version: str | None) -> Any:
     None: the newest; before the first step, the first value. None when there are no steps."""
     if not steps:
         return None
-    if version is None:
-        return steps[-1][1]
-    v = parse_version(version)
-    held = [value for first, value in steps if parse_version(first) <= v]
+    held = [value for first, value in steps if at_or_after(version, first)]
     return held[-1] if held else steps[0][1]
 
 

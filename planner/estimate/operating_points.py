@@ -200,11 +200,12 @@ def throughput_profile(
     engine, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
     default_tokens, _ = batch_defaults(hw, engine, version)
     # the engine's own sequence limit here (SGLang's request slots sized from its pool, TensorRT-LLM's batch size)
-    default_seqs = sc.max_num_seqs or plan_memory(model, hw, sc, suggest=False).resolved.max_num_seqs
+    # and its chunked prefill (the command's, else the engine's default)
+    base = plan_memory(model, hw, sc, suggest=False).resolved
+    default_seqs, chunked = sc.max_num_seqs or base.max_num_seqs, base.enable_chunked_prefill
     tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
     start = sc.max_num_seqs or default_seqs
     max_len = sc.max_model_len or model.max_position_embeddings
-    chunked = resolve(model, hw, sc).enable_chunked_prefill
     probe = plan_memory(
         model, hw, _with_limits(sc, start, _legal_budget(tokens, start, chunked, max_len)), suggest=False
     )

@@ -211,22 +211,15 @@ def chunked_prefill(model: ModelSpec, sc: Scenario, profile: EngineProfile, vers
     SGLang, off for TensorRT-LLM, and vLLM V0 off but for a long context)."""
     if sc.enable_chunked_prefill is not None:
         return sc.enable_chunked_prefill
-    return profile.chunked_prefill_at(
-        version, max_len, lambda: _long_context_exempt(model) or sc.speculative is not None or sc.lora is not None
-    )
+    rule = profile.chunked_prefill_long_context
 
+    def exempt() -> bool:  # asked only where the long-context rule would turn chunked prefill on (so rule is set)
+        assert rule is not None
+        multimodal = model.encoder is not None or model.unsupported_encoder is not None
+        features = sc.speculative is not None or sc.lora is not None
+        return multimodal or features or bool(model.kv_kinds & rule.exempt_kv_kinds)
 
-def _long_context_exempt(model: ModelSpec) -> bool:
-    """The model is one vLLM V0's long-context chunked prefill leaves out: multimodal, MLA or with sliding windows."""
-    memo = derived(model)
-    if "long_context_exempt" not in memo:
-        memo["long_context_exempt"] = (
-            model.encoder is not None
-            or model.unsupported_encoder is not None
-            or _has_mla(model)
-            or any(getattr(layer.mixer, "window_tokens", None) is not None for layer in model.layers)
-        )
-    return memo["long_context_exempt"]
+    return profile.chunked_prefill_at(version, max_len, exempt)
 
 
 def batch_defaults(hw: HardwareProfile, profile: EngineProfile, version: str | None) -> tuple[int, int]:

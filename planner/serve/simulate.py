@@ -74,7 +74,7 @@ from typing import ClassVar, Literal, NamedTuple, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.engine import OutputReserve
+from planner.engine import LongPrompts, OutputReserve
 from planner.errors import ScenarioError
 from planner.serve.workload import RequestSet, Workload, generate_requests
 
@@ -270,10 +270,10 @@ class SchedulerConfig(BaseModel):
         description="Longest prompt + output a request may have, in tokens (vLLM --max-model-len); "
         "None: limited only by the KV cache.",
     )
-    long_prompts: Literal["refused_at_start", "refused_per_request"] = Field(
+    long_prompts: LongPrompts = Field(
         "refused_at_start",
         description="Without chunked prefill, a max_model_len above the step budget: vLLM refuses to start; "
-        "TensorRT-LLM starts and refuses each prompt above it (EngineProfile.long_prompts).",
+        "TensorRT-LLM starts and refuses each prompt above it. From the engine profile's long_prompts.",
     )
     mixed_batches: bool = Field(
         True,

@@ -13,7 +13,7 @@ simulation of one replica, with ``planner.serve.replica.simulate_scenario(..., s
   ``engine_version`` from the record's engine string (``vLLM v0.11.0`` -> ``vllm@0.11.0``, or the
   ``vllm-v1-async`` profile when the command passes ``--async-scheduling``); the serving flags the
   command states (``--max-model-len``, ``--max-num-seqs``, ``--max-num-batched-tokens``,
-  ``--gpu-memory-utilization``, ``--max_seq_len``), else that engine's defaults (``ENGINE_DEFAULTS``);
+  ``--gpu-memory-utilization``, ``--max_seq_len``), else that engine profile's defaults for the version;
 * load: a burst (``request_rate`` inf, no ``max_concurrency``: every prompt at t = 0) is a closed
   loop whose concurrency is the number of prompts, simulated in full (its TTFT is queueing and grows
   with the prompts, so it is never cut); a ``--max-concurrency`` run is a closed loop at that
@@ -178,47 +178,20 @@ QUANT_TABLE: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class ServingDefaults:
-    """What an engine's server starts with when the command does not say (per engine family)."""
-
-    gpu_memory_utilization: float | None
-    max_num_seqs: int | None
-    max_num_batched_tokens: int | None
-    needs_full_context: bool = True
-    source: str = ""
-
-
-#: Engine family -> serving defaults. None: the planner's vLLM defaults (``default_batch_limits``).
-ENGINE_DEFAULTS: dict[str, ServingDefaults] = {
-    "vllm": ServingDefaults(
-        0.9,
-        None,
-        None,
-        source="vLLM 0.10-0.13: gpu_memory_utilization 0.9; max_num_seqs / "
-        "max_num_batched_tokens by card (engines.md section 5)",
-    ),
-    "sglang": ServingDefaults(
-        None,
-        None,
-        None,
-        needs_full_context=False,
-        source="SGLang: mem_fraction_static, chunked_prefill_size and max_running_requests are the engine profile's "
-        "defaults for the record's version, card and TP size (planner/engines/sglang.yaml static_memory: a table by "
-        "TP before 0.5.3, the reserved-memory rule since; the request slots ModelRunner sizes from the pool, "
-        "min(max(pool tokens / context_len x 512, 2048), 4096)); it sizes a token pool and starts even when one "
-        "full-context request would not fit",
-    ),
-    "trtllm": ServingDefaults(
-        None,
-        None,
-        None,
-        needs_full_context=False,
-        source="trtllm-serve 1.x: --max_batch_size 2048, --max_num_tokens 8192 and --kv_cache_free_gpu_memory_fraction "
-        "0.9 are the engine profile's (planner/engines/trtllm.yaml: default_max_num_seqs, "
-        "default_max_num_batched_tokens, kv_fraction_of_free: the KV cache's share of the memory free after the "
-        "weights and buffers); it sizes the KV pool and starts even when one full-context request would not fit",
-    ),
+#: --gpu-memory-utilization of the corpus's vLLM runs where the command sets none: every one expressed is a release
+#: from 0.8.5 to 0.19, whose default is 0.9 (the engine profiles' ``gpu_memory_utilization_steps``). Stated here
+#: because the runs with --async-scheduling are named by the profile id (``engine_version``: vllm-v1-async, no
+#: version), whose newest default (0.92 from 0.33.0) is not theirs.
+VLLM_RUNS_MEMORY_FRACTION = 0.9
+#: Engines that size their KV pool and start even when one full-context request would not fit (vLLM refuses to start):
+#: a run whose plan does not start at the model's context is planned at the longest context its pool holds. The
+#: serving defaults themselves (memory fraction, request slots, step budget, chunked prefill) are each engine
+#: profile's for the record's version and card (``resolve``).
+STARTS_SHORT_OF_ONE_CONTEXT: dict[str, str] = {
+    "sglang": "SGLang sizes a token pool from --mem-fraction-static (ModelRunner.profile_max_num_token) and starts "
+    "with whatever it holds",
+    "trtllm": "trtllm-serve sizes the KV pool from --kv_cache_free_gpu_memory_fraction of the free memory "
+    "(KvCacheCreator) and starts with whatever it holds",
 }
 
 #: Serving-command flag -> Scenario field and type (vLLM's and trtllm-serve's spellings).
@@ -543,19 +516,6 @@ def _arrivals(record: ServingRecord) -> tuple[Any, int, str, str]:
     raise Unexpressible("condition not given", f"load not understood (rate {record.request_rate!r})")
 
 
-def _memory_settings(profile: EngineProfile, base: dict[str, Any]) -> dict[str, Any]:
-    """gpu_memory_utilization, max_num_seqs and max_num_batched_tokens from the engine's serving defaults, where
-    the command did not set them (None: the engine profile's own default, which ``resolve`` takes: SGLang's static
-    fraction, TensorRT-LLM's share of the free memory)."""
-    defaults = ENGINE_DEFAULTS[profile.engine]
-    out = dict(base)
-    for name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
-        value = getattr(defaults, name)
-        if value is not None:
-            out.setdefault(name, value)
-    return out
-
-
 def express_run(record: ServingRecord) -> RunPlan:
     """The run of ``record`` as a simulation plan; raises ``Unexpressible`` with the reason."""
     hw = _card(record)
@@ -564,15 +524,15 @@ def express_run(record: ServingRecord) -> RunPlan:
     tp = parallel["tp"]
     spec = engine_version(record)
     profile, _ = resolve_engine(spec)
-    base = {
+    settings = {  # what the command does not set is the engine profile's default at the version (``resolve``)
         "gpu": hw.id,
         **parallel,
         "weight_dtype": _weight_dtype(record),
         "engine_version": spec,
-        "enable_chunked_prefill": profile.chunked_prefill_default,
         **stated_flags(record),
     }
-    settings = _memory_settings(profile, base)
+    if profile.engine == "vllm":
+        settings.setdefault("gpu_memory_utilization", VLLM_RUNS_MEMORY_FRACTION)
     longest = min(settings.get("max_model_len") or model.max_position_embeddings, model.max_position_embeddings)
     step_tokens = settings.get("max_num_batched_tokens") or profile.default_max_num_batched_tokens
     if not profile.chunked_prefill_default and step_tokens:
@@ -583,7 +543,7 @@ def express_run(record: ServingRecord) -> RunPlan:
     arrivals, n, kind, load = _arrivals(record)
     workload = Workload(arrivals=arrivals, num_requests=n, input_tokens=inputs, output_tokens=outputs, seed=SEED)
     plan = plan_memory(model, hw, sc, suggest=False)
-    if not plan.fits and not ENGINE_DEFAULTS[profile.engine].needs_full_context and plan.max_model_len_that_fits:
+    if not plan.fits and profile.engine in STARTS_SHORT_OF_ONE_CONTEXT and plan.max_model_len_that_fits:
         sc = sc.model_copy(update={"max_model_len": plan.max_model_len_that_fits})  # the pool it would size
         plan = plan_memory(model, hw, sc, suggest=False)
     if not plan.fits or plan.num_gpu_blocks < 1:
