@@ -93,6 +93,27 @@ def test_v0_single_line_format_rtx3090_20k():
     assert abs(t["kv_cache_memory"].difference_pct) < 5.0 and abs(t["num_gpu_blocks"].difference_pct) < 5.0
 
 
+@pytest.mark.parametrize(("version", "engine", "budget"), [("0.6.4", "vllm@0.6.4", 512), ("0.6.6", "vllm@0.6.6", 2048)])
+def test_v0_long_context_plans_v0s_own_step_budget(version, engine, budget):
+    """A V0 log above 32K tokens without a printed budget: chunked prefill on with V0's budget of that release (512,
+    2048 from 0.6.5), not V1's 8,192 by card; planned with that release's engine profile."""
+    report = parse_vllm_log(load("v0_issue10517_llama8b_rtx3090_20k.log")).model_copy(
+        update={"max_model_len": 65536, "vllm_version": version}
+    )
+    rec = reconcile(report, {"gpu": "h100-sxm"}, model="meta-llama/Llama-3.1-8B")
+    assert rec.scenario.engine_version == engine and rec.scenario.enable_chunked_prefill is True
+    assert rec.resolved.max_num_batched_tokens == budget and rec.resolved.max_num_seqs == 256
+
+
+def test_v0_long_context_rule_leaves_mla_models_out():
+    """V0 kept chunked prefill off for MLA models whatever the context: the whole 65,536-token prompt is profiled."""
+    report = parse_vllm_log(load("v0_issue10517_llama8b_rtx3090_20k.log")).model_copy(update={"max_model_len": 65536})
+    rec = reconcile(report, model="deepseek-ai/DeepSeek-V2-Lite")
+    assert rec.scenario.engine_version == "vllm-v0" and rec.scenario.enable_chunked_prefill is False
+    assert rec.resolved.max_num_batched_tokens == 65536
+    assert any("chunked prefill off" in a for a in rec.assumptions)
+
+
 def test_v0_override_wins_and_closes_the_gap():
     """--enforce-eager on the command line removes the graph pool the V0 budget never held: blocks within 5%."""
     report = parse_vllm_log(load("v0_issue10517_llama8b_rtx3090_20k.log"))

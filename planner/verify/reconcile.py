@@ -62,10 +62,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.engine import EngineError, engine_profiles, resolve_engine
+from planner.engine import EngineError, parse_version, resolve_engine
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
 from planner.estimate.memory import MemoryPlan, plan_memory
-from planner.estimate.resolve import KV_DTYPES, Resolved
+from planner.estimate.resolve import KV_DTYPES, Resolved, chunked_prefill
 from planner.hardware import (
     CALIBRATED_SUFFIX,
     HardwareProfile,
@@ -121,8 +121,9 @@ CARD_MEMORY_TOLERANCE = 0.005
 """A card matches by memory when its CUDA total is within 0.5% of the printed total (vLLM prints
 0.01 GiB steps; the profiles' totals are runtime printouts, so the right card is within ~0.1%)."""
 V0_PROFILE = "vllm-v0"
-"""The engine profile whose scheduler defaults a V0 log's engine started with (chunked prefill only above 32K tokens
-of context, max_num_seqs 256 on every card: planner/engines/vllm-v0.yaml)."""
+"""The engine profile a V0 log is planned with when its printed version is not one of a V0 profile's (a V0 engine of
+0.8-0.10 under VLLM_USE_V1=0, or no version printed): its scheduler defaults (chunked prefill only above 32K tokens of
+context, max_num_seqs 256 on every card, the step budget by version: planner/engines/vllm-v0.yaml)."""
 V1_DEFAULT_FROM = (0, 8)
 """vLLM 0.8.0 made the V1 engine the default."""
 OVERHEADS_SUBDIR = "overheads"
@@ -250,13 +251,28 @@ def _default_utilization(version: str | None, generation: Literal["V0", "V1"] | 
     """vLLM's default --gpu-memory-utilization of the release the log printed (its engine profile's), of the V0
     profile for a V0 log without a readable version, else the newest release's."""
     numbers = _version_tuple(version)
-    unread = "vllm-v0" if generation == "V0" else "vllm"
+    unread = V0_PROFILE if generation == "V0" else "vllm"
     spec = unread if numbers is None else "vllm@" + ".".join(map(str, numbers))
     try:
         profile, at = resolve_engine(spec)
     except EngineError:  # a release no profile holds: the newest default
         return DEFAULT_GPU_MEMORY_UTILIZATION
     return profile.gpu_memory_utilization_at(at) or DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def _v0_engine(version: str | None) -> str:
+    """The engine version a V0 log is planned with: ``vllm@VERSION`` when a V0-era profile (one that ends by 0.8.0)
+    holds the printed version, else ``V0_PROFILE``."""
+    numbers = _version_tuple(version)
+    if numbers is not None:
+        spec = "vllm@" + ".".join(map(str, numbers))
+        try:
+            profile, _ = resolve_engine(spec)
+        except EngineError:
+            return V0_PROFILE
+        if profile.max_version is not None and parse_version(profile.max_version)[:2] <= V1_DEFAULT_FROM:
+            return spec
+    return V0_PROFILE
 
 
 def engine_generation(report: VllmStartupReport) -> tuple[Literal["V0", "V1"] | None, str | None]:
@@ -369,8 +385,8 @@ def scenario_from_report(
     """Scenario fields the log states, the defaults chosen for what it does not, and the assumptions made.
 
     Returns (read, defaults, assumptions): ``read`` holds only what the log printed; ``defaults``
-    fills the rest the way vLLM of that generation would (V0: chunked prefill only above 32K
-    tokens, max_num_seqs 256).
+    fills the rest the way vLLM of that generation would (V0: its engine profile, with chunked prefill only
+    above 32K tokens, max_num_seqs 256).
     """
     read: dict[str, Any] = {"gpu": hw.id}
     defaults: dict[str, Any] = {}
@@ -428,10 +444,12 @@ def scenario_from_report(
         read["max_num_batched_tokens"] = report.max_num_batched_tokens
     if generation == "V0":
         length = report.max_model_len or model.max_position_embeddings
-        v0 = engine_profiles()[V0_PROFILE]
+        engine = _v0_engine(report.vllm_version)
+        defaults["engine_version"] = engine  # resolve takes V0's step budget, max_num_seqs and memory fraction from it
+        v0, version = resolve_engine(engine)
         long_context = v0.chunked_prefill_long_context
-        assert long_context is not None and v0.default_max_num_seqs is not None, "the V0 profile has both"
-        chunked = v0.chunked_prefill_at(None, length, lambda: False)
+        assert long_context is not None and v0.default_max_num_seqs is not None, "a V0 profile has both"
+        chunked = chunked_prefill(model, Scenario(gpu=hw.id, engine_version=engine), v0, version, length)
         defaults["enable_chunked_prefill"] = chunked
         defaults["max_num_seqs"] = v0.default_max_num_seqs
         defaults["cuda_graph_memory_bytes"] = 0
