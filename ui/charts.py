@@ -25,6 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from planner.estimate.memory import PEAK_TERMS  # what a static pool keeps outside (ui.derived imports the module too)
 from planner.units import GiB
 from ui.derived import PLACEMENT_COLUMNS, digest, placement_cells, placement_rows_per_node, plottable_ops
 
@@ -125,8 +126,6 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
         )
     requested = plan.requested_memory_bytes_per_gpu / GiB
     total = plan.total_memory_bytes_per_gpu / GiB
-    from planner.estimate.memory import PEAK_TERMS  # the plan's own list of what a static pool keeps outside
-
     outside = PEAK_TERMS if plan.resolved.static_pool else frozenset()  # SGLang: not in the budget
     used = sum(term.bytes for term in plan.terms if term.name != "free" and term.name not in outside) / GiB
     beyond = sum(term.bytes for term in plan.terms if term.name in outside) / GiB

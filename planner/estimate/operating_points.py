@@ -199,15 +199,14 @@ def throughput_profile(
     eff = efficiency or efficiency_for(hw, sc=sc)
     engine, version = resolve_engine(sc.engine_version or DEFAULT_ENGINE)
     default_tokens, _ = batch_defaults(hw, engine, version)
-    # the engine's own sequence limit here (SGLang's request slots sized from its pool, TensorRT-LLM's batch size)
-    # and its chunked prefill (the command's, else the engine's default)
+    # the engine's own sequence limit (SGLang's request slots sized from its pool, TensorRT-LLM's batch size; the
+    # command's when it sets one) and its chunked prefill (the command's, else the engine's default)
     base = plan_memory(model, hw, sc, suggest=False).resolved
-    default_seqs, chunked = sc.max_num_seqs or base.max_num_seqs, base.enable_chunked_prefill
+    default_seqs, chunked = base.max_num_seqs, base.enable_chunked_prefill
     tokens = sc.max_num_batched_tokens or max(THROUGHPUT_BATCHED_TOKENS, default_tokens)
-    start = sc.max_num_seqs or default_seqs
     max_len = sc.max_model_len or model.max_position_embeddings
     probe = plan_memory(
-        model, hw, _with_limits(sc, start, _legal_budget(tokens, start, chunked, max_len)), suggest=False
+        model, hw, _with_limits(sc, default_seqs, _legal_budget(tokens, default_seqs, chunked, max_len)), suggest=False
     )
     per_request = _tokens_per_request(model, sc, max_len)
     if sc.max_num_seqs:

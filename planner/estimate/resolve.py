@@ -59,7 +59,7 @@ class Resolved(BaseModel):
         None,
         exclude_if=lambda v: v is None,
         description="Rows of fp32 logits in the engine's profiling forward when they are not max_num_seqs "
-        "(TensorRT-LLM: one per dummy context request, EngineProfile.profile_rows); None: max_num_seqs (vLLM's "
+        "(TensorRT-LLM: one per dummy context request, EngineProfile.profiled_rows); None: max_num_seqs (vLLM's "
         "sampler run; SGLang's slots, whose logits live outside its pool).",
     )
     gpu_memory_utilization: float = Field(
