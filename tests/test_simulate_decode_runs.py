@@ -16,6 +16,7 @@ import pytest
 
 from planner.estimate.latency import StepTimeModel
 from planner.hardware import get_profile
+from planner.model.kv import KVBlockGroups
 from planner.scenario import Scenario
 from planner.serve.replica import planned_replica
 from planner.serve.simulate import EngineRun, LinearStepCost, SchedulerConfig, _Continuous, run_engine
@@ -67,6 +68,8 @@ MODELS = [  # dense GQA with graphs, sliding windows eager, MLA (prefill and dec
     ("deepseek-ai/DeepSeek-V2-Lite", {}),
     ("mistralai/Mixtral-8x7B-v0.1", {"tp": 2}),
     ("meta-llama/Llama-3.1-8B", {"pp": 2}),
+    ("openai/gpt-oss-20b", {}),  # a sliding group of 9 blocks beside the full one
+    ("ai21labs/AI21-Jamba-1.5-Mini", {"tp": 2}),  # 80-token blocks, 7 state blocks per request
 ]
 
 
@@ -104,6 +107,17 @@ SCHEDULERS = [
     SchedulerConfig(num_gpu_blocks=3_000, enable_chunked_prefill=False, max_num_batched_tokens=4096),
     SchedulerConfig(num_gpu_blocks=200_000, block_size_tokens=1),
     SchedulerConfig(num_gpu_blocks=500, scheduling_policy="priority"),
+    SchedulerConfig(  # hybrid KV groups: two windows, state blocks, a pool tight enough to preempt
+        num_gpu_blocks=3_000,
+        max_num_seqs=64,
+        kv_block_groups=KVBlockGroups(block_tokens=16, full_groups=1, window_groups=((3, 9), (1, 40)), state_blocks=2),
+    ),
+    SchedulerConfig(
+        num_gpu_blocks=1_500,
+        block_size_tokens=32,
+        mixed_batches=False,
+        kv_block_groups=KVBlockGroups(block_tokens=32, full_groups=0, window_groups=((2, 17),)),
+    ),
 ]
 
 

@@ -58,8 +58,9 @@ cols[3].metric(
 cols[4].metric(
     "KV blocks",
     fmt_int(plan.num_gpu_blocks),
-    help=f"{plan.resolved.block_size} tokens per block; "
-    f"{plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request",
+    help=f"{plan.resolved.block_size if plan.kv_block_groups is None else plan.kv_block_groups.block_tokens} tokens "
+    f"per block; {plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request"
+    + ("" if plan.kv_block_groups is None else f"; a request of t tokens holds {plan.kv_block_groups.words()}"),
 )
 
 st.subheader("Memory per GPU")

@@ -270,7 +270,12 @@ with time_tab:
         st.caption(
             f"{result.num_completed:,} requests over {fmt_seconds(result.duration_seconds)} of simulated time; "
             f"KV cache of {result.scheduler.num_gpu_blocks:,} blocks of {result.scheduler.block_size_tokens} "
-            "tokens from the memory plan."
+            "tokens from the memory plan"
+            + (
+                "."
+                if result.scheduler.kv_block_groups is None
+                else f"; a request of t tokens holds {result.scheduler.kv_block_groups.words()}."
+            )
         )
 
 # ------------------------------------------------------------------ latency vs rate

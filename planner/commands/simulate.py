@@ -480,6 +480,11 @@ def render_table(r: dict[str, Any]) -> str:
             *_speculative_rows(res),
             *_image_rows(res),
             ("KV cache", f"{sched.num_gpu_blocks:,} blocks of {sched.block_size_tokens} tokens"),
+            *(
+                [("KV blocks per request of t tokens", sched.kv_block_groups.words())]
+                if sched.kv_block_groups is not None
+                else []
+            ),
             (
                 "limits",
                 f"max_num_seqs {sched.max_num_seqs:,}, max_num_batched_tokens {sched.max_num_batched_tokens:,}, "

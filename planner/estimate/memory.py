@@ -52,7 +52,7 @@ from planner.estimate.links import Link
 from planner.estimate.resident import resident_bias_bytes, resident_expert_bits
 from planner.estimate.resolve import Resolved, resolve
 from planner.hardware import HardwareProfile
-from planner.model.kv import KVSpec
+from planner.model.kv import KVBlockGroups, KVSpec
 from planner.model.layers import MoE
 from planner.model.quantization import resolve_formats
 from planner.model.spec import ModelSpec, derived, dtype_bytes
@@ -107,6 +107,13 @@ class MemoryPlan(BaseModel):
     bytes_per_block: int = Field(description="Bytes of one KV block on the fullest rank (all layers of a group).")
     num_gpu_blocks: int = Field(description="KV blocks vLLM would allocate (minimum over ranks).")
     blocks_per_request: int = Field(description="Blocks one max_model_len request may hold, summed over KV groups.")
+    kv_block_groups: KVBlockGroups | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The KV-cache groups a request draws blocks from when the layers are not all of one kind "
+        "(sliding windows, recurrent state): the simulator charges each request its blocks in every group; absent "
+        "for one full-attention group.",
+    )
     kv_cache_tokens: int = Field(description="'GPU KV cache size: N tokens' as vLLM reports it.")
     max_concurrency: float = Field(description="Requests of max_model_len tokens the cache holds at once.")
     max_model_len_that_fits: int | None = Field(
@@ -355,6 +362,9 @@ class KVLayout(BaseModel):
     blocks_per_request: int = Field(description="Blocks one max_model_len request may hold, over all groups.")
     bytes_per_token: int = Field(description="KV bytes per token on this rank below every window.")
     block_size: int = Field(description="Tokens per block after hybrid alignment.")
+    block_groups: KVBlockGroups | None = Field(
+        None, description="The groups a request draws blocks from; None: one full-attention group."
+    )
 
 
 def kv_layout(specs: list[KVSpec], res: Resolved) -> KVLayout:
@@ -415,12 +425,40 @@ class _KVGroups:
             for spec, n in self.buckets
         )
 
+    def block_groups(self, max_model_len: int) -> KVBlockGroups | None:
+        """The groups a request of up to ``max_model_len`` tokens draws blocks from (``KVBlockGroups``); None for
+        one full-attention group (every layer of one kind and page). A window that holds as many blocks as a
+        max_model_len request counts as full attention (it never frees one)."""
+        if not self.buckets:
+            return None
+        full, state = 0, 0
+        windows: dict[int, int] = {}
+        longest = cdiv(max_model_len, self.block)
+        for spec, n in self.buckets:
+            groups = cdiv(n, self.group_size)
+            held = spec.blocks_per_request(max_model_len, self.block, 1)  # at one token in flight: a decode step
+            if spec.is_recurrent:
+                state += groups * held
+            elif spec.token_cap is None or held >= longest:
+                full += groups
+            else:
+                windows[held] = windows.get(held, 0) + groups
+        if full == 1 and not state and not windows:
+            return None
+        return KVBlockGroups(
+            block_tokens=self.block,
+            full_groups=full,
+            window_groups=tuple((g, cap) for cap, g in sorted(windows.items())),
+            state_blocks=state,
+        )
+
     def layout(self, max_model_len: int, in_flight_tokens: int) -> KVLayout:
         return KVLayout(
             bytes_per_block=self.group_size * self.page,
             blocks_per_request=self.blocks_per_request(max_model_len, in_flight_tokens) if self.buckets else 0,
             bytes_per_token=self.bytes_per_token,
             block_size=self.block,
+            block_groups=self.block_groups(max_model_len),
         )
 
 
@@ -616,6 +654,7 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         bytes_per_block=layout.bytes_per_block,
         num_gpu_blocks=int(blocks),
         blocks_per_request=layout.blocks_per_request,
+        kv_block_groups=layout.block_groups,
         kv_cache_tokens=kv_tokens,
         max_concurrency=round(concurrency, 2),
         max_model_len_that_fits=best_len,

@@ -12,11 +12,14 @@ x 2048 tokens = 268,435,456 bytes = 256 MiB per sequence (not 536 MB).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.units import cdiv
+
+if TYPE_CHECKING:  # numpy is imported where an array is asked for: the plan command never loads it
+    import numpy as np
 
 
 class KVSpec(BaseModel):
@@ -278,3 +281,62 @@ class MambaStateKV(KVSpec):
             f"{_layers(layers)} x {self.state_bytes:,} B of recurrent state",
             "per sequence, whatever its length (Mamba conv + SSM state)",
         )
+
+
+class KVBlockGroups(BaseModel):
+    """The KV-cache groups one request draws blocks from, as vLLM's hybrid KV-cache manager lays out a model
+    whose layers are not all of one kind (``planner.estimate.memory.kv_layout``): every group has its own block
+    table over one shared pool of blocks of ``block_tokens`` tokens, so a request of t tokens holds
+    ``full_groups`` x cdiv(t, block) blocks for its full-attention groups, min(cdiv(t, block), cap) in each
+    sliding-window group (vLLM frees the blocks that leave the window; ``cap`` is
+    ``SlidingWindowSpec.max_memory_usage_bytes`` at one token in flight, in blocks), and ``state_blocks`` for its
+    recurrent-state groups whatever t is (one block per Mamba group).
+
+    Worked case, gpt-oss-20b on one H100 (12 sliding layers of window 128 + 12 full, block 16): one group of each;
+    a request of 1,000 tokens holds 63 + min(63, 9) = 72 blocks, not 63. Gemma-3-4B (29 sliding of window 1,024 +
+    5 full): 1 full group and 6 sliding groups, 7 x 63 blocks at 1,000 tokens. Jamba-1.5-Mini (28 Mamba + 4
+    attention layers): the block grows to 80 tokens so that a Mamba state fits one page, and a request holds
+    cdiv(t, 80) + 7 blocks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    block_tokens: int = Field(ge=1, description="Tokens per block of the pool, after hybrid alignment.")
+    full_groups: int = Field(ge=0, description="Groups whose blocks grow with every token (full attention).")
+    window_groups: tuple[tuple[int, int], ...] = Field(
+        (),
+        description="(groups, most blocks a request holds in each) of the sliding-window groups, by window.",
+    )
+    state_blocks: int = Field(0, ge=0, description="Blocks a request holds whatever its length (recurrent state).")
+
+    def blocks(self, tokens: int) -> int:
+        """Blocks a request of ``tokens`` tokens holds over every group (0 for none)."""
+        if tokens <= 0:
+            return 0
+        n = -(-tokens // self.block_tokens)
+        return self.full_groups * n + sum(g * min(n, cap) for g, cap in self.window_groups) + self.state_blocks
+
+    def blocks_array(self, tokens: np.ndarray) -> np.ndarray:
+        """``blocks`` of each element of ``tokens`` (integers)."""
+        import numpy as np
+
+        n = -(-tokens // self.block_tokens)
+        out = self.full_groups * n + self.state_blocks
+        for g, cap in self.window_groups:
+            out = out + g * np.minimum(n, cap)
+        return np.where(tokens > 0, out, 0)
+
+    def words(self) -> str:
+        """What a request of t tokens holds, in words: 'cdiv(t, 16) x 1 full-attention group + min(cdiv(t, 16), 9) x
+        1 sliding-window group'."""
+        n = f"cdiv(t, {self.block_tokens})"
+        parts = [f"{n} x {self.full_groups} full-attention group{'s' if self.full_groups != 1 else ''}"]
+        parts = parts if self.full_groups else []
+        parts += [f"min({n}, {cap}) x {g} sliding-window group{'s' if g != 1 else ''}" for g, cap in self.window_groups]
+        if self.state_blocks:
+            parts.append(f"{self.state_blocks} recurrent-state block{'s' if self.state_blocks != 1 else ''}")
+        return " + ".join(parts)
+
+    def fractional_blocks(self, tokens: float) -> float:
+        """Blocks a request of ``tokens`` tokens holds, without rounding to whole blocks (the analytic capacity)."""
+        n = tokens / self.block_tokens
+        return self.full_groups * n + sum(g * min(n, cap) for g, cap in self.window_groups) + self.state_blocks

@@ -97,7 +97,12 @@ class Saturation(BaseModel):
 def full_batch_requests(scheduler: SchedulerConfig, mean_input_tokens: float, mean_output_tokens: float) -> int:
     """Requests in flight when the replica is full: the max_num_seqs limit or what the KV cache holds at
     their full length, whichever is lower (at least 1; more would only wait or be preempted)."""
-    kv_requests = scheduler.num_gpu_blocks * scheduler.block_size_tokens / (mean_input_tokens + mean_output_tokens)
+    tokens = mean_input_tokens + mean_output_tokens
+    groups = scheduler.kv_block_groups
+    if groups is None:
+        kv_requests = scheduler.num_gpu_blocks * scheduler.block_size_tokens / tokens
+    else:  # every KV-cache group's blocks (sliding windows capped, recurrent state per request)
+        kv_requests = scheduler.num_gpu_blocks / groups.fractional_blocks(tokens)
     return max(1, min(scheduler.max_num_seqs, int(kv_requests)))
 
 

@@ -15,7 +15,9 @@ FCFS policy):
    ``max_num_seqs`` limit and free KV blocks allow; the first request that does not fit stops
    admission (no skipping ahead).
 
-A request holds cdiv(computed_tokens, block_size) blocks. A step that completes a request's
+A request holds cdiv(computed_tokens, block_size) blocks, in each KV-cache group when the model's layers form
+several (``SchedulerConfig.kv_block_groups``, the memory plan's: a sliding-window group holds at most its window's
+blocks, a recurrent-state group one block per request whatever its length). A step that completes a request's
 (re)prefill emits one token; each decode step emits one more; so a request with ``n`` output
 tokens leaves after its prefill plus ``n - 1`` decode steps, and its last token's KV is never
 written (its peak is cdiv(prompt + n - 1, block_size) blocks).
@@ -76,6 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.engine import LongPrompts, OutputReserve
 from planner.errors import ScenarioError
+from planner.model.kv import KVBlockGroups
 from planner.serve.workload import RequestSet, Workload, generate_requests
 
 _SPEC = ConfigDict(frozen=True, extra="forbid")
@@ -298,9 +301,29 @@ class SchedulerConfig(BaseModel):
         description="'continuous': vLLM V1 continuous batching; 'static': take up to max_num_seqs "
         "requests, prefill them, decode until the longest finishes, admit nothing meanwhile.",
     )
+    kv_block_groups: KVBlockGroups | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="The KV-cache groups a request draws blocks from when the model's layers are not all of one "
+        "kind (the memory plan's, ``KVBlockGroups``): a request of t tokens holds its blocks in every group; None: "
+        "one full-attention group, cdiv(t, block_size_tokens) blocks.",
+    )
+
+    def request_blocks(self, tokens: int) -> int:
+        """Blocks a request holding ``tokens`` tokens occupies, over every KV-cache group."""
+        if self.kv_block_groups is not None:
+            return self.kv_block_groups.blocks(tokens)
+        return -(-tokens // self.block_size_tokens)
 
     @model_validator(mode="after")
     def _limits_agree(self) -> SchedulerConfig:
+        groups = self.kv_block_groups
+        if groups is not None and groups.block_tokens != self.block_size_tokens:
+            raise ScenarioError(
+                f"kv_block_groups has blocks of {groups.block_tokens} tokens but block_size_tokens="
+                f"{self.block_size_tokens}.",
+                hint="Give the scheduler the memory plan's block size with its groups (replica.scheduler_config).",
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ScenarioError(
                 f"max_num_batched_tokens={self.max_num_batched_tokens} is below "
@@ -533,7 +556,9 @@ def rejections(
                 f"max_model_len={scheduler.max_model_len}; raise max_model_len or shorten them."
             ),
         )
-    peak_blocks = -(-(total - 1 + lookahead_tokens) // bs)
+    groups = scheduler.kv_block_groups
+    peak = total - 1 + lookahead_tokens
+    peak_blocks = -(-peak // bs) if groups is None else groups.blocks_array(peak)
     note(
         peak_blocks > scheduler.num_gpu_blocks,
         lambda k, m: (
@@ -798,6 +823,7 @@ class _Engine:
         "images",
         "itl_extra",
         "itl_gaps",
+        "kv_blocks",
         "max_seqs",
         "out",
         "preemptions",
@@ -820,6 +846,7 @@ class _Engine:
         self.cached: list[int] = cached.tolist()
         self.bs = scheduler.block_size_tokens
         self.total_blocks = scheduler.num_gpu_blocks
+        self.kv_blocks: Callable[[int], int] = scheduler.request_blocks  # a request's blocks at t tokens
         self.token_budget = scheduler.max_num_batched_tokens
         self.max_seqs = scheduler.max_num_seqs
         self.chunked = scheduler.enable_chunked_prefill
@@ -925,7 +952,9 @@ class _Continuous(_Engine):
         "decode_steps",
         "decoding",
         "end_sum",
+        "epoch",
         "finish_at",
+        "full_weight",
         "gen",
         "grows",
         "idle_s",
@@ -942,6 +971,9 @@ class _Continuous(_Engine):
         "stalls",
         "step_seconds",
         "used",
+        "weight",
+        "window_at",
+        "windows",
     )
     mode = "continuous"
     #: Take runs of plain decode-only steps in ``_decode_run`` (False: every step through the general loop;
@@ -967,8 +999,17 @@ class _Continuous(_Engine):
         self.c0 = [0] * n
         self.last_step = [0] * n
         self.decoding: dict[int, None] = {}
-        self.phase_count = [0] * self.bs
+        self.phase_count = [0] * self.bs  # decoding requests' growth weights (``weight``) by c0 mod bs
         self.finish_at: dict[int, list[int]] = {}
+        # KV-cache groups (``SchedulerConfig.kv_block_groups``): a decoding request's new block is one in each group
+        # that still grows, its ``weight``; a sliding-window group stops growing once the request holds its window
+        # (an event at that step in ``window_at``: (request, groups, its ``epoch``), stale once it stopped decoding)
+        groups = scheduler.kv_block_groups
+        self.full_weight = 1 if groups is None else groups.full_groups
+        self.windows = () if groups is None else groups.window_groups
+        self.weight = [self.full_weight] * n
+        self.epoch = [0] * n
+        self.window_at: dict[int, list[tuple[int, int, int]]] = {}
         self.c0_sum = 0
         self.used = 0
         self.prefilling = -1
@@ -1057,6 +1098,8 @@ class _Continuous(_Engine):
                 self._finish_decodes(finish_at.pop(s), hold_now)
             if chunks:
                 self._advance_prefills(chunks, reserve, g_next)
+            if s in self.window_at:
+                self._windows_held(self.window_at.pop(s))
             s += 1
             g_prev, g_now, g_next = g_now, g_next, floor(e * (s + 1))
 
@@ -1073,6 +1116,7 @@ class _Continuous(_Engine):
         decoding, waiting, finish_at, bs, phase_count, total_blocks, decode_steps, *_ = self.run_fixed  # the engine's
         *_, starts, seconds_, used_blocks, stretches, itl = self.run_fixed  # and the record's appenders
         t, used, start, next_arrival = self.t, self.used, s, self.arrivals.next_time_s
+        window_at = self.window_at
         n_dec = len(decoding)
         kv, seconds, first = self.c0_sum + n_dec * (s + 1), decode_steps(n_dec), s
         while True:
@@ -1087,6 +1131,8 @@ class _Continuous(_Engine):
             t += dt
             if itl is not None:
                 itl(n_dec)
+            if s in window_at:
+                self._windows_held(window_at.pop(s))
             if s in finish_at:
                 stretches((s + 1 - first, n_dec, 0, 0, n_dec))
                 self.t, self.used = t, used
@@ -1167,7 +1213,7 @@ class _Continuous(_Engine):
         i = 0
         while i < end:
             rid = order[i]
-            grow = grow_by_phase[c0[rid] % bs]
+            grow = grow_by_phase[c0[rid] % bs] * self.weight[rid]
             while self.total_blocks - self.used < grow:
                 if self.prefilling >= 0:
                     self._preempt_prefilling()
@@ -1217,7 +1263,7 @@ class _Continuous(_Engine):
             c = min(ntok[rid] - start, budget)
             if c < ntok[rid] - start and not self.chunked:
                 break
-            blocks = -(-(start + c + (reserve if start + c == ntok[rid] else 0)) // bs)
+            blocks = self.kv_blocks(start + c + (reserve if start + c == ntok[rid] else 0))
             if self.used + blocks > self.total_blocks:
                 break
             if held is not None:
@@ -1270,7 +1316,7 @@ class _Continuous(_Engine):
         start = self.comp[rid]
         c = min(self.ntok[rid] - start, budget)
         extra = reserve if start + c == self.ntok[rid] else 0
-        blocks = -(-(start + c + extra) // self.bs) + (start // -self.bs)  # cdiv(start + c + extra) - cdiv(start)
+        blocks = self.kv_blocks(start + c + extra) - self.kv_blocks(start)
         if self.used + blocks > self.total_blocks:
             self._preempt_prefilling()
             return None
@@ -1297,8 +1343,8 @@ class _Continuous(_Engine):
         self._requeue(rid, computed=computed, held=c + hold_prev)
 
     def _requeue(self, rid: int, *, computed: int, held: int) -> None:
-        """Free the cdiv(held) blocks of a preempted request; it goes back to the front of the queue."""
-        self.used -= -(-held // self.bs)
+        """Free the blocks of a preempted request holding ``held`` tokens; it goes back to the front of the queue."""
+        self.used -= self.kv_blocks(held)
         self.recomputed += computed - self.cached[rid]
         self.waiting.appendleft(rid)
         self.preemptions += 1
@@ -1306,17 +1352,17 @@ class _Continuous(_Engine):
     # ---- advancing requests after the step ----------------------------------------------------
 
     def _finish_decodes(self, done: list[int], hold_now: int) -> None:
-        """Decoding requests whose last token came in this step leave, freeing cdiv(c0 + hold_now) blocks each."""
+        """Decoding requests whose last token came in this step leave, freeing the blocks of c0 + hold_now tokens."""
         bs, out, gen, c0, decoding, phase_count = self.bs, self.out, self.gen, self.c0, self.decoding, self.phase_count
-        last_step = self.last_step
+        last_step, weight, kv_blocks = self.last_step, self.weight, self.kv_blocks
         freed = left = ends = 0
         for rid in done:
             c = c0[rid]  # ``_stop_decoding``, its sums kept for the end
             del decoding[rid]
-            phase_count[c % bs] -= 1
+            phase_count[c % bs] -= weight[rid]
             left += c
             ends += last_step[rid]
-            freed += -(-(c + hold_now) // bs)
+            freed += kv_blocks(c + hold_now)
             gen[rid] = out[rid]
             self._finish(rid)
         self.c0_sum -= left
@@ -1342,17 +1388,22 @@ class _Continuous(_Engine):
                 self.itl_extra.append(t - self.last_tok[rid])
             gen[rid] = g = g + 1
             if g == out[rid]:
-                self.used -= -(-(computed + reserve) // self.bs)
+                self.used -= self.kv_blocks(computed + reserve)
                 self._finish(rid)
             else:
-                self._start_decoding(rid, computed - g_next, g_next + out[rid] - g)
+                self._start_decoding(rid, computed - g_next, g_next + out[rid] - g, g_next)
 
-    def _start_decoding(self, rid: int, c: int, tokens: int) -> None:
-        """``rid`` decodes from the next step on with c0 = ``c``; its last token comes once the clock has
-        gained ``tokens`` more than at that step: in the first step m with G(m + 1) >= G(s + 1) + remaining."""
+    def _start_decoding(self, rid: int, c: int, tokens: int, g_first: int) -> None:
+        """``rid`` decodes from the step whose clock is ``g_first`` on with c0 = ``c``; its last token comes once
+        the clock has gained ``tokens`` more than at that step: in the first step m with G(m + 1) >= G(s + 1) +
+        remaining."""
         self.c0[rid] = c
         self.decoding[rid] = None
-        self.phase_count[c % self.bs] += 1
+        weight = self.full_weight
+        if self.windows:
+            weight += self._window_growth(rid, c, g_first)
+        self.weight[rid] = weight
+        self.phase_count[c % self.bs] += weight
         self.c0_sum += c
         key = self.speculation.first_step_at(tokens) - 1
         self.last_step[rid] = key
@@ -1363,11 +1414,43 @@ class _Continuous(_Engine):
         else:
             bucket.append(rid)
 
+    def _window_growth(self, rid: int, c: int, g_first: int) -> int:
+        """The sliding-window groups in which ``rid`` (c0 = ``c``, decoding from the step whose clock is ``g_first``)
+        still gains blocks, and the event of each at the last step it does. Step m allocates block cdiv(c + G(m - 1)
+        + k + 2) when that is a new one; a window group of cap blocks takes it while that block's index is <= cap,
+        so through the last step m* with G(m* - 1) <= (cap - 1) x bs - c - (k + 1)."""
+        spec, bs = self.speculation, self.bs
+        first = spec.first_step_at(g_first)
+        self.epoch[rid] = epoch = self.epoch[rid] + 1
+        growing = 0
+        for groups, cap in self.windows:
+            last = spec.first_step_at((cap - 1) * bs - c - spec.verified_tokens + 1)
+            if last >= first:
+                growing += groups
+                self.window_at.setdefault(last, []).append((rid, groups, epoch))
+        return growing
+
+    def _windows_held(self, events: list[tuple[int, int, int]]) -> None:
+        """After the step of these events, each request (still decoding since it set them) holds its window's blocks
+        in their groups: its new blocks no longer include them."""
+        decoding, weight, epoch, c0, bs, phase_count = (
+            self.decoding,
+            self.weight,
+            self.epoch,
+            self.c0,
+            self.bs,
+            self.phase_count,
+        )
+        for rid, groups, stamp in events:
+            if rid in decoding and epoch[rid] == stamp:
+                weight[rid] -= groups
+                phase_count[c0[rid] % bs] -= groups
+
     def _stop_decoding(self, rid: int) -> int:
         """Take ``rid`` out of the decoding aggregates; return its c0."""
         c = self.c0[rid]
         del self.decoding[rid]
-        self.phase_count[c % self.bs] -= 1
+        self.phase_count[c % self.bs] -= self.weight[rid]
         self.c0_sum -= c
         self.end_sum -= self.last_step[rid]
         return c
@@ -1407,11 +1490,11 @@ class _Static(_Engine):
 
     def _form_batch(self) -> tuple[list[int], int]:
         """(batch, its KV blocks): FCFS while max_num_seqs and every request's full-length KV allow."""
-        waiting, prompt, out, bs = self.waiting, self.prompt, self.out, self.bs
+        waiting, prompt, out = self.waiting, self.prompt, self.out
         batch: list[int] = []
         used = 0
         while waiting and len(batch) < self.max_seqs:
-            blocks = -(-(prompt[waiting[0]] + out[waiting[0]] - 1) // bs)
+            blocks = self.kv_blocks(prompt[waiting[0]] + out[waiting[0]] - 1)
             if used + blocks > self.total_blocks:
                 break
             batch.append(waiting.popleft())
