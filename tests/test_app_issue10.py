@@ -623,6 +623,14 @@ def test_the_plan_charts_labels_sit_on_their_lines():
     assert here["xref"] == "x" and here["x"] == pytest.approx(np.log10(8192))
 
 
+@pytest.mark.parametrize("engine,name", [("sglang@0.5.4", "SGLang"), ("trtllm@1.2.0", "TensorRT-LLM")])
+def test_the_one_request_line_names_the_engine_of_the_plan(engine, name):
+    at = fresh(query={"len": "8192", "ev": engine})
+    fig = json.loads(at.get("plotly_chart")[1].proto.spec)
+    texts = [a["text"] for a in fig["layout"]["annotations"]]
+    assert f"1 request: below it {name} does not start" in texts, texts
+
+
 def test_the_roofline_table_fits_its_container_and_the_csv_keeps_every_column(downloads):
     import io
 

@@ -250,8 +250,9 @@ def placement_map(p: Placement) -> go.Figure:
 
 
 @_memoized
-def concurrency_vs_context(sweep: Sequence[ContextPoint], current_len: int) -> go.Figure:
-    """Requests of max_model_len tokens the KV cache holds at once, for each max_model_len (log-log)."""
+def concurrency_vs_context(sweep: Sequence[ContextPoint], current_len: int, engine: str = "vLLM") -> go.Figure:
+    """Requests of max_model_len tokens the KV cache holds at once, for each max_model_len (log-log); ``engine``
+    names the engine that would not start below one request."""
     fig = go.Figure()
     fig.add_scatter(
         x=[point.max_model_len for point in sweep],
@@ -266,7 +267,7 @@ def concurrency_vs_context(sweep: Sequence[ContextPoint], current_len: int) -> g
         y=1,
         line_dash="dot",
         line_color="#E45756",
-        annotation_text="1 request: below it vLLM does not start",
+        annotation_text=f"1 request: below it {engine} does not start",
         annotation_position="top left",
         annotation_font_size=11,
         annotation_y=0,

@@ -4,6 +4,7 @@ import json
 
 import streamlit as st
 
+from planner.engine import DEFAULT_ENGINE, ENGINE_NAMES, resolve_engine
 from ui import charts
 from ui.derived import fmt_requests, kv_formula, memory_terms_table, placement_caption
 from ui.errors import shown_errors
@@ -129,7 +130,8 @@ with shown_errors():
 left, right = st.columns(2)
 with left:
     st.subheader("Max concurrency vs context length")
-    plotted(charts.concurrency_vs_context, sweep, res.max_model_len, key="plan_concurrency")
+    engine = ENGINE_NAMES[resolve_engine(sc.engine_version or DEFAULT_ENGINE)[0].engine]
+    plotted(charts.concurrency_vs_context, sweep, res.max_model_len, engine, key="plan_concurrency")
 with right:
     st.subheader("KV cache per token")
     kind_badge("exact")
