@@ -25,7 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from planner.estimate.memory import PEAK_TERMS  # what a static pool keeps outside (ui.derived imports the module too)
+from planner.estimate.memory import terms_outside  # what the budget does not hold (ui.derived imports the module too)
 from planner.units import GiB
 from ui.derived import PLACEMENT_COLUMNS, digest, placement_cells, placement_rows_per_node, plottable_ops
 
@@ -126,13 +126,13 @@ def memory_bar(plan: MemoryPlan) -> go.Figure:
         )
     requested = plan.requested_memory_bytes_per_gpu / GiB
     total = plan.total_memory_bytes_per_gpu / GiB
-    outside = PEAK_TERMS if plan.resolved.static_pool else frozenset()  # SGLang: not in the budget
+    outside = terms_outside(plan.resolved)  # SGLang's peaks, or the graph pool of vLLM through 0.20: not in the budget
     used = sum(term.bytes for term in plan.terms if term.name != "free" and term.name not in outside) / GiB
     beyond = sum(term.bytes for term in plan.terms if term.name in outside) / GiB
-    # does not start: how far past the budget the terms reach, or (a static pool) past the card the terms outside it
+    # does not start: how far past the budget the terms reach, or past the card the terms outside it
     over = [(requested, used, "over the budget")] if used > requested else []
     if outside and requested + beyond > total:
-        over.append((total, requested + beyond, "outside the pool, past the card"))
+        over.append((total, requested + beyond, "outside the fraction, past the card"))
     for x0, x1, words in over:
         fig.add_vrect(
             x0=x0,

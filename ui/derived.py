@@ -64,6 +64,10 @@ FREE_FRACTION_NOTES: dict[str, str] = {
 }
 """The same for an engine that gives its KV cache a share of the free memory (TensorRT-LLM)."""
 NOTES_BY_RULE: dict[str, dict[str, str]] = {"static_pool": STATIC_POOL_NOTES, "free_fraction": FREE_FRACTION_NOTES}
+GRAPHS_AFTER_NOTES: dict[str, str] = {
+    "cuda_graphs": "CUDA-graph pool, beyond gpu_memory_utilization (vLLM < 0.21.0)",
+}
+"""vLLM releases that capture their CUDA graphs after sizing the KV cache (``Resolved.reserves_cuda_graph_memory``)."""
 
 
 # ------------------------------------------------------------------------------ tables as the page shows them
@@ -114,6 +118,8 @@ def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
     import pandas as pd
 
     notes = NOTES_BY_RULE.get(plan.resolved.memory_rule, {})
+    if not plan.resolved.reserves_cuda_graph_memory and not plan.resolved.static_pool:
+        notes = {**notes, **GRAPHS_AFTER_NOTES}
     return pd.DataFrame(
         [
             {

@@ -514,7 +514,7 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
         layout = _stage_groups(model, res, layers).layout(res.max_model_len, res.max_num_batched_tokens)
         graphs = cuda_graph_bytes(model, sc, len(layers))
         held = weights[s] + non_torch + adapters[s] + encoder + encoder_cache
-        requested, budget = kv_budget(res, hw.memory_bytes, held, act + graphs + encoder_act)
+        requested, budget = kv_budget(res, hw.memory_bytes, held, _peaks_split(res, act, graphs, encoder_act)[0])
         blocks = _capacity(budget, layout)[0]
         row = (blocks, s, layout, graphs, budget, requested)
         if worst is None or (blocks, -weights[s]) < (worst[0], -weights[worst[1]]):
@@ -523,7 +523,7 @@ def _numbers(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> _Numbers:
     _, s, layout, graphs, budget, requested = worst
     blocks, concurrency, fits = _capacity(budget, layout)
     res, act = _pooled(model, sc, res, blocks, act)
-    short = _outside_short(hw, res, requested, act + graphs + encoder_act)
+    short = _outside_short(hw, requested, _peaks_split(res, act, graphs, encoder_act)[1])
     fits = fits and not short
     return _Numbers(
         res,
@@ -573,11 +573,13 @@ def _pooled(model: ModelSpec, sc: Scenario, res: Resolved, blocks: int, act: int
 def kv_budget(res: Resolved, total: int, held: int, peaks: int) -> tuple[int, int]:
     """(requested, KV budget) of one GPU under the engine's rule (``Resolved.memory_rule``), with ``held`` the bytes
     resident before the KV cache (weights, non-torch memory, adapter slots, the encoder and its cache) and ``peaks``
-    the activation peak and the CUDA-graph pool (the encoder's forward included):
+    the peaks it makes room for (``_peaks_split``: the activation peak, the encoder's forward and, where the engine
+    reserves it first, the CUDA-graph pool):
 
-    * budget (vLLM): requested = ceil(total x fraction); the KV cache gets requested - held - peaks;
+    * budget (vLLM): requested = ceil(total x fraction); the KV cache gets requested - held - peaks (vLLM through
+      0.20 captures its graphs after, beyond the fraction: ``_outside_short`` checks they fit);
     * static_pool (SGLang): requested = ceil(total x fraction) holds weights + KV; the KV cache gets
-      requested - held, the peaks live outside it (``_outside_short`` checks they fit);
+      requested - held, every peak lives outside it (peaks is 0; ``_outside_short`` checks they fit);
     * free_fraction (TensorRT-LLM): the KV cache gets floor(fraction x (total - held - peaks)), and requested is
       everything the engine then holds (held + peaks + KV)."""
     fraction = res.gpu_memory_utilization
@@ -586,20 +588,41 @@ def kv_budget(res: Resolved, total: int, held: int, peaks: int) -> tuple[int, in
         budget = math.floor(fraction * free) if free > 0 else free
         return held + peaks + max(0, budget), budget
     requested = math.ceil(total * fraction)
-    return requested, requested - held - (0 if res.static_pool else peaks)
+    return requested, requested - held - peaks
 
 
-#: The plan's terms that are the step's peaks (activation peak, CUDA-graph pool, the encoder's forward): a static pool
-#: (SGLang) keeps them outside the fraction it requests.
-PEAK_TERMS = frozenset({"activations", "cuda_graphs", "encoder_activations"})
+#: The plan's terms that are the step's peaks (activation peak, CUDA-graph pool, the encoder's forward), in the order
+#: ``_peaks_split`` takes their bytes: a static pool (SGLang) keeps them all outside the fraction it requests.
+PEAK_TERMS_ORDER = ("activations", "cuda_graphs", "encoder_activations")
+PEAK_TERMS = frozenset(PEAK_TERMS_ORDER)
 
 
-def _outside_short(hw: HardwareProfile, res: Resolved, requested: int, outside_kv: int) -> int:
-    """A static pool's shortfall: the bytes the memory outside it lacks for the activation peak and graph pool
-    (``outside_kv``); 0 when they fit, or under vLLM's budget (which holds them)."""
-    if not res.static_pool:
-        return 0
-    return max(0, outside_kv - (hw.memory_bytes - requested))
+def terms_outside(res: Resolved) -> frozenset[str]:
+    """The plan's terms that take memory beyond the requested fraction: every peak under a static pool (SGLang), the
+    CUDA-graph pool where the engine captures its graphs after sizing the KV cache (vLLM V0 and V1 through 0.20:
+    ``Resolved.reserves_cuda_graph_memory``), none otherwise."""
+    if res.static_pool:
+        return PEAK_TERMS
+    return frozenset() if res.reserves_cuda_graph_memory else frozenset({"cuda_graphs"})
+
+
+def _peaks_split(res: Resolved, act: int, graphs: int, encoder_act: int) -> tuple[int, int]:
+    """(the peaks' bytes the KV budget makes room for, those kept beyond the requested fraction: ``terms_outside``)."""
+    outside = terms_outside(res)
+    inside = beyond = 0
+    for name, nbytes in zip(PEAK_TERMS_ORDER, (act, graphs, encoder_act), strict=True):
+        if name in outside:
+            beyond += nbytes
+        else:
+            inside += nbytes
+    return inside, beyond
+
+
+def _outside_short(hw: HardwareProfile, requested: int, beyond: int) -> int:
+    """The bytes the memory beyond the requested fraction lacks for the peaks kept there (``beyond``: a static pool's
+    activations and graphs, or the graph pool that vLLM through 0.20 captures after sizing the KV cache, running out
+    of memory at capture); 0 when they fit."""
+    return max(0, beyond - (hw.memory_bytes - requested)) if beyond else 0
 
 
 def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest: bool = True) -> MemoryPlan:
@@ -624,8 +647,9 @@ def plan_memory(model: ModelSpec, hw: HardwareProfile, sc: Scenario, *, suggest:
         MemoryTerm(
             name="kv_cache", bytes=max(0, blocks * layout.bytes_per_block), kind="estimate"
         ),  # what the estimated overheads leave
-        # a static pool (SGLang) lists its own terms first, then the peaks it keeps outside
-        *([non_torch_term, *peaks] if res.static_pool else [*peaks, non_torch_term]),
+        # the terms inside the requested fraction first, then those beyond it (``terms_outside``: a static pool's
+        # peaks, or the graph pool an older vLLM captures after sizing the KV cache), as the memory bar draws them
+        *sorted([*peaks, non_torch_term], key=lambda t: t.name in terms_outside(res)),
     ]
     if res.lora is not None:  # vLLM --enable-lora: the adapter slots, exact from the shapes
         terms.insert(1, MemoryTerm(name="lora", bytes=adapters, kind="exact"))
@@ -703,10 +727,17 @@ def _verdict(fits, model, hw, sc, res, weights, budget, layout, concurrency, req
     if short:
         outside = hw.memory_bytes - requested
         most = math.floor((hw.memory_bytes - outside - short) / hw.memory_bytes * 100) / 100
+        if res.static_pool:
+            return (
+                f"does not start: SGLang keeps activations and CUDA graphs outside its static pool, and the "
+                f"{fmt_gib(outside)} outside --mem-fraction-static {res.gpu_memory_utilization:g} is "
+                f"{fmt_gib(short)} short of what they need; use --mem-fraction-static {most:.2f} or less"
+            )
         return (
-            f"does not start: SGLang keeps activations and CUDA graphs outside its static pool, and the "
-            f"{fmt_gib(outside)} outside --mem-fraction-static {res.gpu_memory_utilization:g} is "
-            f"{fmt_gib(short)} short of what they need; use --mem-fraction-static {most:.2f} or less"
+            f"does not start: this vLLM captures its CUDA graphs after sizing the KV cache (before 0.21.0), and "
+            f"the {fmt_gib(outside)} outside --gpu-memory-utilization {res.gpu_memory_utilization:g} is "
+            f"{fmt_gib(short)} short of the graph pool; use --gpu-memory-utilization {most:.2f} or less, or "
+            "--enforce-eager"
         )
     need_kv = layout.blocks_per_request * layout.bytes_per_block
     if res.memory_rule == "free_fraction":  # TensorRT-LLM: a share of what weights and overheads leave
@@ -766,10 +797,11 @@ def _budget_only(base: _Numbers, model: ModelSpec, hw: HardwareProfile, sc: Scen
     graphs = cuda_graph_bytes(model, sc, len(base.stages[base.stage]))
     res = base.res.model_copy(update={"gpu_memory_utilization": fraction})
     held = base.weights[base.stage] + base.non_torch + base.lora + base.encoder + base.encoder_cache
-    requested, budget = kv_budget(res, hw.memory_bytes, held, base.act + graphs + base.encoder_activations)
+    inside = _peaks_split(res, base.act, graphs, base.encoder_activations)[0]
+    requested, budget = kv_budget(res, hw.memory_bytes, held, inside)
     blocks, concurrency, fits = _capacity(budget, base.layout)
     res, act = _pooled(model, sc, res, blocks, base.act)  # a static pool's blocks do not depend on its slots
-    short = _outside_short(hw, res, requested, act + graphs + base.encoder_activations)
+    short = _outside_short(hw, requested, _peaks_split(res, act, graphs, base.encoder_activations)[1])
     return base._replace(
         res=res,
         act=act,

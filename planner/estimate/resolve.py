@@ -74,6 +74,14 @@ class Resolved(BaseModel):
         "(TensorRT-LLM: a share of the memory free after weights, activations and graphs).",
     )
 
+    reserves_cuda_graph_memory: bool = Field(
+        True,
+        exclude_if=lambda v: v is True,
+        description="The engine sizes its KV cache after reserving the CUDA-graph pool (EngineProfile."
+        "reserves_graph_memory_at: vLLM from 0.21.0, SGLang, TensorRT-LLM); False: it captures the graphs after "
+        "sizing the KV cache, so they take memory beyond the fraction (vLLM V0 and V1 through 0.20).",
+    )
+
     @property
     def fraction_flag(self) -> str:
         """The engine's flag for that fraction (``FRACTION_FLAGS`` of its rule)."""
@@ -198,6 +206,7 @@ def _resolve(model: ModelSpec, hw: HardwareProfile, sc: Scenario) -> Resolved:
         profiled_rows=profile.profiled_rows(budget, max_len),
         gpu_memory_utilization=fraction,
         memory_rule=profile.memory_rule,
+        reserves_cuda_graph_memory=profile.reserves_graph_memory_at(version),
         weight_formats=formats,
         expert_layout=_expert_layout(formats, hw, sc),
         lora=sc.lora,

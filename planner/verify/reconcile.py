@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.engine import EngineError, parse_version, resolve_engine
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
-from planner.estimate.memory import MemoryPlan, plan_memory
+from planner.estimate.memory import MemoryPlan, plan_memory, terms_outside
 from planner.estimate.resolve import KV_DTYPES, Resolved, chunked_prefill
 from planner.hardware import (
     CALIBRATED_SUFFIX,
@@ -275,6 +275,20 @@ def _v0_engine(version: str | None) -> str:
     return V0_PROFILE
 
 
+def _v1_engine(version: str | None) -> str | None:
+    """The engine version a V1 log is planned with: ``vllm@VERSION`` when a profile holds the printed release, else
+    None (the newest release's rules)."""
+    numbers = _version_tuple(version)
+    if numbers is None:
+        return None
+    spec = "vllm@" + ".".join(map(str, numbers))
+    try:
+        resolve_engine(spec)
+    except EngineError:
+        return None
+    return spec
+
+
 def engine_generation(report: VllmStartupReport) -> tuple[Literal["V0", "V1"] | None, str | None]:
     """V0 or V1, and how it was decided (None when it had to be assumed)."""
     if report.engine is not None:
@@ -442,6 +456,10 @@ def scenario_from_report(
         notes.append("--enforce-eager not stated; CUDA graphs (vLLM's default) assumed")
     if report.max_num_batched_tokens is not None:
         read["max_num_batched_tokens"] = report.max_num_batched_tokens
+    if generation == "V1":
+        engine_v1 = _v1_engine(report.vllm_version)
+        if engine_v1 is not None:  # that release's memory rules (the graph pool, the default fraction)
+            defaults["engine_version"] = engine_v1
     if generation == "V0":
         length = report.max_model_len or model.max_position_embeddings
         engine = _v0_engine(report.vllm_version)
@@ -452,16 +470,20 @@ def scenario_from_report(
         chunked = chunked_prefill(model, Scenario(gpu=hw.id, engine_version=engine), v0, version, length)
         defaults["enable_chunked_prefill"] = chunked
         defaults["max_num_seqs"] = v0.default_max_num_seqs
-        defaults["cuda_graph_memory_bytes"] = 0
-        notes.append(
-            "V0 engine: the KV cache was sized before CUDA graphs were captured, so the graph pool is not "
-            "subtracted from it (planned as 0)"
-        )
         if report.max_num_batched_tokens is None:
             notes.append(
                 f"V0 engine: chunked prefill {'on' if chunked else 'off'} (V0 enabled it only above "
                 f"{long_context.above_tokens:,} tokens), so the profiling run covers "
                 + (f"{length:,} tokens (max_model_len)" if not chunked else "the default token budget")
+            )
+    planned_engine = defaults.get("engine_version")
+    if planned_engine is not None and read.get("engine") != "eager":
+        profile, at = resolve_engine(planned_engine)
+        if not profile.reserves_graph_memory_at(at):
+            notes.append(
+                f"vLLM {report.vllm_version or '(V0)'} sized the KV cache before capturing CUDA graphs (releases "
+                "before 0.21.0): the graph pool is not taken from the KV budget, it needs memory beyond "
+                "gpu_memory_utilization"
             )
     weight_dtype = _weight_dtype(report, model, notes)
     if weight_dtype is not None:
@@ -710,10 +732,10 @@ def _terms(
 def _kv_gap(report: VllmStartupReport, plan: MemoryPlan) -> dict[str, int]:
     """Bytes of (planner KV budget - vLLM KV budget) explained by each input, where both sides know it.
 
-    The KV budget is requested - weights - non_torch - activation - graphs, so a term the planner
-    over-predicts by X bytes takes X bytes from its KV budget (entered as -X). ``not_itemized`` is
-    what the printed terms leave unexplained: terms the log does not print (often the planner's
-    CUDA-graph pool, which older vLLM did not take from the KV budget) and the printed rounding.
+    The KV budget is requested - weights - non_torch - activation - graphs (the graph pool only where the release
+    reserves it first: ``memory.terms_outside``), so a term the planner over-predicts by X bytes takes X bytes from
+    its KV budget (entered as -X). ``not_itemized`` is what the printed terms leave unexplained: terms the log does
+    not print and the printed rounding.
     """
     gap: dict[str, int] = {}
     if report.requested_memory_bytes is not None:
@@ -728,8 +750,9 @@ def _kv_gap(report: VllmStartupReport, plan: MemoryPlan) -> dict[str, int]:
             None if report.cuda_graph_bytes is None else max(report.cuda_graph_bytes, 0),
         ),
     )
+    outside = terms_outside(plan.resolved)
     for name, predicted, reported in pairs:
-        if reported is not None:
+        if reported is not None and name not in outside:
             gap[name] = -(predicted - reported)
     if report.kv_cache_memory_bytes is not None:
         gap["not_itemized"] = plan.kv_cache_bytes_per_gpu - report.kv_cache_memory_bytes - sum(gap.values())
