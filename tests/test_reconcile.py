@@ -69,7 +69,7 @@ def test_v0_single_line_format_rtx3090_20k():
     # scenario as read: max_model_len from the concurrency line, utilization from the profiling line
     assert rec.scenario.max_model_len == 20000 and rec.scenario.gpu_memory_utilization == 0.90
     # V0 without chunked prefill below 32K tokens: the profiling run covers the whole max_model_len
-    assert rec.scenario.enable_chunked_prefill is False and rec.resolved.max_num_batched_tokens == 20000
+    assert rec.resolved.enable_chunked_prefill is False and rec.resolved.max_num_batched_tokens == 20000
     # reported values, as printed (GiB = 2**30 bytes)
     assert t["weights"].reported == gib(14.9888)
     assert t["non_torch"].reported == gib(0.35)
@@ -103,15 +103,27 @@ def test_v0_long_context_plans_v0s_own_step_budget(version, engine, budget):
         update={"max_model_len": 65536, "vllm_version": version}
     )
     rec = reconcile(report, {"gpu": "h100-sxm"}, model="meta-llama/Llama-3.1-8B")
-    assert rec.scenario.engine_version == engine and rec.scenario.enable_chunked_prefill is True
+    assert rec.scenario.engine_version == engine and rec.resolved.enable_chunked_prefill is True
     assert rec.resolved.max_num_batched_tokens == budget and rec.resolved.max_num_seqs == 256
+
+
+def test_v0_max_model_len_given_on_the_command_line_decides_chunked_prefill():
+    """The log printed 20,000 tokens (chunked prefill off); --max-model-len 65536 on the command line is the context
+    planned, and V0 would have chunked above 32K: on, with 0.6.4's 512-token step, said so in the notes."""
+    report = parse_vllm_log(load("v0_issue10517_llama8b_rtx3090_20k.log")).model_copy(update={"vllm_version": "0.6.4"})
+    logged = reconcile(report, {"gpu": "h100-sxm"}, model="meta-llama/Llama-3.1-8B")
+    given = reconcile(report, {"gpu": "h100-sxm", "max_model_len": 65536}, model="meta-llama/Llama-3.1-8B")
+    assert not logged.resolved.enable_chunked_prefill and logged.resolved.max_num_batched_tokens == 20000
+    assert given.resolved.enable_chunked_prefill and given.resolved.max_num_batched_tokens == 512
+    assert any("V0 engine: chunked prefill on" in a for a in given.assumptions)
+    assert any("covers 20,000 tokens (max_model_len)" in a for a in logged.assumptions)
 
 
 def test_v0_long_context_rule_leaves_mla_models_out():
     """V0 kept chunked prefill off for MLA models whatever the context: the whole 65,536-token prompt is profiled."""
     report = parse_vllm_log(load("v0_issue10517_llama8b_rtx3090_20k.log")).model_copy(update={"max_model_len": 65536})
     rec = reconcile(report, model="deepseek-ai/DeepSeek-V2-Lite")
-    assert rec.scenario.engine_version == "vllm-v0" and rec.scenario.enable_chunked_prefill is False
+    assert rec.scenario.engine_version == "vllm-v0" and rec.resolved.enable_chunked_prefill is False
     assert rec.resolved.max_num_batched_tokens == 65536
     assert any("chunked prefill off" in a for a in rec.assumptions)
 

@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planner.engine import EngineError, parse_version, resolve_engine
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
 from planner.estimate.memory import MemoryPlan, plan_memory, terms_outside
-from planner.estimate.resolve import KV_DTYPES, Resolved, chunked_prefill
+from planner.estimate.resolve import KV_DTYPES, Resolved
 from planner.hardware import (
     CALIBRATED_SUFFIX,
     HardwareProfile,
@@ -461,21 +461,9 @@ def scenario_from_report(
         if engine_v1 is not None:  # that release's memory rules (the graph pool, the default fraction)
             defaults["engine_version"] = engine_v1
     if generation == "V0":
-        length = report.max_model_len or model.max_position_embeddings
-        engine = _v0_engine(report.vllm_version)
-        defaults["engine_version"] = engine  # resolve takes V0's step budget, max_num_seqs and memory fraction from it
-        v0, version = resolve_engine(engine)
-        long_context = v0.chunked_prefill_long_context
-        assert long_context is not None and v0.default_max_num_seqs is not None, "a V0 profile has both"
-        chunked = chunked_prefill(model, Scenario(gpu=hw.id, engine_version=engine), v0, version, length)
-        defaults["enable_chunked_prefill"] = chunked
-        defaults["max_num_seqs"] = v0.default_max_num_seqs
-        if report.max_num_batched_tokens is None:
-            notes.append(
-                f"V0 engine: chunked prefill {'on' if chunked else 'off'} (V0 enabled it only above "
-                f"{long_context.above_tokens:,} tokens), so the profiling run covers "
-                + (f"{length:,} tokens (max_model_len)" if not chunked else "the default token budget")
-            )
+        # resolve takes V0's step budget, max_num_seqs, memory fraction and chunked prefill (on only above 32K tokens
+        # of context, with its exemptions) from that release's profile, at the max_model_len finally planned
+        defaults["engine_version"] = _v0_engine(report.vllm_version)
     planned_engine = defaults.get("engine_version")
     if planned_engine is not None and read.get("engine") != "eager":
         profile, at = resolve_engine(planned_engine)
@@ -489,6 +477,19 @@ def scenario_from_report(
     if weight_dtype is not None:
         read["weight_dtype"] = weight_dtype
     return read, defaults, notes
+
+
+def _v0_chunking_note(generation: Literal["V0", "V1"] | None, sc: Scenario, res: Resolved) -> list[str]:
+    """For a V0 log planned without a printed step budget: whether V0 chunked its prefill at the planned context
+    (on only above the long-context threshold of its profile), and so what the profiling run covered."""
+    if generation != "V0" or sc.max_num_batched_tokens is not None or sc.enable_chunked_prefill is not None:
+        return []
+    profile, _ = resolve_engine(sc.engine_version or V0_PROFILE)
+    rule = profile.chunked_prefill_long_context
+    above = f" (V0 enabled it only above {rule.above_tokens:,} tokens)" if rule is not None else ""
+    chunked = res.enable_chunked_prefill
+    covered = "the default token budget" if chunked else f"{res.max_model_len:,} tokens (max_model_len)"
+    return [f"V0 engine: chunked prefill {'on' if chunked else 'off'}{above}, so the profiling run covers {covered}"]
 
 
 def _weight_dtype(report: VllmStartupReport, model: ModelSpec, notes: list[str]) -> str | None:
@@ -605,6 +606,7 @@ def reconcile(
             hint="Override the offending value on the command line.",
         ) from None
     plan = plan_memory(spec, hw, sc, suggest=False)
+    assumptions += _v0_chunking_note(engine_generation(report)[0], sc, plan.resolved)
     overhead_kind = "calibrated" if calibration_used else "estimate"
     terms = _terms(report, plan, sc, overrides, overhead_kind)
     gap = _kv_gap(report, plan)
