@@ -356,6 +356,12 @@ class EngineProfile(BaseModel):
         None,
         description="KV held back at admission for outputs not generated yet (None: none, vLLM's admission).",
     )
+    prefix_caching_default: bool = Field(
+        False,
+        description="Prefix caching is on by default (vLLM V1's automatic prefix caching, SGLang's radix cache, "
+        "TensorRT-LLM's KV block reuse): freed blocks stay cached, so a preempted request finds its computed blocks "
+        "again when re-admitted (the simulator's SchedulerConfig.prefix_caching).",
+    )
     kv_fraction_of_free: float | None = Field(
         None,
         gt=0,

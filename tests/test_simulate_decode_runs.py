@@ -107,6 +107,7 @@ SCHEDULERS = [
     SchedulerConfig(num_gpu_blocks=3_000, enable_chunked_prefill=False, max_num_batched_tokens=4096),
     SchedulerConfig(num_gpu_blocks=200_000, block_size_tokens=1),
     SchedulerConfig(num_gpu_blocks=500, scheduling_policy="priority"),
+    SchedulerConfig(num_gpu_blocks=400, max_num_seqs=48, prefix_caching=True),  # preempted prefixes found again
     SchedulerConfig(  # hybrid KV groups: two windows, state blocks, a pool tight enough to preempt
         num_gpu_blocks=3_000,
         max_num_seqs=64,

@@ -256,6 +256,7 @@ def scheduler_config(
         long_prompts=engine_of(sc).long_prompts,
         output_reserve=engine_of(sc).output_reserve,
         scheduling_policy=sc.scheduling_policy,
+        prefix_caching=engine_of(sc).prefix_caching_default,
         mode=mode,
     )
 

@@ -301,6 +301,13 @@ class SchedulerConfig(BaseModel):
         description="'continuous': vLLM V1 continuous batching; 'static': take up to max_num_seqs "
         "requests, prefill them, decode until the longest finishes, admit nothing meanwhile.",
     )
+    prefix_caching: bool = Field(
+        False,
+        description="The engine keeps computed KV blocks cached after it frees them (vLLM V1's automatic prefix "
+        "caching, SGLang's radix cache): a preempted request's full blocks are found again when it is re-admitted, so "
+        "only the rest is recomputed (evictions before that are not modelled). From the engine profile's "
+        "prefix_caching_default.",
+    )
     kv_block_groups: KVBlockGroups | None = Field(
         None,
         exclude_if=lambda v: v is None,
@@ -818,11 +825,14 @@ class _Engine:
         "encoder",
         "finish_t",
         "first_t",
+        "freed",
         "image_seconds",
         "image_tokens",
         "images",
         "itl_extra",
         "itl_gaps",
+        "keep_cached",
+        "kept",
         "kv_blocks",
         "max_seqs",
         "out",
@@ -847,6 +857,9 @@ class _Engine:
         self.bs = scheduler.block_size_tokens
         self.total_blocks = scheduler.num_gpu_blocks
         self.kv_blocks: Callable[[int], int] = scheduler.request_blocks  # a request's blocks at t tokens
+        self.keep_cached = scheduler.prefix_caching
+        self.kept: dict[int, tuple[int, int, int]] = {}  # preempted, cached: (eviction mark, whole blocks, blocks)
+        self.freed = 0  # blocks ever freed: with ``used``, the blocks ever allocated (``_requeue``)
         self.token_budget = scheduler.max_num_batched_tokens
         self.max_seqs = scheduler.max_num_seqs
         self.chunked = scheduler.enable_chunked_prefill
@@ -1259,7 +1272,7 @@ class _Continuous(_Engine):
         held = None if self.output_reserve is None or not waiting else self._reserved_tokens(n_dec)
         while not preempted and waiting and budget > 0 and n_run < self.max_seqs:
             rid = waiting[0]
-            start = cached[rid]
+            start = self._cached_again(rid) if rid in self.kept else cached[rid]
             c = min(ntok[rid] - start, budget)
             if c < ntok[rid] - start and not self.chunked:
                 break
@@ -1343,13 +1356,36 @@ class _Continuous(_Engine):
         self._requeue(rid, computed=computed, held=c + hold_prev)
 
     def _requeue(self, rid: int, *, computed: int, held: int) -> None:
-        """Free the blocks of a preempted request holding ``held`` tokens; it goes back to the front of the queue."""
-        self.used -= self.kv_blocks(held)
-        self.recomputed += computed - self.cached[rid]
+        """Free the blocks of a preempted request holding ``held`` tokens; it goes back to the front of the queue.
+
+        With prefix caching (``SchedulerConfig.prefix_caching``) its blocks stay cached in the free queue behind the
+        blocks already free, tail first, and an allocation takes the queue's head: once allocations pass those blocks
+        ahead of them, its own are evicted from the tail. Its re-admission finds the prefix that is left
+        (``_cached_again``)."""
+        blocks = self.kv_blocks(held)
+        ahead = self.total_blocks - self.used  # free blocks queued before its own
+        self.used -= blocks
+        self.freed += blocks
+        self.recomputed += computed - self.cached[rid]  # less what its re-admission finds cached (``_cached_again``)
+        if self.keep_cached and blocks:
+            full = min(computed, self.ntok[rid] - 1) // self.bs  # whole blocks of its computed tokens, in order
+            self.kept[rid] = (self.used + self.freed + ahead, full, blocks)
         self.waiting.appendleft(rid)
         self.preemptions += 1
 
     # ---- advancing requests after the step ----------------------------------------------------
+
+    def _cached_again(self, rid: int) -> int:
+        """Tokens of a preempted request still cached when it is re-admitted: its whole computed blocks less those the
+        allocations since evicted (every block allocated beyond the free ones queued ahead of its own), the prefix
+        kept; at least what it had cached before (``_requeue``). Counted out of the recomputed tokens."""
+        mark, full, blocks = self.kept.pop(rid)
+        evicted = max(0, self.used + self.freed - mark)
+        left = full * max(0, blocks - evicted) // blocks
+        start = max(self.cached[rid], left * self.bs)
+        self.recomputed -= start - self.cached[rid]
+        self.cached[rid] = start
+        return start
 
     def _finish_decodes(self, done: list[int], hold_now: int) -> None:
         """Decoding requests whose last token came in this step leave, freeing the blocks of c0 + hold_now tokens."""
@@ -1368,6 +1404,7 @@ class _Continuous(_Engine):
         self.c0_sum -= left
         self.end_sum -= ends
         self.used -= freed
+        self.freed += freed
 
     def _advance_prefills(self, chunks: list[tuple[int, int, int]], reserve: int, g_next: int) -> None:
         """Each chunk of the step: a request still in (re)prefill stays so; one whose prefill is done emits a
@@ -1388,7 +1425,9 @@ class _Continuous(_Engine):
                 self.itl_extra.append(t - self.last_tok[rid])
             gen[rid] = g = g + 1
             if g == out[rid]:
-                self.used -= self.kv_blocks(computed + reserve)
+                blocks = self.kv_blocks(computed + reserve)
+                self.used -= blocks
+                self.freed += blocks
                 self._finish(rid)
             else:
                 self._start_decoding(rid, computed - g_next, g_next + out[rid] - g, g_next)

@@ -439,6 +439,7 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
             max_model_len=max_len,
             mixed_batches=engine_of(sc).mixes_batches(chunked),
             output_reserve=engine_of(sc).output_reserve,
+            prefix_caching=engine_of(sc).prefix_caching_default,
         )
         per_replica = (
             ConcurrencyArrivals(concurrency=max(1, n // replicas))
