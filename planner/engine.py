@@ -467,6 +467,12 @@ class EngineProfile(BaseModel):
         return self.reserves_cuda_graph_memory and (first is None or at_or_after(version, first))
 
 
+def engine_name(engine_version: str | None) -> str:
+    """The display name of the engine an ``--engine-version`` names ('vLLM', 'SGLang', 'TensorRT-LLM'; None: the
+    default engine's)."""
+    return ENGINE_NAMES[resolve_engine(engine_version or DEFAULT_ENGINE)[0].engine]
+
+
 def _step_at(steps: tuple[tuple[str, Any], ...], version: str | None) -> Any:
     """The value of ``(first version, value)`` steps (oldest first) at ``version``: the last step at or before it;
     None: the newest; before the first step, the first value. None when there are no steps."""

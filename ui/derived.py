@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.estimate.cost import usd_per_million_tokens
 from planner.estimate.latency import estimate_latency
-from planner.estimate.memory import plan_memory
+from planner.estimate.memory import plan_memory, terms_outside
 from planner.estimate.operating_points import latency_profile, throughput_profile
 from planner.units import GiB, fmt_bytes, fmt_flop_count, fmt_seconds
 from planner.units import fmt_requests as units_fmt_requests
@@ -118,7 +118,7 @@ def memory_terms_table(plan: MemoryPlan) -> pd.DataFrame:
     import pandas as pd
 
     notes = NOTES_BY_RULE.get(plan.resolved.memory_rule, {})
-    if not plan.resolved.reserves_cuda_graph_memory and not plan.resolved.static_pool:
+    if terms_outside(plan.resolved) == {"cuda_graphs"}:  # an older vLLM's graph pool, beyond the fraction
         notes = {**notes, **GRAPHS_AFTER_NOTES}
     return pd.DataFrame(
         [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 from pydantic import ValidationError
 
-from planner.engine import DEFAULT_ENGINE, ENGINE_NAMES, resolve_engine
+from planner.engine import DEFAULT_ENGINE, engine_name
 from planner.errors import PlannerError
 from planner.estimate.memory import plan_memory
 from planner.estimate.resolve import resolve
@@ -94,7 +94,7 @@ def batch_limits_note(model: ModelSpec, values: dict) -> str | None:
     limits_set = sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None
     if limits_set and sc.enable_chunked_prefill is not None:
         return None
-    name = ENGINE_NAMES[resolve_engine(sc.engine_version or DEFAULT_ENGINE)[0].engine]
+    name = engine_name(sc.engine_version)
     chunked = f"chunked prefill **{'on' if res.enable_chunked_prefill else 'off'}**"
     if limits_set:
         return f"auto: {name} runs {chunked} here."

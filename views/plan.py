@@ -4,7 +4,7 @@ import json
 
 import streamlit as st
 
-from planner.engine import DEFAULT_ENGINE, ENGINE_NAMES, resolve_engine
+from planner.engine import engine_name
 from ui import charts
 from ui.derived import fmt_requests, kv_formula, memory_terms_table, placement_caption
 from ui.errors import shown_errors
@@ -59,8 +59,8 @@ cols[3].metric(
 cols[4].metric(
     "KV blocks",
     fmt_int(plan.num_gpu_blocks),
-    help=f"{plan.resolved.block_size if plan.kv_block_groups is None else plan.kv_block_groups.block_tokens} tokens "
-    f"per block; {plan.blocks_per_request:,} blocks per {plan.resolved.max_model_len:,}-token request"
+    help=f"{plan.block_tokens} tokens per block; {plan.blocks_per_request:,} blocks per "
+    f"{plan.resolved.max_model_len:,}-token request"
     + ("" if plan.kv_block_groups is None else f"; a request of t tokens holds {plan.kv_block_groups.words()}"),
 )
 
@@ -130,8 +130,9 @@ with shown_errors():
 left, right = st.columns(2)
 with left:
     st.subheader("Max concurrency vs context length")
-    engine = ENGINE_NAMES[resolve_engine(sc.engine_version or DEFAULT_ENGINE)[0].engine]
-    plotted(charts.concurrency_vs_context, sweep, res.max_model_len, engine, key="plan_concurrency")
+    plotted(
+        charts.concurrency_vs_context, sweep, res.max_model_len, engine_name(sc.engine_version), key="plan_concurrency"
+    )
 with right:
     st.subheader("KV cache per token")
     kind_badge("exact")

@@ -115,6 +115,7 @@ class MemoryPlan(BaseModel):
         "for one full-attention group.",
     )
     kv_cache_tokens: int = Field(description="'GPU KV cache size: N tokens' as vLLM reports it.")
+
     max_concurrency: float = Field(description="Requests of max_model_len tokens the cache holds at once.")
     max_model_len_that_fits: int | None = Field(
         description="Largest max_model_len with room for one request; None if even 1 token does not fit."
@@ -158,6 +159,11 @@ class MemoryPlan(BaseModel):
         "peaks above the language model's activations and the encoder cache, per GPU (estimate; 0 when it does "
         "not), taken from the KV cache; present with --images-per-request.",
     )
+
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per block of the KV pool: the groups' (raised for a Mamba page), else the resolved block size."""
+        return self.resolved.block_size if self.kv_block_groups is None else self.kv_block_groups.block_tokens
 
 
 # --------------------------------------------------------------------------- weights

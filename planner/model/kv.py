@@ -12,7 +12,8 @@ x 2048 tokens = 268,435,456 bytes = 256 MiB per sequence (not 536 MB).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -308,35 +309,36 @@ class KVBlockGroups(BaseModel):
     )
     state_blocks: int = Field(0, ge=0, description="Blocks a request holds whatever its length (recurrent state).")
 
+    def over_groups(self, n: Any, minimum: Callable[[Any, int], Any] = min) -> Any:
+        """The blocks of a request whose full-attention groups hold ``n`` blocks (an int, a float or, with
+        ``minimum=np.minimum``, an array): ``full_groups`` x n, min(n, cap) in each window group, the state blocks.
+        The one formula ``blocks``, ``blocks_array`` and ``fractional_blocks`` evaluate."""
+        held = self.full_groups * n + self.state_blocks
+        for g, cap in self.window_groups:
+            held = held + g * minimum(n, cap)
+        return held
+
     def blocks(self, tokens: int) -> int:
         """Blocks a request of ``tokens`` tokens holds over every group (0 for none)."""
-        if tokens <= 0:
-            return 0
-        n = -(-tokens // self.block_tokens)
-        return self.full_groups * n + sum(g * min(n, cap) for g, cap in self.window_groups) + self.state_blocks
+        return self.over_groups(-(-tokens // self.block_tokens)) if tokens > 0 else 0
 
     def blocks_array(self, tokens: np.ndarray) -> np.ndarray:
         """``blocks`` of each element of ``tokens`` (integers)."""
         import numpy as np
 
-        n = -(-tokens // self.block_tokens)
-        out = self.full_groups * n + self.state_blocks
-        for g, cap in self.window_groups:
-            out = out + g * np.minimum(n, cap)
-        return np.where(tokens > 0, out, 0)
+        return np.where(tokens > 0, self.over_groups(-(-tokens // self.block_tokens), np.minimum), 0)
+
+    def fractional_blocks(self, tokens: float) -> float:
+        """Blocks a request of ``tokens`` tokens holds, without rounding to whole blocks (the analytic capacity)."""
+        return self.over_groups(tokens / self.block_tokens)
 
     def words(self) -> str:
         """What a request of t tokens holds, in words: 'cdiv(t, 16) x 1 full-attention group + min(cdiv(t, 16), 9) x
         1 sliding-window group'."""
         n = f"cdiv(t, {self.block_tokens})"
-        parts = [f"{n} x {self.full_groups} full-attention group{'s' if self.full_groups != 1 else ''}"]
-        parts = parts if self.full_groups else []
-        parts += [f"min({n}, {cap}) x {g} sliding-window group{'s' if g != 1 else ''}" for g, cap in self.window_groups]
+        plural = lambda count, word: f"{count} {word}{'s' if count != 1 else ''}"  # noqa: E731
+        parts = [f"{n} x {plural(self.full_groups, 'full-attention group')}"] if self.full_groups else []
+        parts += [f"min({n}, {cap}) x {plural(g, 'sliding-window group')}" for g, cap in self.window_groups]
         if self.state_blocks:
-            parts.append(f"{self.state_blocks} recurrent-state block{'s' if self.state_blocks != 1 else ''}")
+            parts.append(plural(self.state_blocks, "recurrent-state block"))
         return " + ".join(parts)
-
-    def fractional_blocks(self, tokens: float) -> float:
-        """Blocks a request of ``tokens`` tokens holds, without rounding to whole blocks (the analytic capacity)."""
-        n = tokens / self.block_tokens
-        return self.full_groups * n + sum(g * min(n, cap) for g, cap in self.window_groups) + self.state_blocks

@@ -243,11 +243,10 @@ def scheduler_config(
 ) -> SchedulerConfig:
     """The engine limits vLLM would start with, read from the memory plan (not re-derived)."""
     res = plan.resolved
-    groups = plan.kv_block_groups
     return SchedulerConfig(
         num_gpu_blocks=plan.num_gpu_blocks,
-        block_size_tokens=res.block_size if groups is None else groups.block_tokens,
-        kv_block_groups=groups,
+        block_size_tokens=plan.block_tokens,
+        kv_block_groups=plan.kv_block_groups,
         max_num_seqs=res.max_num_seqs,
         max_num_batched_tokens=res.max_num_batched_tokens,
         enable_chunked_prefill=res.enable_chunked_prefill,

@@ -304,9 +304,9 @@ class SchedulerConfig(BaseModel):
     prefix_caching: bool = Field(
         False,
         description="The engine keeps computed KV blocks cached after it frees them (vLLM V1's automatic prefix "
-        "caching, SGLang's radix cache): a preempted request's full blocks are found again when it is re-admitted, so "
-        "only the rest is recomputed (evictions before that are not modelled). From the engine profile's "
-        "prefix_caching_default.",
+        "caching, SGLang's radix cache): a preempted request's whole blocks wait in the free queue behind those "
+        "already free until later allocations evict them, and its re-admission recomputes only what was evicted. From "
+        "the engine profile's prefix_caching_default.",
     )
     kv_block_groups: KVBlockGroups | None = Field(
         None,
@@ -825,14 +825,11 @@ class _Engine:
         "encoder",
         "finish_t",
         "first_t",
-        "freed",
         "image_seconds",
         "image_tokens",
         "images",
         "itl_extra",
         "itl_gaps",
-        "keep_cached",
-        "kept",
         "kv_blocks",
         "max_seqs",
         "out",
@@ -857,9 +854,6 @@ class _Engine:
         self.bs = scheduler.block_size_tokens
         self.total_blocks = scheduler.num_gpu_blocks
         self.kv_blocks: Callable[[int], int] = scheduler.request_blocks  # a request's blocks at t tokens
-        self.keep_cached = scheduler.prefix_caching
-        self.kept: dict[int, tuple[int, int, int]] = {}  # preempted, cached: (eviction mark, whole blocks, blocks)
-        self.freed = 0  # blocks ever freed: with ``used``, the blocks ever allocated (``_requeue``)
         self.token_budget = scheduler.max_num_batched_tokens
         self.max_seqs = scheduler.max_num_seqs
         self.chunked = scheduler.enable_chunked_prefill
@@ -967,10 +961,13 @@ class _Continuous(_Engine):
         "end_sum",
         "epoch",
         "finish_at",
+        "freed",
         "full_weight",
         "gen",
         "grows",
         "idle_s",
+        "keep_cached",
+        "kept",
         "last_step",
         "last_tok",
         "mixed",
@@ -1023,6 +1020,9 @@ class _Continuous(_Engine):
         self.weight = [self.full_weight] * n
         self.epoch = [0] * n
         self.window_at: dict[int, list[tuple[int, int, int]]] = {}
+        self.keep_cached = scheduler.prefix_caching
+        self.kept: dict[int, tuple[int, int, int]] = {}  # preempted, cached: (eviction mark, whole blocks, blocks)
+        self.freed = 0  # blocks ever freed: with ``used``, the blocks ever allocated (``_requeue``)
         self.c0_sum = 0
         self.used = 0
         self.prefilling = -1

@@ -431,7 +431,7 @@ def _express_serving(record: PublicRecord, family: str) -> Prediction:
     if run is None:
         scheduler = SchedulerConfig(
             num_gpu_blocks=plan.num_gpu_blocks,
-            block_size_tokens=res.block_size if plan.kv_block_groups is None else plan.kv_block_groups.block_tokens,
+            block_size_tokens=plan.block_tokens,
             kv_block_groups=plan.kv_block_groups,
             max_num_seqs=res.max_num_seqs,
             max_num_batched_tokens=res.max_num_batched_tokens,

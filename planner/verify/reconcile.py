@@ -62,7 +62,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.engine import EngineError, parse_version, resolve_engine
+from planner.engine import DEFAULT_ENGINE, EngineError, parse_version, resolve_engine
 from planner.errors import ConfigError, HubUnavailableError, ModelNotFoundError, ScenarioError
 from planner.estimate.memory import MemoryPlan, plan_memory, terms_outside
 from planner.estimate.resolve import KV_DTYPES, Resolved
@@ -248,45 +248,27 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
 
 
 def _default_utilization(version: str | None, generation: Literal["V0", "V1"] | None) -> float:
-    """vLLM's default --gpu-memory-utilization of the release the log printed (its engine profile's), of the V0
-    profile for a V0 log without a readable version, else the newest release's."""
-    numbers = _version_tuple(version)
-    unread = V0_PROFILE if generation == "V0" else "vllm"
-    spec = unread if numbers is None else "vllm@" + ".".join(map(str, numbers))
-    try:
-        profile, at = resolve_engine(spec)
-    except EngineError:  # a release no profile holds: the newest default
-        return DEFAULT_GPU_MEMORY_UTILIZATION
+    """vLLM's default --gpu-memory-utilization for a log: that of the engine profile it is planned with
+    (``_log_engine``), else of the newest release."""
+    profile, at = resolve_engine(_log_engine(version, generation) or DEFAULT_ENGINE)
     return profile.gpu_memory_utilization_at(at) or DEFAULT_GPU_MEMORY_UTILIZATION
 
 
-def _v0_engine(version: str | None) -> str:
-    """The engine version a V0 log is planned with: ``vllm@VERSION`` when a V0-era profile (one that ends by 0.8.0)
-    holds the printed version, else ``V0_PROFILE``."""
+def _log_engine(version: str | None, generation: Literal["V0", "V1"] | None) -> str | None:
+    """The engine version a log is planned with, so that its release's rules apply (scheduler defaults, memory
+    fraction, graph pool): ``vllm@VERSION`` when a profile holds the printed release (for a V0 log, a V0-era profile:
+    one that ends by 0.8.0); else ``V0_PROFILE`` for a V0 log, None (the newest release) for any other."""
     numbers = _version_tuple(version)
     if numbers is not None:
         spec = "vllm@" + ".".join(map(str, numbers))
         try:
             profile, _ = resolve_engine(spec)
-        except EngineError:
-            return V0_PROFILE
-        if profile.max_version is not None and parse_version(profile.max_version)[:2] <= V1_DEFAULT_FROM:
+        except EngineError:  # a release no profile holds
+            return V0_PROFILE if generation == "V0" else None
+        ends_by_v1 = profile.max_version is not None and parse_version(profile.max_version)[:2] <= V1_DEFAULT_FROM
+        if generation != "V0" or ends_by_v1:
             return spec
-    return V0_PROFILE
-
-
-def _v1_engine(version: str | None) -> str | None:
-    """The engine version a V1 log is planned with: ``vllm@VERSION`` when a profile holds the printed release, else
-    None (the newest release's rules)."""
-    numbers = _version_tuple(version)
-    if numbers is None:
-        return None
-    spec = "vllm@" + ".".join(map(str, numbers))
-    try:
-        resolve_engine(spec)
-    except EngineError:
-        return None
-    return spec
+    return V0_PROFILE if generation == "V0" else None
 
 
 def engine_generation(report: VllmStartupReport) -> tuple[Literal["V0", "V1"] | None, str | None]:
@@ -456,15 +438,12 @@ def scenario_from_report(
         notes.append("--enforce-eager not stated; CUDA graphs (vLLM's default) assumed")
     if report.max_num_batched_tokens is not None:
         read["max_num_batched_tokens"] = report.max_num_batched_tokens
-    if generation == "V1":
-        engine_v1 = _v1_engine(report.vllm_version)
-        if engine_v1 is not None:  # that release's memory rules (the graph pool, the default fraction)
-            defaults["engine_version"] = engine_v1
-    if generation == "V0":
-        # resolve takes V0's step budget, max_num_seqs, memory fraction and chunked prefill (on only above 32K tokens
-        # of context, with its exemptions) from that release's profile, at the max_model_len finally planned
-        defaults["engine_version"] = _v0_engine(report.vllm_version)
-    planned_engine = defaults.get("engine_version")
+    # that release's rules (V0: its step budget, max_num_seqs and chunked prefill, on only above 32K tokens of
+    # context with its exemptions, at the max_model_len finally planned; every release: the memory fraction and
+    # where the graph pool sits)
+    planned_engine = _log_engine(report.vllm_version, generation)
+    if planned_engine is not None:
+        defaults["engine_version"] = planned_engine
     if planned_engine is not None and read.get("engine") != "eager":
         profile, at = resolve_engine(planned_engine)
         if not profile.reserves_graph_memory_at(at):
